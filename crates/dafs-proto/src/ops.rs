@@ -1,0 +1,770 @@
+//! Requests and replies: one variant per op (replies grouped by body shape), with
+//! encode/decode. The byte layout of every fixed part is listed in `docs/protocol.md`.
+
+use crate::codec::{Dec, DecodeError, Enc, EncodeError, Frame};
+use crate::header::Header;
+use crate::limits;
+use crate::status::{Opcode, Status};
+use crate::types::*;
+
+/// Size of nonces and proofs in the authentication exchange.
+pub const NONCE_LEN: usize = 32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request<'a> {
+    Null,
+    SessionCreate { max_msg_size: u32, slots: u32, auth: AuthMethod, client_id: &'a [u8] },
+    SessionAuth { client_nonce: [u8; NONCE_LEN], proof: [u8; NONCE_LEN] },
+    SessionDestroy,
+    /// `export` is the export's name; empty selects the server's default export.
+    GetRootHandle { export: &'a [u8] },
+    /// `path` is one or more components relative to `dir`. Intermediate symlinks are
+    /// followed (beneath the export); the final one only when `follow` is set.
+    Lookup { dir: FileHandle, path: &'a [u8], follow: bool },
+    LookupParent { fh: FileHandle },
+    GetAttr { fh: FileHandle },
+    SetAttr { fh: FileHandle, set: SetAttrs },
+    Access { fh: FileHandle, mask: u32 },
+    Create { dir: FileHandle, ftype: FileType, mode: u32, exclusive: bool, name: &'a [u8] },
+    /// Open `name` in directory `fh` (or `fh` itself when `name` is empty).
+    Open { fh: FileHandle, flags: u32, mode: u32, name: &'a [u8] },
+    Close { open_id: u64 },
+    ReadInline { open_id: u64, offset: u64, len: u32 },
+    WriteInline { open_id: u64, offset: u64, stable: bool, data: &'a [u8] },
+    ReadDirect { open_id: u64, offset: u64, len: u32, region: RemoteRegion },
+    WriteDirect { open_id: u64, offset: u64, len: u32, stable: bool, region: RemoteRegion },
+    ReadDir { dir: FileHandle, cookie: u64, max_entries: u32, max_bytes: u32 },
+    Remove { dir: FileHandle, name: &'a [u8] },
+    RmDir { dir: FileHandle, name: &'a [u8] },
+    Rename { from_dir: FileHandle, from_name: &'a [u8], to_dir: FileHandle, to_name: &'a [u8] },
+    Link { fh: FileHandle, dir: FileHandle, name: &'a [u8] },
+    Symlink { dir: FileHandle, name: &'a [u8], target: &'a [u8] },
+    ReadLink { fh: FileHandle },
+    /// Make `[offset, offset+len)` durable; `len == 0` means to the end of the file.
+    Commit { open_id: u64, offset: u64, len: u64 },
+    FsStat { fh: FileHandle },
+    /// An op the spec reserves but this version does not implement; its body is not
+    /// interpreted, and the answer is `NOTSUPP`.
+    Reserved(Opcode),
+}
+
+impl Request<'_> {
+    pub fn opcode(&self) -> Opcode {
+        use Request::*;
+        match self {
+            Null => Opcode::Null,
+            SessionCreate { .. } => Opcode::SessionCreate,
+            SessionAuth { .. } => Opcode::SessionAuth,
+            SessionDestroy => Opcode::SessionDestroy,
+            GetRootHandle { .. } => Opcode::GetRootHandle,
+            Lookup { .. } => Opcode::Lookup,
+            LookupParent { .. } => Opcode::LookupParent,
+            GetAttr { .. } => Opcode::GetAttr,
+            SetAttr { .. } => Opcode::SetAttr,
+            Access { .. } => Opcode::Access,
+            Create { .. } => Opcode::Create,
+            Open { .. } => Opcode::Open,
+            Close { .. } => Opcode::Close,
+            ReadInline { .. } => Opcode::ReadInline,
+            WriteInline { .. } => Opcode::WriteInline,
+            ReadDirect { .. } => Opcode::ReadDirect,
+            WriteDirect { .. } => Opcode::WriteDirect,
+            ReadDir { .. } => Opcode::ReadDir,
+            Remove { .. } => Opcode::Remove,
+            RmDir { .. } => Opcode::RmDir,
+            Rename { .. } => Opcode::Rename,
+            Link { .. } => Opcode::Link,
+            Symlink { .. } => Opcode::Symlink,
+            ReadLink { .. } => Opcode::ReadLink,
+            Commit { .. } => Opcode::Commit,
+            FsStat { .. } => Opcode::FsStat,
+            Reserved(op) => *op,
+        }
+    }
+
+    fn enc<'a>(&'a self, e: &mut Enc<'a, '_>) {
+        use Request::*;
+        match self {
+            Null | SessionDestroy | Reserved(_) => {}
+            SessionCreate { max_msg_size, slots, auth, client_id } => {
+                e.u32(*max_msg_size);
+                e.u32(*slots);
+                e.u32(*auth as u32);
+                e.u32(0);
+                e.heap(client_id);
+            }
+            SessionAuth { client_nonce, proof } => {
+                e.raw(client_nonce);
+                e.raw(proof);
+            }
+            GetRootHandle { export } => e.heap(export),
+            Lookup { dir, path, follow } => {
+                dir.enc(e);
+                e.u32(*follow as u32);
+                e.u32(0);
+                e.heap(path);
+            }
+            LookupParent { fh } | GetAttr { fh } | ReadLink { fh } | FsStat { fh } => fh.enc(e),
+            SetAttr { fh, set } => {
+                fh.enc(e);
+                set.enc(e);
+            }
+            Access { fh, mask } => {
+                fh.enc(e);
+                e.u32(*mask);
+                e.u32(0);
+            }
+            Create { dir, ftype, mode, exclusive, name } => {
+                dir.enc(e);
+                e.u32(*ftype as u32);
+                e.u32(*mode);
+                e.u32(*exclusive as u32);
+                e.u32(0);
+                e.heap(name);
+            }
+            Open { fh, flags, mode, name } => {
+                fh.enc(e);
+                e.u32(*flags);
+                e.u32(*mode);
+                e.heap(name);
+            }
+            Close { open_id } => e.u64(*open_id),
+            ReadInline { open_id, offset, len } => {
+                e.u64(*open_id);
+                e.u64(*offset);
+                e.u32(*len);
+                e.u32(0);
+            }
+            WriteInline { open_id, offset, stable, data } => {
+                e.u64(*open_id);
+                e.u64(*offset);
+                e.u32(*stable as u32);
+                e.u32(0);
+                e.heap(data);
+            }
+            ReadDirect { open_id, offset, len, region } => {
+                e.u64(*open_id);
+                e.u64(*offset);
+                e.u32(*len);
+                e.u32(0);
+                e.u64(region.key);
+                e.u64(region.offset);
+            }
+            WriteDirect { open_id, offset, len, stable, region } => {
+                e.u64(*open_id);
+                e.u64(*offset);
+                e.u32(*len);
+                e.u32(*stable as u32);
+                e.u64(region.key);
+                e.u64(region.offset);
+            }
+            ReadDir { dir, cookie, max_entries, max_bytes } => {
+                dir.enc(e);
+                e.u64(*cookie);
+                e.u32(*max_entries);
+                e.u32(*max_bytes);
+            }
+            Remove { dir, name } | RmDir { dir, name } => {
+                dir.enc(e);
+                e.heap(name);
+            }
+            Rename { from_dir, from_name, to_dir, to_name } => {
+                from_dir.enc(e);
+                to_dir.enc(e);
+                e.heap(from_name);
+                e.heap(to_name);
+            }
+            Link { fh, dir, name } => {
+                fh.enc(e);
+                dir.enc(e);
+                e.heap(name);
+            }
+            Symlink { dir, name, target } => {
+                dir.enc(e);
+                e.heap(name);
+                e.heap(target);
+            }
+            Commit { open_id, offset, len } => {
+                e.u64(*open_id);
+                e.u64(*offset);
+                e.u64(*len);
+            }
+        }
+    }
+
+    fn dec<'a>(op: Opcode, d: &mut Dec<'a>) -> Result<Request<'a>, DecodeError> {
+        use Request::*;
+        let name = |d: &mut Dec<'a>| -> Result<&'a [u8], DecodeError> {
+            let n = d.heap(limits::NAME_LEN_MAX)?;
+            validate_name(n)?;
+            Ok(n)
+        };
+        let r = match op {
+            Opcode::Null => Null,
+            Opcode::SessionDestroy => SessionDestroy,
+            Opcode::SessionCreate => {
+                let max_msg_size = d.u32()?;
+                let slots = d.u32()?;
+                let auth = AuthMethod::from_wire(d.u32()?)?;
+                if d.u32()? != 0 {
+                    return Err(DecodeError::BadValue("session flags"));
+                }
+                let client_id = d.heap(limits::CLIENT_ID_LEN_MAX)?;
+                SessionCreate { max_msg_size, slots, auth, client_id }
+            }
+            Opcode::SessionAuth => SessionAuth { client_nonce: d.array()?, proof: d.array()? },
+            Opcode::GetRootHandle => {
+                let export = d.heap(limits::PATH_LEN_MAX)?;
+                validate_path(export)?;
+                GetRootHandle { export }
+            }
+            Opcode::Lookup => {
+                let dir = FileHandle::dec(d)?;
+                let follow = d.bool32()?;
+                let _pad = d.u32()?;
+                let path = d.heap(limits::PATH_LEN_MAX)?;
+                validate_path(path)?;
+                if path.is_empty() {
+                    return Err(DecodeError::BadValue("empty lookup path"));
+                }
+                Lookup { dir, path, follow }
+            }
+            Opcode::LookupParent => LookupParent { fh: FileHandle::dec(d)? },
+            Opcode::GetAttr => GetAttr { fh: FileHandle::dec(d)? },
+            Opcode::ReadLink => ReadLink { fh: FileHandle::dec(d)? },
+            Opcode::FsStat => FsStat { fh: FileHandle::dec(d)? },
+            Opcode::SetAttr => SetAttr { fh: FileHandle::dec(d)?, set: SetAttrs::dec(d)? },
+            Opcode::Access => {
+                let fh = FileHandle::dec(d)?;
+                let mask = d.u32()?;
+                let _pad = d.u32()?;
+                if mask & !access_mask::ALL != 0 {
+                    return Err(DecodeError::BadValue("access mask"));
+                }
+                Access { fh, mask }
+            }
+            Opcode::Create => {
+                let dir = FileHandle::dec(d)?;
+                let ftype = FileType::from_wire(d.u32()?)?;
+                if !matches!(ftype, FileType::Regular | FileType::Directory) {
+                    return Err(DecodeError::BadValue("create type"));
+                }
+                let mode = d.u32()?;
+                if mode & !0o7777 != 0 {
+                    return Err(DecodeError::BadValue("mode bits"));
+                }
+                let exclusive = d.bool32()?;
+                let _pad = d.u32()?;
+                Create { dir, ftype, mode, exclusive, name: name(d)? }
+            }
+            Opcode::Open => {
+                let fh = FileHandle::dec(d)?;
+                let flags = d.u32()?;
+                let mode = d.u32()?;
+                if flags & !open_flags::ALL != 0 || flags & (open_flags::READ | open_flags::WRITE) == 0 {
+                    return Err(DecodeError::BadValue("open flags"));
+                }
+                if mode & !0o7777 != 0 {
+                    return Err(DecodeError::BadValue("mode bits"));
+                }
+                let n = d.heap(limits::NAME_LEN_MAX)?;
+                if !n.is_empty() {
+                    validate_name(n)?;
+                } else if flags & open_flags::CREATE != 0 {
+                    return Err(DecodeError::BadValue("create without a name"));
+                }
+                Open { fh, flags, mode, name: n }
+            }
+            Opcode::Close => Close { open_id: d.u64()? },
+            Opcode::ReadInline => {
+                let (open_id, offset, len) = (d.u64()?, d.u64()?, d.u32()?);
+                let _pad = d.u32()?;
+                ReadInline { open_id, offset, len }
+            }
+            Opcode::WriteInline => {
+                let (open_id, offset, stable) = (d.u64()?, d.u64()?, d.bool32()?);
+                let _pad = d.u32()?;
+                WriteInline { open_id, offset, stable, data: d.heap(limits::MSG_SIZE_MAX as usize)? }
+            }
+            Opcode::ReadDirect => {
+                let (open_id, offset, len) = (d.u64()?, d.u64()?, d.u32()?);
+                let _pad = d.u32()?;
+                let region = RemoteRegion { key: d.u64()?, offset: d.u64()? };
+                if len > limits::DIRECT_LEN_MAX {
+                    return Err(DecodeError::BadValue("direct length"));
+                }
+                ReadDirect { open_id, offset, len, region }
+            }
+            Opcode::WriteDirect => {
+                let (open_id, offset, len, stable) = (d.u64()?, d.u64()?, d.u32()?, d.bool32()?);
+                let region = RemoteRegion { key: d.u64()?, offset: d.u64()? };
+                if len > limits::DIRECT_LEN_MAX {
+                    return Err(DecodeError::BadValue("direct length"));
+                }
+                WriteDirect { open_id, offset, len, stable, region }
+            }
+            Opcode::ReadDir => ReadDir { dir: FileHandle::dec(d)?, cookie: d.u64()?, max_entries: d.u32()?, max_bytes: d.u32()? },
+            Opcode::Remove => Remove { dir: FileHandle::dec(d)?, name: name(d)? },
+            Opcode::RmDir => RmDir { dir: FileHandle::dec(d)?, name: name(d)? },
+            Opcode::Rename => {
+                let from_dir = FileHandle::dec(d)?;
+                let to_dir = FileHandle::dec(d)?;
+                Rename { from_dir, to_dir, from_name: name(d)?, to_name: name(d)? }
+            }
+            Opcode::Link => Link { fh: FileHandle::dec(d)?, dir: FileHandle::dec(d)?, name: name(d)? },
+            Opcode::Symlink => {
+                let dir = FileHandle::dec(d)?;
+                let n = name(d)?;
+                let target = d.heap(limits::PATH_LEN_MAX)?;
+                if target.is_empty() || target.contains(&0) {
+                    return Err(DecodeError::BadValue("symlink target"));
+                }
+                Symlink { dir, name: n, target }
+            }
+            Opcode::Commit => Commit { open_id: d.u64()?, offset: d.u64()?, len: d.u64()? },
+            op if op.is_reserved() => return Ok(Reserved(op)),
+            _ => return Err(DecodeError::UnknownOpcode(op.to_wire())),
+        };
+        Ok(r)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply<'a> {
+    /// Any op whose reply status is not `Ok`: no body.
+    Error(Status),
+    /// Null, SessionDestroy, Close, Remove, RmDir, Rename, Commit.
+    Empty,
+    SessionCreate {
+        max_msg_size: u32,
+        slots: u32,
+        inline_threshold: u32,
+        auth: AuthMethod,
+        server_nonce: [u8; NONCE_LEN],
+        /// Largest single direct transfer the server accepts.
+        direct_max: u32,
+    },
+    SessionAuth { server_proof: [u8; NONCE_LEN] },
+    /// GetRootHandle, Lookup, LookupParent, Create, Symlink.
+    Handle { fh: FileHandle, attr: Attr },
+    /// GetAttr, SetAttr, Link (the attributes after the op).
+    Attr { attr: Attr },
+    Access { granted: u32 },
+    Open { open_id: u64, fh: FileHandle, attr: Attr },
+    ReadInline { eof: bool, data: &'a [u8] },
+    /// WriteInline, WriteDirect.
+    Write { count: u32, stable: bool },
+    ReadDirect { count: u32, eof: bool },
+    /// `entries` is a packed list; iterate it with [`DirEntries`].
+    ReadDir { eof: bool, count: u32, entries: &'a [u8] },
+    ReadLink { target: &'a [u8] },
+    FsStat(FsStat),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Empty,
+    SessionCreate,
+    SessionAuth,
+    Handle,
+    Attr,
+    Access,
+    Open,
+    ReadInline,
+    Write,
+    ReadDirect,
+    ReadDir,
+    ReadLink,
+    FsStat,
+}
+
+fn shape_of(op: Opcode) -> Shape {
+    use Opcode::*;
+    match op {
+        Null | SessionDestroy | Close | Remove | RmDir | Rename | Commit => Shape::Empty,
+        SessionCreate => Shape::SessionCreate,
+        SessionAuth => Shape::SessionAuth,
+        GetRootHandle | Lookup | LookupParent | Create | Symlink => Shape::Handle,
+        GetAttr | SetAttr | Link => Shape::Attr,
+        Access => Shape::Access,
+        Open => Shape::Open,
+        ReadInline => Shape::ReadInline,
+        WriteInline | WriteDirect => Shape::Write,
+        ReadDirect => Shape::ReadDirect,
+        ReadDir => Shape::ReadDir,
+        ReadLink => Shape::ReadLink,
+        FsStat => Shape::FsStat,
+        // Reserved ops only ever answer with an error status.
+        _ => Shape::Empty,
+    }
+}
+
+impl Reply<'_> {
+    fn shape(&self) -> Option<Shape> {
+        Some(match self {
+            Reply::Error(_) => return None,
+            Reply::Empty => Shape::Empty,
+            Reply::SessionCreate { .. } => Shape::SessionCreate,
+            Reply::SessionAuth { .. } => Shape::SessionAuth,
+            Reply::Handle { .. } => Shape::Handle,
+            Reply::Attr { .. } => Shape::Attr,
+            Reply::Access { .. } => Shape::Access,
+            Reply::Open { .. } => Shape::Open,
+            Reply::ReadInline { .. } => Shape::ReadInline,
+            Reply::Write { .. } => Shape::Write,
+            Reply::ReadDirect { .. } => Shape::ReadDirect,
+            Reply::ReadDir { .. } => Shape::ReadDir,
+            Reply::ReadLink { .. } => Shape::ReadLink,
+            Reply::FsStat(_) => Shape::FsStat,
+        })
+    }
+
+    /// True if this reply body is the one the protocol defines for `op`.
+    pub fn fits(&self, op: Opcode) -> bool {
+        match self.shape() {
+            None => true,
+            Some(s) => s == shape_of(op) && (!op.is_reserved() || op == Opcode::Null),
+        }
+    }
+
+    pub fn status(&self) -> Status {
+        match self {
+            Reply::Error(s) => *s,
+            _ => Status::Ok,
+        }
+    }
+
+    fn enc<'a>(&'a self, e: &mut Enc<'a, '_>) {
+        match self {
+            Reply::Error(_) | Reply::Empty => {}
+            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max } => {
+                e.u32(*max_msg_size);
+                e.u32(*slots);
+                e.u32(*inline_threshold);
+                e.u32(*auth as u32);
+                e.u32(*direct_max);
+                e.u32(0);
+                e.raw(server_nonce);
+            }
+            Reply::SessionAuth { server_proof } => e.raw(server_proof),
+            Reply::Handle { fh, attr } => {
+                fh.enc(e);
+                attr.enc(e);
+            }
+            Reply::Attr { attr } => attr.enc(e),
+            Reply::Access { granted } => {
+                e.u32(*granted);
+                e.u32(0);
+            }
+            Reply::Open { open_id, fh, attr } => {
+                e.u64(*open_id);
+                fh.enc(e);
+                attr.enc(e);
+            }
+            Reply::ReadInline { eof, data } => {
+                e.u32(*eof as u32);
+                e.u32(0);
+                e.heap(data);
+            }
+            Reply::Write { count, stable } => {
+                e.u32(*count);
+                e.u32(*stable as u32);
+            }
+            Reply::ReadDirect { count, eof } => {
+                e.u32(*count);
+                e.u32(*eof as u32);
+            }
+            Reply::ReadDir { eof, count, entries } => {
+                e.u32(*eof as u32);
+                e.u32(*count);
+                e.heap(entries);
+            }
+            Reply::ReadLink { target } => e.heap(target),
+            Reply::FsStat(s) => {
+                e.u64(s.total_bytes);
+                e.u64(s.free_bytes);
+                e.u64(s.avail_bytes);
+                e.u64(s.total_files);
+                e.u64(s.free_files);
+                e.u32(s.block_size);
+                e.u32(s.name_max);
+            }
+        }
+    }
+
+    fn dec<'a>(op: Opcode, d: &mut Dec<'a>) -> Result<Reply<'a>, DecodeError> {
+        Ok(match shape_of(op) {
+            Shape::Empty => Reply::Empty,
+            Shape::SessionCreate => {
+                let max_msg_size = d.u32()?;
+                let slots = d.u32()?;
+                let inline_threshold = d.u32()?;
+                let auth = AuthMethod::from_wire(d.u32()?)?;
+                let direct_max = d.u32()?;
+                let _pad = d.u32()?;
+                Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce: d.array()?, direct_max }
+            }
+            Shape::SessionAuth => Reply::SessionAuth { server_proof: d.array()? },
+            Shape::Handle => Reply::Handle { fh: FileHandle::dec(d)?, attr: Attr::dec(d)? },
+            Shape::Attr => Reply::Attr { attr: Attr::dec(d)? },
+            Shape::Access => {
+                let granted = d.u32()?;
+                let _pad = d.u32()?;
+                if granted & !access_mask::ALL != 0 {
+                    return Err(DecodeError::BadValue("access mask"));
+                }
+                Reply::Access { granted }
+            }
+            Shape::Open => Reply::Open { open_id: d.u64()?, fh: FileHandle::dec(d)?, attr: Attr::dec(d)? },
+            Shape::ReadInline => {
+                let eof = d.bool32()?;
+                let _pad = d.u32()?;
+                Reply::ReadInline { eof, data: d.heap(limits::MSG_SIZE_MAX as usize)? }
+            }
+            Shape::Write => Reply::Write { count: d.u32()?, stable: d.bool32()? },
+            Shape::ReadDirect => Reply::ReadDirect { count: d.u32()?, eof: d.bool32()? },
+            Shape::ReadDir => {
+                let eof = d.bool32()?;
+                let count = d.u32()?;
+                if count > limits::READDIR_ENTRIES_MAX {
+                    return Err(DecodeError::BadValue("readdir count"));
+                }
+                let entries = d.heap(limits::MSG_SIZE_MAX as usize)?;
+                // Validate the whole list now so users of the reply never see a bad entry.
+                let mut n = 0u32;
+                for e in DirEntries::new(entries) {
+                    e?;
+                    n += 1;
+                }
+                if n != count {
+                    return Err(DecodeError::BadValue("readdir count does not match entries"));
+                }
+                Reply::ReadDir { eof, count, entries }
+            }
+            Shape::ReadLink => Reply::ReadLink { target: d.heap(limits::PATH_LEN_MAX)? },
+            Shape::FsStat => Reply::FsStat(FsStat {
+                total_bytes: d.u64()?,
+                free_bytes: d.u64()?,
+                avail_bytes: d.u64()?,
+                total_files: d.u64()?,
+                free_files: d.u64()?,
+                block_size: d.u32()?,
+                name_max: d.u32()?,
+            }),
+        })
+    }
+}
+
+/// Encode a request (appending to `buf`). `h.opcode` must match the request.
+pub fn encode_request(h: &Header, req: &Request, buf: &mut Vec<u8>, max_len: usize) -> Result<usize, EncodeError> {
+    assert_eq!(h.opcode, req.opcode(), "header opcode must match the request");
+    assert!(!h.is_reply);
+    let mut e = Enc::new(buf);
+    req.enc(&mut e);
+    e.finish(h, max_len)
+}
+
+/// Encode a reply (appending to `buf`). A `Reply::Error` forces the status into the header.
+pub fn encode_reply(h: &Header, reply: &Reply, buf: &mut Vec<u8>, max_len: usize) -> Result<usize, EncodeError> {
+    assert!(h.is_reply);
+    assert!(reply.fits(h.opcode), "reply body {reply:?} does not fit op {:?}", h.opcode);
+    let mut h = *h;
+    h.status = reply.status();
+    let mut e = Enc::new(buf);
+    reply.enc(&mut e);
+    e.finish(&h, max_len)
+}
+
+/// Decode one complete request message.
+///
+/// On a decode error after the header was understood, the header is returned with the
+/// error so the server can still answer that slot with `BADXDR`.
+pub fn decode_request(buf: &[u8], max_len: usize) -> Result<(Header, Request<'_>), (Option<Header>, DecodeError)> {
+    let frame = Frame::split(buf, max_len).map_err(|e| (None, e))?;
+    let h = frame.raw.validate().map_err(|e| (None, e))?;
+    if h.is_reply {
+        return Err((None, DecodeError::WrongDirection("request")));
+    }
+    let mut d = Dec::new(frame.fixed, frame.heap);
+    let req = Request::dec(h.opcode, &mut d).map_err(|e| (Some(h), e))?;
+    if !matches!(req, Request::Reserved(_)) {
+        d.end().map_err(|e| (Some(h), e))?;
+    }
+    Ok((h, req))
+}
+
+/// Decode one complete reply message.
+pub fn decode_reply(buf: &[u8], max_len: usize) -> Result<(Header, Reply<'_>), DecodeError> {
+    let frame = Frame::split(buf, max_len)?;
+    let h = frame.raw.validate()?;
+    if !h.is_reply {
+        return Err(DecodeError::WrongDirection("reply"));
+    }
+    if h.status != Status::Ok {
+        if !frame.fixed.is_empty() || !frame.heap.is_empty() {
+            return Err(DecodeError::Trailing);
+        }
+        return Ok((h, Reply::Error(h.status)));
+    }
+    if h.opcode.is_reserved() {
+        return Err(DecodeError::BadValue("success reply to a reserved op"));
+    }
+    let mut d = Dec::new(frame.fixed, frame.heap);
+    let r = Reply::dec(h.opcode, &mut d)?;
+    d.end()?;
+    Ok((h, r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::header::HEADER_LEN;
+
+    const MAX: usize = limits::MSG_SIZE_MAX as usize;
+
+    fn fh(b: u8) -> FileHandle { FileHandle([b; 32]) }
+    fn attr() -> Attr {
+        Attr {
+            ftype: FileType::Regular, mode: 0o644, nlink: 1, uid: 1000, gid: 1000, size: 12345, used: 16384,
+            fileid: 77, fsid: 3, rdev: 0, atime_ns: 1, mtime_ns: -2, ctime_ns: 3,
+        }
+    }
+
+    pub(crate) fn sample_requests() -> Vec<Request<'static>> {
+        let region = RemoteRegion { key: 0xdead_beef, offset: 4096 };
+        vec![
+            Request::Null,
+            Request::SessionCreate { max_msg_size: 65536, slots: 16, auth: AuthMethod::HmacSha256, client_id: b"host:42" },
+            Request::SessionAuth { client_nonce: [1; 32], proof: [2; 32] },
+            Request::SessionDestroy,
+            Request::GetRootHandle { export: b"" },
+            Request::Lookup { dir: fh(1), path: b"a/b/c.txt", follow: true },
+            Request::LookupParent { fh: fh(2) },
+            Request::GetAttr { fh: fh(3) },
+            Request::SetAttr { fh: fh(4), set: SetAttrs { mask: setattr_mask::SIZE | setattr_mask::MODE, mode: 0o600, size: 1 << 40, ..Default::default() } },
+            Request::Access { fh: fh(5), mask: access_mask::READ | access_mask::WRITE },
+            Request::Create { dir: fh(6), ftype: FileType::Directory, mode: 0o755, exclusive: true, name: b"d" },
+            Request::Open { fh: fh(7), flags: open_flags::READ | open_flags::WRITE | open_flags::CREATE, mode: 0o644, name: b"f" },
+            Request::Close { open_id: 9 },
+            Request::ReadInline { open_id: 9, offset: 1 << 33, len: 4096 },
+            Request::WriteInline { open_id: 9, offset: 10, stable: true, data: b"hello" },
+            Request::ReadDirect { open_id: 9, offset: 0, len: 1 << 20, region },
+            Request::WriteDirect { open_id: 9, offset: 5, len: 1 << 20, stable: false, region },
+            Request::ReadDir { dir: fh(8), cookie: 123, max_entries: 100, max_bytes: 65536 },
+            Request::Remove { dir: fh(8), name: b"x" },
+            Request::RmDir { dir: fh(8), name: b"y" },
+            Request::Rename { from_dir: fh(8), from_name: b"a", to_dir: fh(9), to_name: b"b" },
+            Request::Link { fh: fh(1), dir: fh(2), name: b"hard" },
+            Request::Symlink { dir: fh(1), name: b"sym", target: b"../target" },
+            Request::ReadLink { fh: fh(1) },
+            Request::Commit { open_id: 1, offset: 0, len: 0 },
+            Request::FsStat { fh: fh(1) },
+            Request::Reserved(Opcode::Lock),
+        ]
+    }
+
+    #[test]
+    fn every_request_roundtrips() {
+        let mut buf = Vec::new();
+        for (i, req) in sample_requests().iter().enumerate() {
+            buf.clear();
+            let h = Header::request(req.opcode(), 77, i as u32, 5, 15);
+            let n = encode_request(&h, req, &mut buf, MAX).unwrap();
+            assert_eq!(n, buf.len());
+            let (h2, r2) = decode_request(&buf, MAX).unwrap();
+            assert_eq!(h2, h);
+            assert_eq!(&r2, req);
+        }
+    }
+
+    #[test]
+    fn every_reply_roundtrips() {
+        let mut entries = Vec::new();
+        DirEntry { cookie: 1, fileid: 2, ftype: FileType::Regular, name: b"one" }.pack(&mut entries);
+        DirEntry { cookie: 2, fileid: 3, ftype: FileType::Directory, name: b"two-longer-name" }.pack(&mut entries);
+        let cases: Vec<(Opcode, Reply)> = vec![
+            (Opcode::Null, Reply::Empty),
+            (Opcode::Close, Reply::Empty),
+            (Opcode::SessionCreate, Reply::SessionCreate { max_msg_size: 1 << 16, slots: 8, inline_threshold: 8192, auth: AuthMethod::None, server_nonce: [7; 32], direct_max: 1 << 24 }),
+            (Opcode::SessionAuth, Reply::SessionAuth { server_proof: [3; 32] }),
+            (Opcode::Lookup, Reply::Handle { fh: fh(1), attr: attr() }),
+            (Opcode::GetAttr, Reply::Attr { attr: attr() }),
+            (Opcode::Access, Reply::Access { granted: 5 }),
+            (Opcode::Open, Reply::Open { open_id: 99, fh: fh(2), attr: attr() }),
+            (Opcode::ReadInline, Reply::ReadInline { eof: true, data: b"data" }),
+            (Opcode::WriteDirect, Reply::Write { count: 100, stable: true }),
+            (Opcode::ReadDirect, Reply::ReadDirect { count: 100, eof: false }),
+            (Opcode::ReadDir, Reply::ReadDir { eof: false, count: 2, entries: &entries }),
+            (Opcode::ReadLink, Reply::ReadLink { target: b"x/y" }),
+            (Opcode::FsStat, Reply::FsStat(FsStat { total_bytes: 1, free_bytes: 2, avail_bytes: 3, total_files: 4, free_files: 5, block_size: 4096, name_max: 255 })),
+            (Opcode::Lookup, Reply::Error(Status::NoEnt)),
+            (Opcode::Lock, Reply::Error(Status::NotSupp)),
+        ];
+        let mut buf = Vec::new();
+        for (op, reply) in cases {
+            buf.clear();
+            let req_h = Header::request(op, 1, 2, 3, 4);
+            let h = Header::reply_to(&req_h, Status::Ok, 31);
+            encode_reply(&h, &reply, &mut buf, MAX).unwrap();
+            let (h2, r2) = decode_reply(&buf, MAX).unwrap();
+            assert_eq!(h2.status, reply.status());
+            assert_eq!(h2.highest_slot, 31);
+            assert_eq!(r2, reply, "op {op:?}");
+        }
+    }
+
+    #[test]
+    fn bad_names_and_paths_are_refused() {
+        let mut buf = Vec::new();
+        for bad in [&b""[..], b".", b"..", b"a/b", b"a\0b", &[b'x'; 256]] {
+            buf.clear();
+            let req = Request::Remove { dir: fh(1), name: bad };
+            let h = Header::request(Opcode::Remove, 1, 0, 1, 0);
+            encode_request(&h, &req, &mut buf, MAX).unwrap();
+            let err = decode_request(&buf, MAX).unwrap_err();
+            assert!(err.0.is_some(), "header is still reported for {bad:?}");
+        }
+        buf.clear();
+        let req = Request::Lookup { dir: fh(1), path: b"/etc/passwd", follow: false };
+        encode_request(&Header::request(Opcode::Lookup, 1, 0, 1, 0), &req, &mut buf, MAX).unwrap();
+        assert!(decode_request(&buf, MAX).is_err());
+    }
+
+    #[test]
+    fn too_big_is_refused_on_both_sides() {
+        let mut buf = vec![];
+        let data = vec![0u8; 10_000];
+        let req = Request::WriteInline { open_id: 1, offset: 0, stable: false, data: &data };
+        let h = Header::request(Opcode::WriteInline, 1, 0, 1, 0);
+        assert!(matches!(encode_request(&h, &req, &mut buf, 8192), Err(EncodeError::TooBig { .. })));
+        assert!(buf.is_empty(), "a failed encode leaves the buffer as it was");
+        encode_request(&h, &req, &mut buf, MAX).unwrap();
+        assert!(matches!(decode_request(&buf, 8192), Err((None, DecodeError::TooBig(_)))));
+    }
+
+    #[test]
+    fn truncations_never_panic_and_always_fail() {
+        let mut buf = Vec::new();
+        for req in sample_requests() {
+            buf.clear();
+            encode_request(&Header::request(req.opcode(), 1, 0, 1, 0), &req, &mut buf, MAX).unwrap();
+            for cut in 0..buf.len() {
+                assert!(decode_request(&buf[..cut], MAX).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn header_reserved_and_direction() {
+        let mut buf = Vec::new();
+        encode_request(&Header::request(Opcode::Null, 0, 0, 0, 0), &Request::Null, &mut buf, MAX).unwrap();
+        assert_eq!(buf.len(), HEADER_LEN);
+        let mut bad = buf.clone();
+        bad[44] = 1;
+        assert!(decode_request(&bad, MAX).is_err());
+        assert!(decode_reply(&buf, MAX).is_err(), "a request is not a reply");
+        let mut bad = buf.clone();
+        bad[6] = 9; // opcode 9 is undefined
+        assert_eq!(decode_request(&bad, MAX).unwrap_err().1, DecodeError::UnknownOpcode(9));
+    }
+}

@@ -1,0 +1,370 @@
+//! Value types that appear inside op bodies.
+
+use crate::codec::{Dec, DecodeError, Enc};
+use crate::limits;
+
+/// An opaque, fixed-size file handle. Only the server that issued it interprets it;
+/// clients compare and copy it, nothing else.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileHandle(pub [u8; FileHandle::LEN]);
+
+impl FileHandle {
+    pub const LEN: usize = 32;
+    pub(crate) fn enc(&self, e: &mut Enc) { e.raw(&self.0); }
+    pub(crate) fn dec(d: &mut Dec) -> Result<Self, DecodeError> { Ok(FileHandle(d.array()?)) }
+}
+
+impl std::fmt::Debug for FileHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "fh:")?;
+        for b in &self.0[..12] {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, "..")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum FileType {
+    Regular = 1,
+    Directory = 2,
+    Symlink = 3,
+    CharDevice = 4,
+    BlockDevice = 5,
+    Fifo = 6,
+    Socket = 7,
+}
+
+impl FileType {
+    pub fn from_wire(v: u32) -> Result<Self, DecodeError> {
+        Ok(match v {
+            1 => FileType::Regular,
+            2 => FileType::Directory,
+            3 => FileType::Symlink,
+            4 => FileType::CharDevice,
+            5 => FileType::BlockDevice,
+            6 => FileType::Fifo,
+            7 => FileType::Socket,
+            _ => return Err(DecodeError::BadValue("file type")),
+        })
+    }
+    /// From the `S_IFMT` bits of a POSIX mode.
+    pub fn from_mode(mode: u32) -> Self {
+        match mode & 0o170000 {
+            0o040000 => FileType::Directory,
+            0o120000 => FileType::Symlink,
+            0o020000 => FileType::CharDevice,
+            0o060000 => FileType::BlockDevice,
+            0o010000 => FileType::Fifo,
+            0o140000 => FileType::Socket,
+            _ => FileType::Regular,
+        }
+    }
+    /// The `S_IFMT` bits for this type.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            FileType::Regular => 0o100000,
+            FileType::Directory => 0o040000,
+            FileType::Symlink => 0o120000,
+            FileType::CharDevice => 0o020000,
+            FileType::BlockDevice => 0o060000,
+            FileType::Fifo => 0o010000,
+            FileType::Socket => 0o140000,
+        }
+    }
+}
+
+/// File attributes (88 bytes on the wire). Times are nanoseconds since the Unix epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attr {
+    pub ftype: FileType,
+    /// Permission bits (`0o7777`), without the type bits.
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    /// Bytes allocated on the server's storage.
+    pub used: u64,
+    pub fileid: u64,
+    pub fsid: u64,
+    pub rdev: u64,
+    pub atime_ns: i64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+}
+
+impl Attr {
+    pub const WIRE_LEN: usize = 88;
+    pub(crate) fn enc(&self, e: &mut Enc) {
+        e.u32(self.ftype as u32);
+        e.u32(self.mode);
+        e.u32(self.nlink);
+        e.u32(self.uid);
+        e.u32(self.gid);
+        e.u32(0);
+        e.u64(self.size);
+        e.u64(self.used);
+        e.u64(self.fileid);
+        e.u64(self.fsid);
+        e.u64(self.rdev);
+        e.i64(self.atime_ns);
+        e.i64(self.mtime_ns);
+        e.i64(self.ctime_ns);
+    }
+    pub(crate) fn dec(d: &mut Dec) -> Result<Self, DecodeError> {
+        let ftype = FileType::from_wire(d.u32()?)?;
+        let mode = d.u32()?;
+        if mode & !0o7777 != 0 {
+            return Err(DecodeError::BadValue("mode bits"));
+        }
+        let a = Attr {
+            ftype,
+            mode,
+            nlink: d.u32()?,
+            uid: d.u32()?,
+            gid: d.u32()?,
+            size: { let _pad = d.u32()?; d.u64()? },
+            used: d.u64()?,
+            fileid: d.u64()?,
+            fsid: d.u64()?,
+            rdev: d.u64()?,
+            atime_ns: d.i64()?,
+            mtime_ns: d.i64()?,
+            ctime_ns: d.i64()?,
+        };
+        Ok(a)
+    }
+    pub fn is_dir(&self) -> bool { self.ftype == FileType::Directory }
+}
+
+/// Which attributes a SETATTR changes.
+pub mod setattr_mask {
+    pub const MODE: u32 = 1;
+    pub const SIZE: u32 = 2;
+    pub const ATIME: u32 = 4;
+    pub const MTIME: u32 = 8;
+    /// Set atime to the server's current time (ATIME must not be set too).
+    pub const ATIME_NOW: u32 = 16;
+    pub const MTIME_NOW: u32 = 32;
+    pub const UID: u32 = 64;
+    pub const GID: u32 = 128;
+    pub const ALL: u32 = 255;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SetAttrs {
+    pub mask: u32,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+    pub atime_ns: i64,
+    pub mtime_ns: i64,
+}
+
+impl SetAttrs {
+    pub(crate) fn enc(&self, e: &mut Enc) {
+        e.u32(self.mask);
+        e.u32(self.mode);
+        e.u32(self.uid);
+        e.u32(self.gid);
+        e.u64(self.size);
+        e.i64(self.atime_ns);
+        e.i64(self.mtime_ns);
+    }
+    pub(crate) fn dec(d: &mut Dec) -> Result<Self, DecodeError> {
+        let s = SetAttrs {
+            mask: d.u32()?,
+            mode: d.u32()?,
+            uid: d.u32()?,
+            gid: d.u32()?,
+            size: d.u64()?,
+            atime_ns: d.i64()?,
+            mtime_ns: d.i64()?,
+        };
+        use setattr_mask::*;
+        if s.mask & !ALL != 0 {
+            return Err(DecodeError::BadValue("setattr mask"));
+        }
+        if s.mask & ATIME != 0 && s.mask & ATIME_NOW != 0 || s.mask & MTIME != 0 && s.mask & MTIME_NOW != 0 {
+            return Err(DecodeError::BadValue("setattr time and time-now both set"));
+        }
+        if s.mask & MODE != 0 && s.mode & !0o7777 != 0 {
+            return Err(DecodeError::BadValue("mode bits"));
+        }
+        Ok(s)
+    }
+}
+
+/// OPEN flags.
+pub mod open_flags {
+    pub const READ: u32 = 1;
+    pub const WRITE: u32 = 2;
+    /// Create the file (under the name given) if it does not exist.
+    pub const CREATE: u32 = 4;
+    /// With CREATE: fail with EXIST if it exists.
+    pub const EXCLUSIVE: u32 = 8;
+    /// Truncate to zero on open (needs WRITE).
+    pub const TRUNCATE: u32 = 16;
+    pub const ALL: u32 = 31;
+}
+
+/// ACCESS mask bits.
+pub mod access_mask {
+    pub const READ: u32 = 1;
+    pub const WRITE: u32 = 2;
+    pub const EXECUTE: u32 = 4;
+    pub const ALL: u32 = 7;
+}
+
+/// A client-registered memory region, as the server addresses it for direct placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RemoteRegion {
+    /// The key the client's transport returned when the memory was registered.
+    pub key: u64,
+    /// Byte offset within the region.
+    pub offset: u64,
+}
+
+/// Authentication methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum AuthMethod {
+    None = 0,
+    /// Shared-secret challenge-response with HMAC-SHA256 (see [`crate::auth`]).
+    HmacSha256 = 1,
+}
+
+impl AuthMethod {
+    pub fn from_wire(v: u32) -> Result<Self, DecodeError> {
+        match v {
+            0 => Ok(AuthMethod::None),
+            1 => Ok(AuthMethod::HmacSha256),
+            _ => Err(DecodeError::BadValue("auth method")),
+        }
+    }
+}
+
+/// FSSTAT reply body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FsStat {
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    pub avail_bytes: u64,
+    pub total_files: u64,
+    pub free_files: u64,
+    pub block_size: u32,
+    pub name_max: u32,
+}
+
+/// Check a single path component: 1..=255 bytes, no `/`, no NUL, not `.` or `..`.
+pub fn validate_name(name: &[u8]) -> Result<(), DecodeError> {
+    if name.is_empty() || name.len() > limits::NAME_LEN_MAX {
+        return Err(DecodeError::BadValue("name length"));
+    }
+    if name == b"." || name == b".." {
+        return Err(DecodeError::BadValue("name is . or .."));
+    }
+    if name.iter().any(|&b| b == b'/' || b == 0) {
+        return Err(DecodeError::BadValue("name contains / or NUL"));
+    }
+    Ok(())
+}
+
+/// Check a relative multi-component path for LOOKUP: not absolute, no NUL, bounded.
+/// `..` components are allowed here; the server resolves the path beneath the
+/// directory and refuses any resolution that would leave the export.
+pub fn validate_path(path: &[u8]) -> Result<(), DecodeError> {
+    if path.len() > limits::PATH_LEN_MAX {
+        return Err(DecodeError::BadValue("path length"));
+    }
+    if path.first() == Some(&b'/') {
+        return Err(DecodeError::BadValue("absolute path"));
+    }
+    if path.contains(&0) {
+        return Err(DecodeError::BadValue("path contains NUL"));
+    }
+    for comp in path.split(|&b| b == b'/') {
+        if comp.len() > limits::NAME_LEN_MAX {
+            return Err(DecodeError::BadValue("path component length"));
+        }
+    }
+    Ok(())
+}
+
+/// One READDIR entry. On the wire (in the reply heap), each entry is
+/// `cookie u64, fileid u64, ftype u32, name_len u32, name bytes`, padded to 8 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirEntry<'a> {
+    /// Cookie to pass to the next READDIR to continue after this entry.
+    pub cookie: u64,
+    pub fileid: u64,
+    pub ftype: FileType,
+    pub name: &'a [u8],
+}
+
+impl DirEntry<'_> {
+    pub const FIXED_LEN: usize = 24;
+    /// Bytes this entry occupies in the packed list.
+    pub fn wire_len(name_len: usize) -> usize {
+        (Self::FIXED_LEN + name_len + 7) & !7
+    }
+    /// Append to a packed entry list.
+    pub fn pack(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&self.cookie.to_le_bytes());
+        out.extend_from_slice(&self.fileid.to_le_bytes());
+        out.extend_from_slice(&(self.ftype as u32).to_le_bytes());
+        out.extend_from_slice(&(self.name.len() as u32).to_le_bytes());
+        out.extend_from_slice(self.name);
+        out.resize(start + Self::wire_len(self.name.len()), 0);
+    }
+}
+
+/// Iterator over a packed READDIR entry list. Yields an error (once, then stops) on a
+/// malformed entry; never reads outside the list.
+pub struct DirEntries<'a> {
+    rest: &'a [u8],
+    failed: bool,
+}
+
+impl<'a> DirEntries<'a> {
+    pub fn new(packed: &'a [u8]) -> Self { DirEntries { rest: packed, failed: false } }
+}
+
+impl<'a> Iterator for DirEntries<'a> {
+    type Item = Result<DirEntry<'a>, DecodeError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() || self.failed {
+            return None;
+        }
+        let parse = |b: &'a [u8]| -> Result<(DirEntry<'a>, usize), DecodeError> {
+            if b.len() < DirEntry::FIXED_LEN {
+                return Err(DecodeError::BadRef);
+            }
+            let cookie = u64::from_le_bytes(b[0..8].try_into().unwrap());
+            let fileid = u64::from_le_bytes(b[8..16].try_into().unwrap());
+            let ftype = FileType::from_wire(u32::from_le_bytes(b[16..20].try_into().unwrap()))?;
+            let name_len = u32::from_le_bytes(b[20..24].try_into().unwrap()) as usize;
+            if name_len > limits::NAME_LEN_MAX {
+                return Err(DecodeError::BadValue("dir entry name length"));
+            }
+            let name = b.get(24..24 + name_len).ok_or(DecodeError::BadRef)?;
+            validate_name(name)?;
+            let step = DirEntry::wire_len(name_len).min(b.len());
+            Ok((DirEntry { cookie, fileid, ftype, name }, step))
+        };
+        match parse(self.rest) {
+            Ok((e, step)) => {
+                self.rest = &self.rest[step..];
+                Some(Ok(e))
+            }
+            Err(err) => {
+                self.failed = true;
+                Some(Err(err))
+            }
+        }
+    }
+}
