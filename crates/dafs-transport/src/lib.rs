@@ -1,1 +1,175 @@
-// placeholder
+//! # dafs-transport — providers for DAFS
+//!
+//! Shaped like DAT / libfabric: an endpoint sends and receives bounded *messages*, and
+//! the **server** moves bulk data by one-sided *placement* into or out of memory the
+//! client has *registered* (a region gets a key; the server names `{key, offset, len}`).
+//!
+//! - Client side: [`ClientTransport`]. Registration, message send/receive, and — for
+//!   providers without hardware placement, like TCP — servicing the server's placement
+//!   frames whenever the application enters the library (no hidden threads).
+//! - Server side: [`ServerListener`] and [`ServerConn`], non-blocking, driven by the
+//!   server's event loop through [`ServerConn::raw_fd`] readiness.
+//!
+//! Providers: [`tcp`] (any two hosts). A same-host shared-memory provider and a libfabric
+//! provider implement the same traits.
+
+pub mod frame;
+pub mod registry;
+pub mod tcp;
+pub mod wait;
+
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+pub use dafs_proto::RemoteRegion;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("connection closed by peer")]
+    Closed,
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("protocol violation by peer: {0}")]
+    Protocol(&'static str),
+    #[error("message of {len} bytes exceeds the limit of {max}")]
+    TooBig { len: usize, max: usize },
+    #[error("bad memory region (unknown key, out of bounds, or wrong access)")]
+    BadRegion,
+    #[error("registration limit reached")]
+    RegistrationLimit,
+    #[error("memory at this address cannot be registered with this provider")]
+    NotRegistrable,
+}
+
+impl TransportError {
+    /// True when the connection is unusable after this error.
+    pub fn is_fatal(&self) -> bool {
+        !matches!(self, TransportError::BadRegion | TransportError::RegistrationLimit | TransportError::NotRegistrable | TransportError::TooBig { .. })
+    }
+}
+
+/// What a registered region allows the server to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    /// The server may place data into the region (READ_DIRECT).
+    pub remote_write: bool,
+    /// The server may pull data out of the region (WRITE_DIRECT).
+    pub remote_read: bool,
+}
+
+impl Access {
+    pub const READ_WRITE: Access = Access { remote_write: true, remote_read: true };
+}
+
+/// How long a receive may wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Make progress, never block.
+    NoWait,
+    /// Spin (bounded by the transport's spin budget), then sleep, up to this long.
+    Timeout(Duration),
+    Forever,
+}
+
+/// Counters every provider keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransportStats {
+    pub msgs_sent: u64,
+    pub msgs_received: u64,
+    /// Bytes the server placed into client memory.
+    pub placed_bytes: u64,
+    /// Bytes the server pulled out of client memory.
+    pub pulled_bytes: u64,
+    /// Placement frames refused because they named memory not registered for it.
+    pub placements_refused: u64,
+    /// Waits that ended while spinning (no sleep needed).
+    pub waits_spun: u64,
+    /// Waits that had to sleep in the kernel.
+    pub waits_slept: u64,
+}
+
+/// Client end of a connection.
+pub trait ClientTransport {
+    /// Largest message this endpoint sends or accepts.
+    fn max_msg_size(&self) -> usize;
+    /// Lower (never raise above the provider maximum) the message size after negotiation.
+    fn set_max_msg_size(&mut self, n: usize);
+    /// Send one message. Never blocks; bytes the kernel does not take now are queued
+    /// (bounded by the session's slots) and flushed on later calls.
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError>;
+    /// Make progress (flush sends, service placements) and return the next complete
+    /// message, waiting as `wait` says.
+    fn recv(&mut self, wait: Wait) -> Result<Option<Vec<u8>>, TransportError>;
+    /// Give a received message buffer back for reuse.
+    fn recycle(&mut self, buf: Vec<u8>);
+    /// Register memory the server may place into / pull from.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must stay valid and must not be freed until [`Self::deregister`];
+    /// while an I/O that names it is in flight the application must not access it.
+    unsafe fn register(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64, TransportError>;
+    fn deregister(&mut self, key: u64) -> Result<(), TransportError>;
+    /// Allocate memory the provider can place into most cheaply, already registered.
+    /// The memory lives until `deregister(key)` and is zero-filled.
+    fn alloc_registered(&mut self, len: usize) -> Result<(u64, *mut u8), TransportError>;
+    /// Provider name, e.g. "tcp".
+    fn provider(&self) -> &'static str;
+    fn stats(&self) -> TransportStats;
+    /// Readiness fd for applications that integrate the library into their own poll loop.
+    fn raw_fd(&self) -> RawFd;
+}
+
+/// A server-side event.
+#[derive(Debug)]
+pub enum ServerEvent {
+    /// A complete request message.
+    Message(Vec<u8>),
+    /// A pull started by [`ServerConn::pull`] finished: the client's bytes, or the
+    /// client refused (bad region).
+    Pulled { tag: u64, data: Result<Vec<u8>, TransportError> },
+}
+
+/// Result of filling a placement.
+#[derive(Debug, thiserror::Error)]
+pub enum PutError {
+    /// The fill callback failed (e.g. the file read failed): nothing was placed.
+    #[error("fill failed: {0}")]
+    Fill(std::io::Error),
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+}
+
+/// Server end of one client connection. Non-blocking throughout.
+pub trait ServerConn: Send {
+    fn raw_fd(&self) -> RawFd;
+    fn peer(&self) -> String;
+    fn max_msg_size(&self) -> usize;
+    fn set_max_msg_size(&mut self, n: usize);
+    /// Read what the socket has and return the next event, if complete.
+    fn poll_event(&mut self) -> Result<Option<ServerEvent>, TransportError>;
+    /// Give a message / pull buffer back for reuse.
+    fn recycle(&mut self, buf: Vec<u8>);
+    /// Queue one message (ordered after every placement queued before it).
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError>;
+    /// Place up to `len` bytes into the client's region. `fill` writes the data into the
+    /// buffer it is given (for shared memory: the client's memory itself) and returns how
+    /// many bytes it produced; that many are placed. Returns the count placed.
+    fn put(&mut self, region: RemoteRegion, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>) -> Result<usize, PutError>;
+    /// Start pulling `len` bytes from the client's region; completion arrives as
+    /// [`ServerEvent::Pulled`] with this `tag`.
+    fn pull(&mut self, region: RemoteRegion, len: usize, tag: u64) -> Result<(), TransportError>;
+    /// Write queued bytes. Returns true when nothing remains queued.
+    fn flush(&mut self) -> Result<bool, TransportError>;
+    /// Bytes queued but not yet written plus bytes of pulls in flight: the server stops
+    /// reading new requests from a connection above its high-water mark.
+    fn backlog_bytes(&self) -> usize;
+}
+
+/// Accepting side.
+pub trait ServerListener: Send {
+    type Conn: ServerConn;
+    fn raw_fd(&self) -> RawFd;
+    /// Accept one pending connection, if any (non-blocking).
+    fn accept(&mut self) -> Result<Option<Self::Conn>, TransportError>;
+    fn local_addr(&self) -> String;
+}

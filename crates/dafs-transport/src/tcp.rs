@@ -1,0 +1,601 @@
+//! TCP provider. Messages and placements are framed on one stream (see [`crate::frame`]).
+//!
+//! Direct placement without an intermediate copy on the client: a PUT's payload is
+//! read from the socket straight into the registered region, and a GET is answered by
+//! writing straight from the region. The stream orders a placement before the reply
+//! that follows it, as RDMA orders a write before a later send.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use dafs_proto::limits;
+
+use crate::frame::{FrameHeader, FrameKind, FRAME_HEADER_LEN};
+use crate::registry::Registry;
+use crate::wait::{sleep_on_fd, spin_budget_from_env};
+use crate::{Access, ClientTransport, PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener, TransportError, TransportStats, Wait};
+
+/// Most regions one client may register at once.
+pub const REGIONS_MAX: usize = 4096;
+/// Buffers kept for reuse per connection (TigerBeetle style: no allocation in steady state).
+const POOL_MAX: usize = 16;
+/// Most iovecs handed to one writev.
+const IOV_MAX: usize = 32;
+
+/// One unit of queued output.
+enum Out {
+    Header { bytes: [u8; FRAME_HEADER_LEN], pos: usize },
+    Owned { buf: Vec<u8>, len: usize, pos: usize },
+    /// Bytes inside a registered region (client GET_RESP). Valid while the request that
+    /// caused the GET is in flight: the client library pins the region until then.
+    Mem { ptr: *const u8, len: usize, pos: usize },
+}
+
+// SAFETY: `Out::Mem` points into registered memory whose lifetime the registration
+// contract guarantees; the queue moves with its connection, never shared.
+unsafe impl Send for Out {}
+
+impl Out {
+    fn remaining(&self) -> &[u8] {
+        match self {
+            Out::Header { bytes, pos } => &bytes[*pos..],
+            Out::Owned { buf, len, pos } => &buf[*pos..*len],
+            // SAFETY: see `Out::Mem`; pos <= len.
+            Out::Mem { ptr, len, pos } => unsafe { std::slice::from_raw_parts(ptr.add(*pos), len - pos) },
+        }
+    }
+    fn advance(&mut self, n: usize) {
+        match self {
+            Out::Header { pos, .. } | Out::Owned { pos, .. } | Out::Mem { pos, .. } => *pos += n,
+        }
+    }
+}
+
+/// Output queue shared by both ends: writev as much as the kernel takes.
+#[derive(Default)]
+struct OutQueue {
+    q: VecDeque<Out>,
+    bytes: usize,
+}
+
+impl OutQueue {
+    fn push(&mut self, o: Out) {
+        self.bytes += o.remaining().len();
+        if !o.remaining().is_empty() {
+            self.q.push_back(o);
+        }
+    }
+    /// Returns Ok(true) when empty. Finished owned buffers go back to `pool`.
+    fn flush<W: Write>(&mut self, w: &mut W, pool: &mut Vec<Vec<u8>>) -> Result<bool, TransportError> {
+        while !self.q.is_empty() {
+            let n = {
+                let iov: Vec<IoSlice> = self.q.iter().take(IOV_MAX).map(|o| IoSlice::new(o.remaining())).collect();
+                match w.write_vectored(&iov) {
+                    Ok(0) => return Err(TransportError::Closed),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if is_disconnect(&e) => return Err(TransportError::Closed),
+                    Err(e) => return Err(e.into()),
+                }
+            };
+            self.bytes -= n;
+            let mut left = n;
+            while left > 0 {
+                let front = self.q.front_mut().expect("written bytes belong to queued items");
+                let r = front.remaining().len();
+                if left >= r {
+                    left -= r;
+                    if let Some(Out::Owned { buf, .. }) = self.q.pop_front() {
+                        if pool.len() < POOL_MAX {
+                            pool.push(buf);
+                        }
+                    }
+                } else {
+                    front.advance(left);
+                    left = 0;
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+fn is_disconnect(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted | io::ErrorKind::UnexpectedEof)
+}
+
+/// Read into `dst`; Ok(None) on WouldBlock, Err(Closed) on EOF.
+fn read_some<R: Read>(r: &mut R, dst: &mut [u8]) -> Result<Option<usize>, TransportError> {
+    loop {
+        match r.read(dst) {
+            Ok(0) if !dst.is_empty() => return Err(TransportError::Closed),
+            Ok(n) => return Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if is_disconnect(&e) => return Err(TransportError::Closed),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+fn take_buf(pool: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
+    // Prefer a pooled buffer that is already long enough (no re-zeroing).
+    let mut buf = match pool.iter().position(|b| b.len() >= len) {
+        Some(i) => pool.swap_remove(i),
+        None => pool.pop().unwrap_or_default(),
+    };
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    buf
+}
+
+// ---------------------------------------------------------------------------------------
+// Client
+// ---------------------------------------------------------------------------------------
+
+enum ClientRecv {
+    Header,
+    Msg { buf: Vec<u8>, len: usize, got: usize },
+    Put { ptr: *mut u8, len: usize, got: usize },
+}
+
+/// Client endpoint of the TCP provider.
+pub struct TcpClient {
+    sock: TcpStream,
+    max_msg: usize,
+    registry: Registry,
+    hdr: [u8; FRAME_HEADER_LEN],
+    hdr_got: usize,
+    recv_state: ClientRecv,
+    out: OutQueue,
+    pool: Vec<Vec<u8>>,
+    spin: Duration,
+    stats: TransportStats,
+    peer: SocketAddr,
+}
+
+impl TcpClient {
+    /// Connect to `addr` ("host:port").
+    pub fn connect(addr: &str, timeout: Duration) -> Result<Self, TransportError> {
+        let mut last = None;
+        for a in addr.to_socket_addrs()? {
+            match TcpStream::connect_timeout(&a, timeout) {
+                Ok(s) => return Self::from_stream(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.map(TransportError::Io).unwrap_or(TransportError::Protocol("address resolved to nothing")))
+    }
+
+    pub fn from_stream(sock: TcpStream) -> Result<Self, TransportError> {
+        sock.set_nodelay(true)?;
+        sock.set_nonblocking(true)?;
+        let peer = sock.peer_addr()?;
+        Ok(TcpClient {
+            sock,
+            max_msg: limits::MSG_SIZE_MAX as usize,
+            registry: Registry::new(REGIONS_MAX),
+            hdr: [0; FRAME_HEADER_LEN],
+            hdr_got: 0,
+            recv_state: ClientRecv::Header,
+            out: OutQueue::default(),
+            pool: Vec::new(),
+            spin: spin_budget_from_env(),
+            stats: TransportStats::default(),
+            peer,
+        })
+    }
+
+    pub fn peer_addr(&self) -> SocketAddr { self.peer }
+    pub fn set_spin(&mut self, spin: Duration) { self.spin = spin; }
+
+    /// Read and act on whatever has arrived; return a complete message if there is one.
+    fn progress(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
+        loop {
+            match &mut self.recv_state {
+                ClientRecv::Header => {
+                    let Some(n) = read_some(&mut self.sock, &mut self.hdr[self.hdr_got..])? else { return Ok(None) };
+                    self.hdr_got += n;
+                    if self.hdr_got < FRAME_HEADER_LEN {
+                        continue;
+                    }
+                    self.hdr_got = 0;
+                    let fh = FrameHeader::decode(&self.hdr).map_err(TransportError::Protocol)?;
+                    self.on_frame_header(fh)?;
+                }
+                ClientRecv::Msg { buf, len, got } => {
+                    let Some(n) = read_some(&mut self.sock, &mut buf[*got..*len])? else { return Ok(None) };
+                    *got += n;
+                    if *got == *len {
+                        let ClientRecv::Msg { mut buf, len, .. } = std::mem::replace(&mut self.recv_state, ClientRecv::Header) else { unreachable!() };
+                        buf.truncate(len);
+                        self.stats.msgs_received += 1;
+                        return Ok(Some(buf));
+                    }
+                }
+                ClientRecv::Put { ptr, len, got } => {
+                    // SAFETY: (ptr, len) was resolved against the registry for remote write;
+                    // the registration contract keeps it valid and unaliased while the
+                    // request naming it is in flight.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(ptr.add(*got), *len - *got) };
+                    let Some(n) = read_some(&mut self.sock, dst)? else { return Ok(None) };
+                    *got += n;
+                    if *got == *len {
+                        self.stats.placed_bytes += *len as u64;
+                        self.recv_state = ClientRecv::Header;
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_frame_header(&mut self, fh: FrameHeader) -> Result<(), TransportError> {
+        let len = fh.len as usize;
+        match fh.kind {
+            FrameKind::Msg => {
+                if len > self.max_msg {
+                    return Err(TransportError::TooBig { len, max: self.max_msg });
+                }
+                let buf = take_buf(&mut self.pool, len);
+                self.recv_state = if len == 0 { ClientRecv::Header } else { ClientRecv::Msg { buf, len, got: 0 } };
+                if len == 0 {
+                    return Err(TransportError::Protocol("empty message"));
+                }
+            }
+            FrameKind::Put => {
+                if len > limits::DIRECT_LEN_MAX as usize {
+                    return Err(TransportError::Protocol("placement larger than the direct maximum"));
+                }
+                match self.registry.resolve(fh.key, fh.offset, len, true) {
+                    Ok(ptr) => {
+                        if len > 0 {
+                            self.recv_state = ClientRecv::Put { ptr, len, got: 0 };
+                        }
+                    }
+                    Err(_) => {
+                        // The server named memory we did not register for it. Never write
+                        // it anywhere: the connection is no longer trustworthy.
+                        self.stats.placements_refused += 1;
+                        return Err(TransportError::Protocol("server placed into unregistered memory"));
+                    }
+                }
+            }
+            FrameKind::Get => {
+                if len > limits::DIRECT_LEN_MAX as usize {
+                    return Err(TransportError::Protocol("pull larger than the direct maximum"));
+                }
+                match self.registry.resolve(fh.key, fh.offset, len, false) {
+                    Ok(ptr) => {
+                        let h = FrameHeader { kind: FrameKind::GetResp, len: fh.len, key: 0, offset: 0, tag: fh.tag };
+                        self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
+                        self.out.push(Out::Mem { ptr, len, pos: 0 });
+                        self.stats.pulled_bytes += len as u64;
+                    }
+                    Err(_) => {
+                        self.stats.placements_refused += 1;
+                        let h = FrameHeader { kind: FrameKind::GetResp, len: 0, key: 1, offset: 0, tag: fh.tag };
+                        self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
+                    }
+                }
+                self.out.flush(&mut self.sock, &mut self.pool)?;
+            }
+            FrameKind::GetResp => return Err(TransportError::Protocol("GET_RESP sent to a client")),
+        }
+        Ok(())
+    }
+}
+
+impl ClientTransport for TcpClient {
+    fn max_msg_size(&self) -> usize { self.max_msg }
+    fn set_max_msg_size(&mut self, n: usize) { self.max_msg = n.min(limits::MSG_SIZE_MAX as usize); }
+
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        if msg.len() > self.max_msg {
+            return Err(TransportError::TooBig { len: msg.len(), max: self.max_msg });
+        }
+        let h = FrameHeader::msg(msg.len()).encode();
+        self.stats.msgs_sent += 1;
+        if self.out.q.is_empty() {
+            // Fast path: hand both pieces to the kernel without copying.
+            let total = h.len() + msg.len();
+            let mut written = 0;
+            while written < total {
+                let r = if written < h.len() {
+                    self.sock.write_vectored(&[IoSlice::new(&h[written..]), IoSlice::new(msg)])
+                } else {
+                    self.sock.write(&msg[written - h.len()..])
+                };
+                match r {
+                    Ok(0) => return Err(TransportError::Closed),
+                    Ok(n) => written += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) if is_disconnect(&e) => return Err(TransportError::Closed),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if written < h.len() {
+                self.out.push(Out::Header { bytes: h, pos: written });
+                written = h.len();
+            }
+            let rest = &msg[written - h.len()..];
+            if !rest.is_empty() {
+                let mut buf = take_buf(&mut self.pool, rest.len());
+                buf[..rest.len()].copy_from_slice(rest);
+                self.out.push(Out::Owned { buf, len: rest.len(), pos: 0 });
+            }
+            return Ok(());
+        }
+        let mut buf = take_buf(&mut self.pool, msg.len());
+        buf[..msg.len()].copy_from_slice(msg);
+        self.out.push(Out::Header { bytes: h, pos: 0 });
+        self.out.push(Out::Owned { buf, len: msg.len(), pos: 0 });
+        self.out.flush(&mut self.sock, &mut self.pool)?;
+        Ok(())
+    }
+
+    fn recv(&mut self, wait: Wait) -> Result<Option<Vec<u8>>, TransportError> {
+        let start = Instant::now();
+        let deadline = match wait {
+            Wait::NoWait => Some(start),
+            Wait::Timeout(d) => Some(start + d),
+            Wait::Forever => None,
+        };
+        let spin_end = start + self.spin;
+        loop {
+            self.out.flush(&mut self.sock, &mut self.pool)?;
+            if let Some(m) = self.progress()? {
+                if start.elapsed() < self.spin {
+                    self.stats.waits_spun += 1;
+                }
+                return Ok(Some(m));
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            if now < spin_end {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.stats.waits_slept += 1;
+            sleep_on_fd(self.sock.as_fd(), !self.out.q.is_empty(), deadline)?;
+        }
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        if self.pool.len() < POOL_MAX {
+            self.pool.push(buf);
+        }
+    }
+
+    unsafe fn register(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64, TransportError> {
+        self.registry.insert(ptr, len, access, false)
+    }
+
+    fn deregister(&mut self, key: u64) -> Result<(), TransportError> {
+        self.registry.remove(key).map(|_| ())
+    }
+
+    fn alloc_registered(&mut self, len: usize) -> Result<(u64, *mut u8), TransportError> {
+        self.registry.alloc_owned(len, Access::READ_WRITE)
+    }
+
+    fn provider(&self) -> &'static str { "tcp" }
+    fn stats(&self) -> TransportStats { self.stats }
+    fn raw_fd(&self) -> RawFd { self.sock.as_raw_fd() }
+}
+
+// ---------------------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------------------
+
+pub struct TcpListener {
+    inner: mio::net::TcpListener,
+}
+
+impl TcpListener {
+    pub fn bind(addr: &str) -> Result<Self, TransportError> {
+        let a: SocketAddr = addr
+            .to_socket_addrs()?
+            .next()
+            .ok_or(TransportError::Protocol("listen address resolved to nothing"))?;
+        Ok(TcpListener { inner: mio::net::TcpListener::bind(a)? })
+    }
+    pub fn mio(&mut self) -> &mut mio::net::TcpListener { &mut self.inner }
+}
+
+impl ServerListener for TcpListener {
+    type Conn = TcpServerConn;
+    fn raw_fd(&self) -> RawFd { self.inner.as_raw_fd() }
+    fn accept(&mut self) -> Result<Option<TcpServerConn>, TransportError> {
+        match self.inner.accept() {
+            Ok((s, peer)) => {
+                s.set_nodelay(true)?;
+                Ok(Some(TcpServerConn::new(s, peer.to_string())))
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+    fn local_addr(&self) -> String {
+        self.inner.local_addr().map(|a| a.to_string()).unwrap_or_default()
+    }
+}
+
+enum ServerRecv {
+    Header,
+    Msg { buf: Vec<u8>, len: usize, got: usize },
+    Pull { tag: u64, buf: Vec<u8>, len: usize, got: usize },
+}
+
+pub struct TcpServerConn {
+    sock: mio::net::TcpStream,
+    peer: String,
+    max_msg: usize,
+    hdr: [u8; FRAME_HEADER_LEN],
+    hdr_got: usize,
+    recv_state: ServerRecv,
+    out: OutQueue,
+    pool: Vec<Vec<u8>>,
+    /// Pulls in flight: tag -> requested length.
+    pulls: HashMap<u64, usize>,
+    pull_bytes: usize,
+}
+
+impl TcpServerConn {
+    fn new(sock: mio::net::TcpStream, peer: String) -> Self {
+        TcpServerConn {
+            sock,
+            peer,
+            max_msg: limits::MSG_SIZE_MAX as usize,
+            hdr: [0; FRAME_HEADER_LEN],
+            hdr_got: 0,
+            recv_state: ServerRecv::Header,
+            out: OutQueue::default(),
+            pool: Vec::new(),
+            pulls: HashMap::new(),
+            pull_bytes: 0,
+        }
+    }
+    pub fn mio(&mut self) -> &mut mio::net::TcpStream { &mut self.sock }
+}
+
+impl ServerConn for TcpServerConn {
+    fn raw_fd(&self) -> RawFd { self.sock.as_raw_fd() }
+    fn peer(&self) -> String { self.peer.clone() }
+    fn max_msg_size(&self) -> usize { self.max_msg }
+    fn set_max_msg_size(&mut self, n: usize) { self.max_msg = n.min(limits::MSG_SIZE_MAX as usize); }
+
+    fn poll_event(&mut self) -> Result<Option<ServerEvent>, TransportError> {
+        loop {
+            match &mut self.recv_state {
+                ServerRecv::Header => {
+                    let Some(n) = read_some(&mut self.sock, &mut self.hdr[self.hdr_got..])? else { return Ok(None) };
+                    self.hdr_got += n;
+                    if self.hdr_got < FRAME_HEADER_LEN {
+                        continue;
+                    }
+                    self.hdr_got = 0;
+                    let fh = FrameHeader::decode(&self.hdr).map_err(TransportError::Protocol)?;
+                    let len = fh.len as usize;
+                    match fh.kind {
+                        FrameKind::Msg => {
+                            if len > self.max_msg {
+                                return Err(TransportError::TooBig { len, max: self.max_msg });
+                            }
+                            if len == 0 {
+                                return Err(TransportError::Protocol("empty message"));
+                            }
+                            let buf = take_buf(&mut self.pool, len);
+                            self.recv_state = ServerRecv::Msg { buf, len, got: 0 };
+                        }
+                        FrameKind::GetResp => {
+                            let Some(want) = self.pulls.remove(&fh.tag) else {
+                                return Err(TransportError::Protocol("GET_RESP for no pull in flight"));
+                            };
+                            self.pull_bytes -= want;
+                            if fh.key != 0 {
+                                if len != 0 {
+                                    return Err(TransportError::Protocol("refused GET_RESP with payload"));
+                                }
+                                return Ok(Some(ServerEvent::Pulled { tag: fh.tag, data: Err(TransportError::BadRegion) }));
+                            }
+                            if len != want {
+                                return Err(TransportError::Protocol("GET_RESP length differs from the pull"));
+                            }
+                            let mut buf = take_buf(&mut self.pool, len);
+                            if len == 0 {
+                                buf.truncate(0);
+                                return Ok(Some(ServerEvent::Pulled { tag: fh.tag, data: Ok(buf) }));
+                            }
+                            self.recv_state = ServerRecv::Pull { tag: fh.tag, buf, len, got: 0 };
+                        }
+                        FrameKind::Put | FrameKind::Get => return Err(TransportError::Protocol("client sent a placement frame")),
+                    }
+                }
+                ServerRecv::Msg { buf, len, got } => {
+                    let Some(n) = read_some(&mut self.sock, &mut buf[*got..*len])? else { return Ok(None) };
+                    *got += n;
+                    if *got == *len {
+                        let ServerRecv::Msg { mut buf, len, .. } = std::mem::replace(&mut self.recv_state, ServerRecv::Header) else { unreachable!() };
+                        buf.truncate(len);
+                        return Ok(Some(ServerEvent::Message(buf)));
+                    }
+                }
+                ServerRecv::Pull { buf, len, got, .. } => {
+                    let Some(n) = read_some(&mut self.sock, &mut buf[*got..*len])? else { return Ok(None) };
+                    *got += n;
+                    if *got == *len {
+                        let ServerRecv::Pull { tag, mut buf, len, .. } = std::mem::replace(&mut self.recv_state, ServerRecv::Header) else { unreachable!() };
+                        buf.truncate(len);
+                        return Ok(Some(ServerEvent::Pulled { tag, data: Ok(buf) }));
+                    }
+                }
+            }
+        }
+    }
+
+    fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.pool.len() < POOL_MAX {
+            // restore the full length so the next take_buf needs no re-zeroing
+            let cap = buf.capacity();
+            buf.resize(cap, 0);
+            self.pool.push(buf);
+        }
+    }
+
+    fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
+        if msg.len() > self.max_msg {
+            return Err(TransportError::TooBig { len: msg.len(), max: self.max_msg });
+        }
+        let mut buf = take_buf(&mut self.pool, msg.len());
+        buf[..msg.len()].copy_from_slice(msg);
+        self.out.push(Out::Header { bytes: FrameHeader::msg(msg.len()).encode(), pos: 0 });
+        self.out.push(Out::Owned { buf, len: msg.len(), pos: 0 });
+        Ok(())
+    }
+
+    fn put(&mut self, region: RemoteRegion, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>) -> Result<usize, PutError> {
+        if len > limits::DIRECT_LEN_MAX as usize {
+            return Err(TransportError::TooBig { len, max: limits::DIRECT_LEN_MAX as usize }.into());
+        }
+        let mut buf = take_buf(&mut self.pool, len);
+        let n = match fill(&mut buf[..len]) {
+            Ok(n) => n.min(len),
+            Err(e) => {
+                self.recycle(buf);
+                return Err(PutError::Fill(e));
+            }
+        };
+        let h = FrameHeader { kind: FrameKind::Put, len: n as u32, key: region.key, offset: region.offset, tag: 0 };
+        self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
+        self.out.push(Out::Owned { buf, len: n, pos: 0 });
+        Ok(n)
+    }
+
+    fn pull(&mut self, region: RemoteRegion, len: usize, tag: u64) -> Result<(), TransportError> {
+        if len > limits::DIRECT_LEN_MAX as usize {
+            return Err(TransportError::TooBig { len, max: limits::DIRECT_LEN_MAX as usize });
+        }
+        if self.pulls.contains_key(&tag) {
+            return Err(TransportError::Protocol("pull tag already in flight"));
+        }
+        let h = FrameHeader { kind: FrameKind::Get, len: len as u32, key: region.key, offset: region.offset, tag };
+        self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
+        self.pulls.insert(tag, len);
+        self.pull_bytes += len;
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<bool, TransportError> {
+        self.out.flush(&mut self.sock, &mut self.pool)
+    }
+
+    fn backlog_bytes(&self) -> usize { self.out.bytes + self.pull_bytes }
+}
