@@ -9,7 +9,8 @@
 /// What the server does with an arriving request, per the slot table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SlotVerdict {
-    /// `seq == last + 1`: execute; the slot is now busy until [`ServerSlots::complete`].
+    /// `seq == last + 1` (wrapping, skipping 0): execute; the slot is now busy until
+    /// [`ServerSlots::complete`].
     Execute,
     /// `seq == last`: a retransmission of the last request on that slot. Answer from the
     /// reply cache (or, without a cached reply, with `SEQ_MISORDERED`).
@@ -55,7 +56,12 @@ impl ServerSlots {
         if slot.busy {
             return SlotVerdict::Busy;
         }
-        if seq == slot.last_seq.wrapping_add(1) {
+        // The next sequence id; like the client's, it skips 0 when it wraps.
+        let next = match slot.last_seq.wrapping_add(1) {
+            0 => 1,
+            n => n,
+        };
+        if seq == next {
             slot.busy = true;
             slot.last_seq = seq;
             self.busy_count += 1;
@@ -187,6 +193,30 @@ mod tests {
         assert!(c.acquire().is_none(), "target highest 1 allows two slots");
         assert_eq!((a.0, b.0), (0, 1));
         assert_eq!(a.1, 2, "sequence advanced after the first use");
+    }
+
+    #[test]
+    fn sequence_id_wraps_to_one_on_both_sides() {
+        // Regression: the server expected 0 after u32::MAX (plain wrapping_add) while the
+        // client skips 0 and sends 1, so the slot was dead after 2^32 - 1 requests, and
+        // sequence id 0 was accepted there although it is never valid.
+        let mut c = ClientSlots::new(1);
+        let mut s = ServerSlots::new(1);
+        c.next_seq[0] = u32::MAX - 1;
+        s.slots[0].last_seq = u32::MAX - 2;
+        let mut seen = vec![];
+        for _ in 0..4 {
+            let (slot, seq) = c.acquire().unwrap();
+            assert_eq!(s.begin(slot, seq), SlotVerdict::Execute, "seq {seq}");
+            s.complete(slot);
+            c.release(slot, s.target_highest());
+            seen.push(seq);
+        }
+        assert_eq!(seen, [u32::MAX - 1, u32::MAX, 1, 2]);
+        s.slots[0].last_seq = u32::MAX;
+        assert_eq!(s.begin(0, 0), SlotVerdict::Misordered, "0 is never valid, even after u32::MAX");
+        assert_eq!(s.begin(0, u32::MAX), SlotVerdict::Replay);
+        assert_eq!(s.begin(0, 1), SlotVerdict::Execute);
     }
 
     #[test]

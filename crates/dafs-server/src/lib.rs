@@ -1,1 +1,266 @@
-// placeholder
+//! # dafs-server — the DAFS file server
+//!
+//! Architecture (see `docs/architecture.md`):
+//! - one acceptor thread owns the listening socket and hands each new connection to
+//!   a worker, round-robin;
+//! - `workers` event-loop threads (mio/epoll), each owning its connections outright: a
+//!   connection's session, slots and open files are touched by one thread only, so the
+//!   request path takes no locks except the shared file handle table;
+//! - storage I/O with explicit offsets (pread/pwrite), every name resolved beneath
+//!   the export with openat2(RESOLVE_BENEATH).
+//!
+//! The thread count is fixed at start (`workers + 1`), whatever the clients do.
+
+pub mod config;
+mod conn;
+pub mod fsops;
+pub mod handles;
+pub mod stats;
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use dafs_transport::tcp::{TcpListener, TcpServerConn};
+use dafs_transport::{ServerConn, ServerListener};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+use rustix::fs::{Mode, OFlags};
+use tracing::{error, info, warn};
+
+pub use config::{Export, ServerConfig};
+use conn::{Conn, ConnFate, Scratch};
+pub use stats::StatsSnapshot;
+
+/// State shared by all threads.
+pub struct Shared {
+    pub cfg: ServerConfig,
+    /// `O_PATH` descriptors of the export roots, indexed like `cfg.exports`.
+    pub roots: Vec<OwnedFd>,
+    pub handles: handles::HandleTable,
+    pub stats: stats::ServerStats,
+    pub sessions_live: AtomicUsize,
+    shutdown: AtomicBool,
+}
+
+struct WorkerLink {
+    inbox: Mutex<Vec<Box<dyn ServerConn>>>,
+    waker: Waker,
+}
+
+/// A running server. Dropping it does not stop the server; call [`ServerHandle::shutdown`].
+pub struct ServerHandle {
+    shared: Arc<Shared>,
+    local_addr: String,
+    links: Vec<Arc<WorkerLink>>,
+    acceptor_waker: Arc<Waker>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    /// The address the server listens on (useful with port 0).
+    pub fn local_addr(&self) -> &str { &self.local_addr }
+    pub fn stats(&self) -> StatsSnapshot { self.shared.stats.snapshot() }
+    pub fn sessions_live(&self) -> usize { self.shared.sessions_live.load(Relaxed) }
+
+    /// Stop accepting, close every connection, join all threads.
+    pub fn shutdown(mut self) {
+        self.shared.shutdown.store(true, Relaxed);
+        let _ = self.acceptor_waker.wake();
+        for l in &self.links {
+            let _ = l.waker.wake();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    /// Block until the server stops (it stops only through `shutdown` from another handle
+    /// or the process ending).
+    pub fn wait(mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    /// A flag that, when set and followed by [`ServerHandle::shutdown`], stops the server.
+    pub fn shared(&self) -> &Arc<Shared> { &self.shared }
+}
+
+const WAKER: Token = Token(usize::MAX);
+const LISTENER: Token = Token(0);
+
+/// Start the server: bind, open the exports, spawn the acceptor and the workers.
+pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
+    cfg.validate()?;
+    let mut roots = Vec::new();
+    for e in &cfg.exports {
+        let fd = rustix::fs::open(&e.path, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|err| format!("cannot open export {}: {err}", e.path.display()))?;
+        roots.push(fd);
+    }
+    raise_fd_limit();
+    let mut instance = [0u8; 8];
+    getrandom::getrandom(&mut instance).map_err(|e| e.to_string())?;
+    let shared = Arc::new(Shared {
+        handles: handles::HandleTable::new(u64::from_le_bytes(instance), cfg.handles_max),
+        roots,
+        stats: Default::default(),
+        sessions_live: AtomicUsize::new(0),
+        shutdown: AtomicBool::new(false),
+        cfg,
+    });
+    let mut listener = TcpListener::bind(&shared.cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", shared.cfg.listen))?;
+    let local_addr = listener.local_addr();
+
+    let mut threads = Vec::new();
+    let mut links = Vec::new();
+    for i in 0..shared.cfg.workers {
+        let poll = Poll::new().map_err(|e| e.to_string())?;
+        let waker = Waker::new(poll.registry(), WAKER).map_err(|e| e.to_string())?;
+        let link = Arc::new(WorkerLink { inbox: Mutex::new(Vec::new()), waker });
+        links.push(link.clone());
+        let sh = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("dafsd-worker-{i}"))
+                .spawn(move || worker_loop(sh, poll, link))
+                .map_err(|e| e.to_string())?,
+        );
+    }
+
+    let apoll = Poll::new().map_err(|e| e.to_string())?;
+    apoll.registry().register(listener.mio(), LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
+    let acceptor_waker = Arc::new(Waker::new(apoll.registry(), WAKER).map_err(|e| e.to_string())?);
+    {
+        let sh = shared.clone();
+        let links = links.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("dafsd-accept".into())
+                .spawn(move || accept_loop(sh, apoll, listener, links))
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    info!(addr = %local_addr, exports = shared.cfg.exports.len(), workers = shared.cfg.workers, "dafsd listening");
+    Ok(ServerHandle { shared, local_addr, links, acceptor_waker, threads })
+}
+
+fn raise_fd_limit() {
+    // Each open file and each handle-table entry holds a descriptor.
+    let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    if let Some(max) = lim.maximum {
+        let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, rustix::process::Rlimit { current: Some(max), maximum: Some(max) });
+    }
+}
+
+fn accept_loop(sh: Arc<Shared>, mut poll: Poll, mut listener: TcpListener, links: Vec<Arc<WorkerLink>>) {
+    let mut events = Events::with_capacity(16);
+    let mut next = 0usize;
+    while !sh.shutdown.load(Relaxed) {
+        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(500))) {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                error!("acceptor poll failed: {e}");
+                return;
+            }
+        }
+        loop {
+            match listener.accept() {
+                Ok(Some(c)) => {
+                    sh.stats.connections_accepted.fetch_add(1, Relaxed);
+                    let c: TcpServerConn = c;
+                    let link = &links[next % links.len()];
+                    next += 1;
+                    link.inbox.lock().unwrap().push(Box::new(c));
+                    let _ = link.waker.wake();
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    warn!("accept failed: {e}");
+                    std::thread::sleep(Duration::from_millis(10));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
+    let mut events = Events::with_capacity(256);
+    let mut conns: Vec<Option<Conn>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    let mut sc = Scratch::default();
+    let spin = Duration::from_micros(sh.cfg.spin_us);
+    let mut last_activity = Instant::now();
+    loop {
+        let timeout = if !spin.is_zero() && last_activity.elapsed() < spin { Some(Duration::ZERO) } else { Some(Duration::from_millis(500)) };
+        if let Err(e) = poll.poll(&mut events, timeout) {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                error!("worker poll failed: {e}");
+                return;
+            }
+        }
+        if !events.is_empty() {
+            last_activity = Instant::now();
+        }
+        if sh.shutdown.load(Relaxed) {
+            for c in conns.iter_mut().flatten() {
+                c.close(&sh);
+            }
+            return;
+        }
+        for ev in events.iter() {
+            if ev.token() == WAKER {
+                let new: Vec<_> = std::mem::take(&mut *link.inbox.lock().unwrap());
+                for t in new {
+                    let idx = free.pop().unwrap_or_else(|| {
+                        conns.push(None);
+                        conns.len() - 1
+                    });
+                    let fd = t.raw_fd();
+                    if let Err(e) = poll.registry().register(&mut SourceFd(&fd), Token(idx), Interest::READABLE | Interest::WRITABLE) {
+                        warn!("cannot watch new connection: {e}");
+                        free.push(idx);
+                        continue;
+                    }
+                    let mut c = Conn::new(t);
+                    // Data may already be waiting (edge-triggered: drain now).
+                    let fate = c.drive(&sh, &mut sc);
+                    conns[idx] = Some(c);
+                    if fate == ConnFate::Close {
+                        close_conn(&sh, &poll, &mut conns, &mut free, idx);
+                    }
+                }
+                continue;
+            }
+            let idx = ev.token().0;
+            let Some(c) = conns.get_mut(idx).and_then(|c| c.as_mut()) else { continue };
+            let mut fate = ConnFate::Keep;
+            if ev.is_writable() {
+                fate = c.flush();
+            }
+            if fate == ConnFate::Keep && (ev.is_readable() || c.read_paused || ev.is_read_closed()) {
+                fate = c.drive(&sh, &mut sc);
+            }
+            if fate == ConnFate::Keep && (ev.is_error()) {
+                fate = ConnFate::Close;
+            }
+            if fate == ConnFate::Close {
+                close_conn(&sh, &poll, &mut conns, &mut free, idx);
+            }
+        }
+    }
+}
+
+fn close_conn(sh: &Shared, poll: &Poll, conns: &mut [Option<Conn>], free: &mut Vec<usize>, idx: usize) {
+    if let Some(mut c) = conns[idx].take() {
+        let fd = c.t.raw_fd();
+        let _ = poll.registry().deregister(&mut SourceFd(&fd));
+        c.close(sh);
+        sh.stats.connections_closed.fetch_add(1, Relaxed);
+        free.push(idx);
+    }
+}

@@ -1,0 +1,102 @@
+//! Server configuration. Every limit has a default here and is documented in
+//! `docs/architecture.md#limits`.
+
+use std::path::PathBuf;
+
+use dafs_proto::limits;
+
+#[derive(Debug, Clone)]
+pub struct Export {
+    /// Name clients pass to GET_ROOTHANDLE; the first export is also the default ("").
+    pub name: String,
+    pub path: PathBuf,
+    pub read_only: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub exports: Vec<Export>,
+    /// TCP listen address, e.g. "127.0.0.1:7420" (port 0 picks a free one).
+    pub listen: String,
+    /// Event-loop worker threads (the server runs `workers + 1` threads in total).
+    pub workers: usize,
+    /// Shared secret: when set, every session must authenticate with HMAC-SHA256.
+    pub secret: Option<Vec<u8>>,
+    /// Most slots (outstanding requests) granted to one session.
+    pub slots_max: u32,
+    /// Largest message accepted or sent.
+    pub msg_size_max: u32,
+    /// Reads/writes up to this many bytes travel inline; larger ones direct.
+    pub inline_threshold: u32,
+    /// Largest single direct transfer.
+    pub direct_max: u32,
+    /// Most concurrently connected sessions.
+    pub sessions_max: usize,
+    /// Most open files per session.
+    pub open_files_max: usize,
+    /// Size of the file handle table.
+    pub handles_max: usize,
+    /// A connection whose queued output plus pulls in flight exceeds this stops being
+    /// read until it drains: a client that never reads its replies cannot grow the
+    /// server's memory without bound.
+    pub backlog_bytes_max: usize,
+    /// Spin this long (busy-polling) before sleeping in epoll when a worker is idle.
+    pub spin_us: u64,
+}
+
+/// Default inline/direct threshold. See docs/benchmarks.md for how it was chosen.
+pub const INLINE_THRESHOLD_DEFAULT: u32 = 16 * 1024;
+
+impl ServerConfig {
+    pub fn new(export_path: impl Into<PathBuf>) -> Self {
+        ServerConfig {
+            exports: vec![Export { name: "export".into(), path: export_path.into(), read_only: false }],
+            listen: "127.0.0.1:7420".into(),
+            workers: 2,
+            secret: None,
+            slots_max: 64,
+            msg_size_max: limits::MSG_SIZE_DEFAULT,
+            inline_threshold: INLINE_THRESHOLD_DEFAULT,
+            direct_max: 8 * 1024 * 1024,
+            sessions_max: 256,
+            open_files_max: 4096,
+            handles_max: 65536,
+            backlog_bytes_max: 32 * 1024 * 1024,
+            spin_us: 0,
+        }
+    }
+
+    /// Check the configuration; the message says what to fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.exports.is_empty() {
+            return Err("at least one export is required".into());
+        }
+        for e in &self.exports {
+            if !e.path.is_dir() {
+                return Err(format!("export {:?}: {} is not a directory", e.name, e.path.display()));
+            }
+        }
+        if !(1..=limits::SLOTS_MAX).contains(&self.slots_max) {
+            return Err(format!("slots_max must be 1..={}", limits::SLOTS_MAX));
+        }
+        if !(limits::MSG_SIZE_MIN..=limits::MSG_SIZE_MAX).contains(&self.msg_size_max) {
+            return Err(format!("msg_size_max must be {}..={}", limits::MSG_SIZE_MIN, limits::MSG_SIZE_MAX));
+        }
+        if self.inline_threshold as u64 + 4096 > self.msg_size_max as u64 {
+            return Err("inline_threshold must leave room for headers within msg_size_max".into());
+        }
+        if self.direct_max == 0 || self.direct_max > limits::DIRECT_LEN_MAX {
+            return Err(format!("direct_max must be 1..={}", limits::DIRECT_LEN_MAX));
+        }
+        if self.workers == 0 || self.workers > 64 {
+            return Err("workers must be 1..=64".into());
+        }
+        if self.handles_max < 16 {
+            return Err("handles_max must be at least 16".into());
+        }
+        if self.backlog_bytes_max < self.direct_max as usize {
+            return Err("backlog_bytes_max must be at least direct_max".into());
+        }
+        Ok(())
+    }
+}

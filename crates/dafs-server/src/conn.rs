@@ -1,0 +1,783 @@
+//! One client connection: its session (slots, authentication, open files) and the
+//! execution of every op. Runs on exactly one worker thread; nothing here blocks
+//! except storage system calls.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering::Relaxed;
+
+use dafs_proto::auth;
+use dafs_proto::header::RawHeader;
+use dafs_proto::ops::NONCE_LEN;
+use dafs_proto::session::{ServerSlots, SlotVerdict};
+use dafs_proto::types::{access_mask, open_flags, setattr_mask};
+use dafs_proto::{limits, AuthMethod, DecodeError, DirEntry, FileType, Header, Opcode, Reply, Request, Status, HEADER_LEN};
+use dafs_transport::{PutError, ServerConn, ServerEvent, TransportError};
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+use tracing::{debug, info, warn};
+
+use crate::fsops::{self, st, FsResult};
+use crate::Shared;
+
+/// Reused per-worker buffers: no allocation per request in steady state.
+#[derive(Default)]
+pub struct Scratch {
+    out: Vec<u8>,
+    data: Vec<u8>,
+    entries: Vec<u8>,
+}
+
+struct OpenFile {
+    fd: OwnedFd,
+    read: bool,
+    write: bool,
+}
+
+struct Session {
+    id: u64,
+    client_id: String,
+    slots: ServerSlots,
+    auth_required: bool,
+    authenticated: bool,
+    server_nonce: [u8; NONCE_LEN],
+    opens: HashMap<u64, OpenFile>,
+    next_open_id: u64,
+}
+
+/// A WRITE_DIRECT waiting for its data to be pulled from the client.
+struct PendingWrite {
+    hdr: Header,
+    open_id: u64,
+    offset: u64,
+    stable: bool,
+}
+
+/// What the connection asks of its worker after handling input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ConnFate {
+    Keep,
+    Close,
+}
+
+pub struct Conn {
+    pub t: Box<dyn ServerConn>,
+    session: Option<Session>,
+    pending: HashMap<u64, PendingWrite>,
+    pub read_paused: bool,
+}
+
+enum Done {
+    Replied,
+    Pending(PendingWrite),
+}
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    getrandom::getrandom(&mut b).expect("the OS random source works");
+    b
+}
+
+impl Conn {
+    pub fn new(t: Box<dyn ServerConn>) -> Self {
+        Conn { t, session: None, pending: HashMap::new(), read_paused: false }
+    }
+
+    /// Read and handle events until the socket is drained or backpressure pauses us.
+    pub fn drive(&mut self, sh: &Shared, sc: &mut Scratch) -> ConnFate {
+        loop {
+            if self.t.backlog_bytes() > sh.cfg.backlog_bytes_max {
+                if !self.read_paused {
+                    sh.stats.backpressure_pauses.fetch_add(1, Relaxed);
+                }
+                self.read_paused = true;
+                break;
+            }
+            self.read_paused = false;
+            match self.t.poll_event() {
+                Ok(Some(ServerEvent::Message(buf))) => {
+                    let fate = self.on_message(sh, sc, &buf);
+                    self.t.recycle(buf);
+                    if fate == ConnFate::Close {
+                        return ConnFate::Close;
+                    }
+                }
+                Ok(Some(ServerEvent::Pulled { tag, data })) => {
+                    if self.on_pulled(sh, sc, tag, data) == ConnFate::Close {
+                        return ConnFate::Close;
+                    }
+                }
+                Ok(None) => break,
+                Err(TransportError::Closed) => return ConnFate::Close,
+                Err(e) => {
+                    warn!(peer = %self.t.peer(), "closing connection: {e}");
+                    sh.stats.malformed.fetch_add(1, Relaxed);
+                    return ConnFate::Close;
+                }
+            }
+        }
+        self.flush()
+    }
+
+    /// Write queued output; true = everything written. Resumes reading if it had paused.
+    pub fn flush(&mut self) -> ConnFate {
+        match self.t.flush() {
+            Ok(_) => ConnFate::Keep,
+            Err(TransportError::Closed) => ConnFate::Close,
+            Err(e) => {
+                debug!(peer = %self.t.peer(), "write failed: {e}");
+                ConnFate::Close
+            }
+        }
+    }
+
+    /// Release everything the session held.
+    pub fn close(&mut self, sh: &Shared) {
+        if let Some(s) = self.session.take() {
+            info!(session = s.id, client = %s.client_id, opens = s.opens.len(), "session ended with its connection");
+            sh.sessions_live.fetch_sub(1, Relaxed);
+        }
+        self.pending.clear();
+    }
+
+    fn send(&mut self, sh: &Shared, sc: &mut Scratch, req_h: &Header, reply: &Reply) -> ConnFate {
+        let target = self.session.as_ref().map(|s| s.slots.target_highest()).unwrap_or(0);
+        let h = Header::reply_to(req_h, Status::Ok, target);
+        if reply.status() != Status::Ok {
+            sh.stats.errors_replied.fetch_add(1, Relaxed);
+        }
+        sc.out.clear();
+        let max = self.t.max_msg_size();
+        if let Err(e) = dafs_proto::encode_reply(&h, reply, &mut sc.out, max) {
+            // Only a server bug can produce an oversized reply (sizes are checked before
+            // executing); answer with a fault rather than dropping the slot.
+            warn!("reply does not fit: {e}");
+            sc.out.clear();
+            dafs_proto::encode_reply(&h, &Reply::Error(Status::ServerFault), &mut sc.out, max).expect("an empty reply fits");
+        }
+        match self.t.send(&sc.out) {
+            Ok(()) => ConnFate::Keep,
+            Err(e) => {
+                debug!("send failed: {e}");
+                ConnFate::Close
+            }
+        }
+    }
+
+    fn on_message(&mut self, sh: &Shared, sc: &mut Scratch, buf: &[u8]) -> ConnFate {
+        sh.stats.requests.fetch_add(1, Relaxed);
+        let max = self.t.max_msg_size();
+        match dafs_proto::decode_request(buf, max) {
+            Ok((h, req)) => self.dispatch(sh, sc, h, req),
+            Err((Some(h), e)) => {
+                sh.stats.malformed.fetch_add(1, Relaxed);
+                debug!(peer = %self.t.peer(), op = h.opcode.name(), "malformed request: {e}");
+                self.answer_without_executing(sh, sc, h, Status::BadXdr)
+            }
+            Err((None, e)) => {
+                sh.stats.malformed.fetch_add(1, Relaxed);
+                // The header itself is unusable for an answer only if magic/lengths are bad.
+                let Ok(raw) = RawHeader::parse(buf) else {
+                    warn!(peer = %self.t.peer(), "undecodable message ({e}); closing connection");
+                    return ConnFate::Close;
+                };
+                if raw.total_len() != buf.len() as u64 || raw.flags != 0 {
+                    warn!(peer = %self.t.peer(), "inconsistent message ({e}); closing connection");
+                    return ConnFate::Close;
+                }
+                let status = match e {
+                    DecodeError::BadVersion(_) => Status::BadVersion,
+                    DecodeError::UnknownOpcode(_) => Status::OpIllegal,
+                    DecodeError::TooBig(_) => Status::MsgTooBig,
+                    _ => Status::BadXdr,
+                };
+                let h = Header {
+                    opcode: Opcode::from_wire(raw.opcode_raw).unwrap_or(Opcode::Null),
+                    is_reply: false,
+                    status: Status::Ok,
+                    session_id: raw.session_id,
+                    slot_id: raw.slot_id,
+                    sequence_id: raw.sequence_id,
+                    highest_slot: raw.highest_slot,
+                };
+                debug!(peer = %self.t.peer(), "refusing request: {e}");
+                self.answer_without_executing(sh, sc, h, status)
+            }
+        }
+    }
+
+    /// Answer a request that will not execute, keeping the slot table consistent: a
+    /// request that would have executed consumes its sequence id.
+    fn answer_without_executing(&mut self, sh: &Shared, sc: &mut Scratch, h: Header, status: Status) -> ConnFate {
+        let mut complete = false;
+        if let Some(s) = self.session.as_mut() {
+            if s.id == h.session_id && h.opcode != Opcode::SessionCreate {
+                match s.slots.begin(h.slot_id, h.sequence_id) {
+                    SlotVerdict::Execute => complete = true,
+                    v => {
+                        sh.stats.slot_refusals.fetch_add(1, Relaxed);
+                        let st = verdict_status(v);
+                        return self.send(sh, sc, &h, &Reply::Error(st));
+                    }
+                }
+            }
+        }
+        let fate = self.send(sh, sc, &h, &Reply::Error(status));
+        if complete {
+            self.session.as_mut().unwrap().slots.complete(h.slot_id);
+        }
+        fate
+    }
+
+    fn dispatch(&mut self, sh: &Shared, sc: &mut Scratch, h: Header, req: Request) -> ConnFate {
+        match req {
+            Request::Null if h.session_id == 0 => return self.send(sh, sc, &h, &Reply::Empty),
+            Request::SessionCreate { max_msg_size, slots, auth, client_id } => {
+                return self.session_create(sh, sc, h, max_msg_size, slots, auth, client_id);
+            }
+            _ => {}
+        }
+        let Some(s) = self.session.as_mut() else {
+            return self.send(sh, sc, &h, &Reply::Error(Status::BadSession));
+        };
+        if s.id != h.session_id {
+            return self.send(sh, sc, &h, &Reply::Error(Status::BadSession));
+        }
+        match s.slots.begin(h.slot_id, h.sequence_id) {
+            SlotVerdict::Execute => {}
+            v => {
+                sh.stats.slot_refusals.fetch_add(1, Relaxed);
+                return self.send(sh, sc, &h, &Reply::Error(verdict_status(v)));
+            }
+        }
+        if s.auth_required && !s.authenticated && !h.opcode.allowed_before_auth() {
+            let fate = self.send(sh, sc, &h, &Reply::Error(Status::AuthRequired));
+            self.complete_slot(h.slot_id);
+            return fate;
+        }
+        let destroy = matches!(req, Request::SessionDestroy);
+        let result = self.execute(sh, sc, &h, req);
+        let fate = match result {
+            Ok(Done::Replied) => ConnFate::Keep,
+            Ok(Done::Pending(p)) => {
+                self.pending.insert(h.slot_id as u64, p);
+                return ConnFate::Keep;
+            }
+            Err(status) => self.send(sh, sc, &h, &Reply::Error(status)),
+        };
+        self.complete_slot(h.slot_id);
+        if destroy {
+            self.close(sh);
+        }
+        fate
+    }
+
+    fn complete_slot(&mut self, slot: u32) {
+        if let Some(s) = self.session.as_mut() {
+            s.slots.complete(slot);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn session_create(&mut self, sh: &Shared, sc: &mut Scratch, h: Header, max_msg: u32, slots: u32, auth: AuthMethod, client_id: &[u8]) -> ConnFate {
+        if self.session.is_some() {
+            return self.send(sh, sc, &h, &Reply::Error(Status::Inval));
+        }
+        if max_msg < limits::MSG_SIZE_MIN || slots == 0 {
+            return self.send(sh, sc, &h, &Reply::Error(Status::Inval));
+        }
+        let auth_required = sh.cfg.secret.is_some();
+        if auth_required && auth != AuthMethod::HmacSha256 {
+            sh.stats.auth_failures.fetch_add(1, Relaxed);
+            return self.send(sh, sc, &h, &Reply::Error(Status::AuthRequired));
+        }
+        if sh.sessions_live.fetch_add(1, Relaxed) >= sh.cfg.sessions_max {
+            sh.sessions_live.fetch_sub(1, Relaxed);
+            return self.send(sh, sc, &h, &Reply::Error(Status::Limit));
+        }
+        let max_msg = max_msg.min(sh.cfg.msg_size_max);
+        let slots = slots.min(sh.cfg.slots_max);
+        let id = u64::from_le_bytes(random_bytes()) | 1;
+        let server_nonce = random_bytes();
+        let client_id = String::from_utf8_lossy(client_id).into_owned();
+        info!(session = id, client = %client_id, peer = %self.t.peer(), slots, max_msg, "session created");
+        sh.stats.sessions_created.fetch_add(1, Relaxed);
+        self.session = Some(Session {
+            id,
+            client_id,
+            slots: ServerSlots::new(slots),
+            auth_required,
+            authenticated: false,
+            server_nonce,
+            opens: HashMap::new(),
+            next_open_id: 1,
+        });
+        // The reply carries the new session id in its header.
+        let mut rh = h;
+        rh.session_id = id;
+        let reply = Reply::SessionCreate {
+            max_msg_size: max_msg,
+            slots,
+            inline_threshold: sh.cfg.inline_threshold.min(max_msg - 1024),
+            auth: if auth_required { AuthMethod::HmacSha256 } else { AuthMethod::None },
+            server_nonce,
+            direct_max: sh.cfg.direct_max,
+        };
+        let fate = self.send(sh, sc, &rh, &reply);
+        self.t.set_max_msg_size(max_msg as usize);
+        fate
+    }
+
+    fn on_pulled(&mut self, sh: &Shared, sc: &mut Scratch, tag: u64, data: Result<Vec<u8>, TransportError>) -> ConnFate {
+        let Some(p) = self.pending.remove(&tag) else {
+            warn!("pull completion for no pending write");
+            return ConnFate::Close;
+        };
+        let result: FsResult<u32> = match &data {
+            Err(_) => Err(Status::BadRegion),
+            Ok(buf) => (|| {
+                let s = self.session.as_ref().ok_or(Status::BadSession)?;
+                let of = s.opens.get(&p.open_id).ok_or(Status::BadOpenId)?;
+                let n = fsops::pwrite_full(of.fd.as_fd(), buf, p.offset).map_err(fsops::io_st)?;
+                if p.stable {
+                    rfs::fdatasync(&of.fd).map_err(st)?;
+                }
+                sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
+                sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
+                Ok(n as u32)
+            })(),
+        };
+        if let Ok(buf) = data {
+            self.t.recycle(buf);
+        }
+        let fate = match result {
+            Ok(count) => self.send(sh, sc, &p.hdr, &Reply::Write { count, stable: p.stable }),
+            Err(e) => self.send(sh, sc, &p.hdr, &Reply::Error(e)),
+        };
+        self.complete_slot(p.hdr.slot_id);
+        fate
+    }
+
+    fn execute(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, req: Request) -> Result<Done, Status> {
+        let reply_fate = |c: &mut Conn, sc: &mut Scratch, r: &Reply| -> Result<Done, Status> {
+            // A failed send closes the connection on the next read; the slot is done.
+            let _ = c.send(sh, sc, h, r);
+            Ok(Done::Replied)
+        };
+        match req {
+            Request::Null => reply_fate(self, sc, &Reply::Empty),
+            Request::SessionCreate { .. } => unreachable!("handled in dispatch"),
+            Request::SessionAuth { client_nonce, proof } => {
+                let s = self.session.as_mut().expect("dispatch checked the session");
+                if !s.auth_required || s.authenticated {
+                    return Err(Status::Inval);
+                }
+                let secret = sh.cfg.secret.as_deref().expect("auth_required implies a secret");
+                if !auth::verify_client(secret, s.id, &s.server_nonce, &client_nonce, s.client_id.as_bytes(), &proof) {
+                    sh.stats.auth_failures.fetch_add(1, Relaxed);
+                    warn!(session = s.id, client = %s.client_id, "authentication failed");
+                    return Err(Status::AuthFailed);
+                }
+                s.authenticated = true;
+                let server_proof = auth::server_proof(secret, s.id, &s.server_nonce, &client_nonce, s.client_id.as_bytes());
+                reply_fate(self, sc, &Reply::SessionAuth { server_proof })
+            }
+            Request::SessionDestroy => reply_fate(self, sc, &Reply::Empty),
+            Request::GetRootHandle { export } => {
+                let idx = if export.is_empty() {
+                    0
+                } else {
+                    let name = export.strip_prefix(b"/").unwrap_or(export);
+                    sh.cfg.exports.iter().position(|e| e.name.as_bytes() == name).ok_or(Status::NoEnt)?
+                };
+                let fd = sh.roots[idx].try_clone().map_err(fsops::io_st)?;
+                let (fh, stat) = sh.handles.insert(fd, idx as u32)?;
+                reply_fate(self, sc, &Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
+            }
+            Request::Lookup { dir, path, follow } => {
+                let d = sh.handles.resolve(&dir)?;
+                let fd = fsops::lookup(d.fd.as_fd(), path, follow)?;
+                let (fh, stat) = sh.handles.insert(fd, d.export)?;
+                reply_fate(self, sc, &Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
+            }
+            Request::LookupParent { fh } => {
+                let d = sh.handles.resolve(&fh)?;
+                let me = fsops::fstat(d.fd.as_fd())?;
+                let root = fsops::fstat(sh.roots[d.export as usize].as_fd())?;
+                if me.st_dev == root.st_dev && me.st_ino == root.st_ino {
+                    return Err(Status::NoEnt); // the export root has no parent
+                }
+                if FileType::from_mode(me.st_mode) != FileType::Directory {
+                    return Err(Status::NotDir);
+                }
+                // The parent of a directory beneath the root is the root or beneath it.
+                let p = rfs::openat(d.fd.as_fd(), c"..", OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(st)?;
+                let (fh, stat) = sh.handles.insert(p, d.export)?;
+                reply_fate(self, sc, &Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
+            }
+            Request::GetAttr { fh } => {
+                let d = sh.handles.resolve(&fh)?;
+                let attr = fsops::getattr(d.fd.as_fd())?;
+                reply_fate(self, sc, &Reply::Attr { attr })
+            }
+            Request::SetAttr { fh, set } => {
+                let d = sh.handles.resolve(&fh)?;
+                self.check_writable(sh, d.export)?;
+                let fd = d.fd.as_fd();
+                let path = fsops::proc_path(fd);
+                if set.mask & setattr_mask::SIZE != 0 {
+                    let f = fsops::reopen(fd, OFlags::WRONLY)?;
+                    rfs::ftruncate(&f, set.size).map_err(st)?;
+                }
+                if set.mask & setattr_mask::MODE != 0 {
+                    rfs::chmod(path.as_c_str(), Mode::from_raw_mode(set.mode)).map_err(st)?;
+                }
+                if set.mask & (setattr_mask::UID | setattr_mask::GID) != 0 {
+                    if (set.mask & setattr_mask::UID != 0 && set.uid == u32::MAX) || (set.mask & setattr_mask::GID != 0 && set.gid == u32::MAX) {
+                        return Err(Status::Inval); // -1 means "unchanged" to the kernel; use the mask instead
+                    }
+                    // SAFETY: from_raw is unsafe only because -1 is special; excluded above.
+                    let uid = (set.mask & setattr_mask::UID != 0).then(|| unsafe { rustix::fs::Uid::from_raw(set.uid) });
+                    // SAFETY: as above.
+                    let gid = (set.mask & setattr_mask::GID != 0).then(|| unsafe { rustix::fs::Gid::from_raw(set.gid) });
+                    rfs::chownat(fd, c"", uid, gid, AtFlags::EMPTY_PATH).map_err(st)?;
+                }
+                let tmask = setattr_mask::ATIME | setattr_mask::ATIME_NOW | setattr_mask::MTIME | setattr_mask::MTIME_NOW;
+                if set.mask & tmask != 0 {
+                    let pick = |set_bit: u32, now_bit: u32, ns: i64| {
+                        if set.mask & now_bit != 0 {
+                            rfs::Timespec { tv_sec: 0, tv_nsec: rfs::UTIME_NOW }
+                        } else if set.mask & set_bit != 0 {
+                            fsops::timespec_from_ns(ns)
+                        } else {
+                            rfs::Timespec { tv_sec: 0, tv_nsec: rfs::UTIME_OMIT }
+                        }
+                    };
+                    let ts = rfs::Timestamps {
+                        last_access: pick(setattr_mask::ATIME, setattr_mask::ATIME_NOW, set.atime_ns),
+                        last_modification: pick(setattr_mask::MTIME, setattr_mask::MTIME_NOW, set.mtime_ns),
+                    };
+                    rfs::utimensat(rfs::CWD, path.as_c_str(), &ts, AtFlags::empty()).map_err(st)?;
+                }
+                let attr = fsops::getattr(fd)?;
+                reply_fate(self, sc, &Reply::Attr { attr })
+            }
+            Request::Access { fh, mask } => {
+                let d = sh.handles.resolve(&fh)?;
+                let path = fsops::proc_path(d.fd.as_fd());
+                let ro = sh.cfg.exports[d.export as usize].read_only;
+                let mut granted = 0;
+                for (bit, acc) in [
+                    (access_mask::READ, rfs::Access::READ_OK),
+                    (access_mask::WRITE, rfs::Access::WRITE_OK),
+                    (access_mask::EXECUTE, rfs::Access::EXEC_OK),
+                ] {
+                    if mask & bit == 0 || (bit == access_mask::WRITE && ro) {
+                        continue;
+                    }
+                    if rfs::accessat(rfs::CWD, path.as_c_str(), acc, AtFlags::EACCESS).is_ok() {
+                        granted |= bit;
+                    }
+                }
+                reply_fate(self, sc, &Reply::Access { granted })
+            }
+            Request::Create { dir, ftype, mode, exclusive, name } => {
+                let d = sh.handles.resolve(&dir)?;
+                self.check_writable(sh, d.export)?;
+                match ftype {
+                    FileType::Directory => {
+                        let c = std::ffi::CString::new(name).map_err(|_| Status::BadName)?;
+                        rfs::mkdirat(d.fd.as_fd(), c.as_c_str(), Mode::from_raw_mode(mode)).map_err(st)?;
+                    }
+                    _ => {
+                        let mut fl = OFlags::RDONLY | OFlags::CREATE | OFlags::NOFOLLOW;
+                        if exclusive {
+                            fl |= OFlags::EXCL;
+                        }
+                        drop(fsops::open_in(d.fd.as_fd(), name, fl, mode)?);
+                    }
+                }
+                let fd = fsops::lookup(d.fd.as_fd(), name, false)?;
+                let (fh, stat) = sh.handles.insert(fd, d.export)?;
+                reply_fate(self, sc, &Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
+            }
+            Request::Open { fh, flags, mode, name } => self.open(sh, sc, h, fh, flags, mode, name),
+            Request::Close { open_id } => {
+                let s = self.session.as_mut().expect("session");
+                s.opens.remove(&open_id).ok_or(Status::BadOpenId)?;
+                reply_fate(self, sc, &Reply::Empty)
+            }
+            Request::ReadInline { open_id, offset, len } => {
+                let max = self.t.max_msg_size() - HEADER_LEN - 64;
+                if len as usize > max {
+                    return Err(Status::MsgTooBig);
+                }
+                let of = self.open_file(open_id, true)?;
+                sc.data.resize(len as usize, 0);
+                let n = fsops::pread_full(of.fd.as_fd(), &mut sc.data[..len as usize], offset).map_err(fsops::io_st)?;
+                sh.stats.bytes_read.fetch_add(n as u64, Relaxed);
+                sh.stats.inline_bytes.fetch_add(n as u64, Relaxed);
+                let data = std::mem::take(&mut sc.data);
+                let r = reply_fate(self, sc, &Reply::ReadInline { eof: n < len as usize, data: &data[..n] });
+                sc.data = data;
+                r
+            }
+            Request::WriteInline { open_id, offset, stable, data } => {
+                let of = self.open_file(open_id, false)?;
+                check_range(offset, data.len() as u64)?;
+                let n = fsops::pwrite_full(of.fd.as_fd(), data, offset).map_err(fsops::io_st)?;
+                if stable {
+                    rfs::fdatasync(&of.fd).map_err(st)?;
+                }
+                sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
+                sh.stats.inline_bytes.fetch_add(n as u64, Relaxed);
+                reply_fate(self, sc, &Reply::Write { count: n as u32, stable })
+            }
+            Request::ReadDirect { open_id, offset, len, region } => {
+                if len > sh.cfg.direct_max {
+                    return Err(Status::Inval);
+                }
+                let s = self.session.as_ref().expect("session");
+                let of = s.opens.get(&open_id).ok_or(Status::BadOpenId)?;
+                if !of.read {
+                    return Err(Status::OpenMode);
+                }
+                let fd = of.fd.as_fd();
+                let n = match self.t.put(region, len as usize, &mut |buf| fsops::pread_full(fd, buf, offset)) {
+                    Ok(n) => n,
+                    Err(PutError::Fill(e)) => return Err(fsops::io_st(e)),
+                    Err(PutError::Transport(TransportError::BadRegion)) => return Err(Status::BadRegion),
+                    Err(PutError::Transport(e)) => {
+                        debug!("placement failed: {e}");
+                        return Err(Status::TransferFailed);
+                    }
+                };
+                sh.stats.bytes_read.fetch_add(n as u64, Relaxed);
+                sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
+                reply_fate(self, sc, &Reply::ReadDirect { count: n as u32, eof: n < len as usize })
+            }
+            Request::WriteDirect { open_id, offset, len, stable, region } => {
+                if len > sh.cfg.direct_max {
+                    return Err(Status::Inval);
+                }
+                self.open_file(open_id, false)?;
+                check_range(offset, len as u64)?;
+                if len == 0 {
+                    return reply_fate(self, sc, &Reply::Write { count: 0, stable });
+                }
+                match self.t.pull(region, len as usize, h.slot_id as u64) {
+                    Ok(()) => Ok(Done::Pending(PendingWrite { hdr: *h, open_id, offset, stable })),
+                    Err(TransportError::BadRegion) => Err(Status::BadRegion),
+                    Err(e) => {
+                        debug!("pull failed: {e}");
+                        Err(Status::TransferFailed)
+                    }
+                }
+            }
+            Request::ReadDir { dir, cookie, max_entries, max_bytes } => {
+                let d = sh.handles.resolve(&dir)?;
+                let max_entries = if max_entries == 0 { limits::READDIR_ENTRIES_MAX } else { max_entries.min(limits::READDIR_ENTRIES_MAX) };
+                let room = self.t.max_msg_size() - HEADER_LEN - 32;
+                let max_bytes = if max_bytes == 0 { room } else { (max_bytes as usize).min(room) };
+                sc.entries.clear();
+                let mut count = 0u32;
+                let mut too_small = false;
+                let eof = fsops::read_dir(d.fd.as_fd(), cookie, |off, ino, ftype, name| {
+                    if count >= max_entries {
+                        return false;
+                    }
+                    if sc.entries.len() + DirEntry::wire_len(name.len()) > max_bytes {
+                        too_small = count == 0;
+                        return false;
+                    }
+                    DirEntry { cookie: off, fileid: ino, ftype, name }.pack(&mut sc.entries);
+                    count += 1;
+                    true
+                })?;
+                if too_small {
+                    return Err(Status::TooSmall);
+                }
+                let entries = std::mem::take(&mut sc.entries);
+                let r = reply_fate(self, sc, &Reply::ReadDir { eof, count, entries: &entries });
+                sc.entries = entries;
+                r
+            }
+            Request::Remove { dir, name } | Request::RmDir { dir, name } => {
+                let is_rmdir = h.opcode == Opcode::RmDir;
+                let d = sh.handles.resolve(&dir)?;
+                self.check_writable(sh, d.export)?;
+                let c = std::ffi::CString::new(name).map_err(|_| Status::BadName)?;
+                let stat = rfs::statat(d.fd.as_fd(), c.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(st)?;
+                let is_dir = FileType::from_mode(stat.st_mode) == FileType::Directory;
+                if is_rmdir && !is_dir {
+                    return Err(Status::NotDir);
+                }
+                if !is_rmdir && is_dir {
+                    return Err(Status::IsDir);
+                }
+                let fl = if is_rmdir { AtFlags::REMOVEDIR } else { AtFlags::empty() };
+                rfs::unlinkat(d.fd.as_fd(), c.as_c_str(), fl).map_err(st)?;
+                if is_dir || stat.st_nlink <= 1 {
+                    sh.handles.forget(stat.st_dev, stat.st_ino, d.export);
+                }
+                reply_fate(self, sc, &Reply::Empty)
+            }
+            Request::Rename { from_dir, from_name, to_dir, to_name } => {
+                let f = sh.handles.resolve(&from_dir)?;
+                let t = sh.handles.resolve(&to_dir)?;
+                if f.export != t.export {
+                    return Err(Status::XDev);
+                }
+                self.check_writable(sh, f.export)?;
+                let fc = std::ffi::CString::new(from_name).map_err(|_| Status::BadName)?;
+                let tc = std::ffi::CString::new(to_name).map_err(|_| Status::BadName)?;
+                rfs::renameat(f.fd.as_fd(), fc.as_c_str(), t.fd.as_fd(), tc.as_c_str()).map_err(st)?;
+                reply_fate(self, sc, &Reply::Empty)
+            }
+            Request::Link { fh, dir, name } => {
+                let o = sh.handles.resolve(&fh)?;
+                let d = sh.handles.resolve(&dir)?;
+                if o.export != d.export {
+                    return Err(Status::XDev);
+                }
+                self.check_writable(sh, d.export)?;
+                let ostat = fsops::fstat(o.fd.as_fd())?;
+                if FileType::from_mode(ostat.st_mode) == FileType::Directory {
+                    return Err(Status::Perm);
+                }
+                let c = std::ffi::CString::new(name).map_err(|_| Status::BadName)?;
+                let src = fsops::proc_path(o.fd.as_fd());
+                rfs::linkat(rfs::CWD, src.as_c_str(), d.fd.as_fd(), c.as_c_str(), AtFlags::SYMLINK_FOLLOW).map_err(st)?;
+                let attr = fsops::getattr(o.fd.as_fd())?;
+                reply_fate(self, sc, &Reply::Attr { attr })
+            }
+            Request::Symlink { dir, name, target } => {
+                let d = sh.handles.resolve(&dir)?;
+                self.check_writable(sh, d.export)?;
+                let c = std::ffi::CString::new(name).map_err(|_| Status::BadName)?;
+                let t = std::ffi::CString::new(target).map_err(|_| Status::Inval)?;
+                rfs::symlinkat(t.as_c_str(), d.fd.as_fd(), c.as_c_str()).map_err(st)?;
+                let fd = fsops::lookup(d.fd.as_fd(), name, false)?;
+                let (fh, stat) = sh.handles.insert(fd, d.export)?;
+                reply_fate(self, sc, &Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
+            }
+            Request::ReadLink { fh } => {
+                let d = sh.handles.resolve(&fh)?;
+                let target = rfs::readlinkat(d.fd.as_fd(), c"", Vec::new()).map_err(|e| if e == rustix::io::Errno::NOENT { Status::Inval } else { st(e) })?;
+                let bytes = target.into_bytes();
+                if bytes.len() > limits::PATH_LEN_MAX {
+                    return Err(Status::NameTooLong);
+                }
+                reply_fate(self, sc, &Reply::ReadLink { target: &bytes })
+            }
+            Request::Commit { open_id, .. } => {
+                let s = self.session.as_ref().expect("session");
+                let of = s.opens.get(&open_id).ok_or(Status::BadOpenId)?;
+                rfs::fsync(&of.fd).map_err(st)?;
+                reply_fate(self, sc, &Reply::Empty)
+            }
+            Request::FsStat { fh } => {
+                let d = sh.handles.resolve(&fh)?;
+                let s = fsops::fsstat(d.fd.as_fd())?;
+                reply_fate(self, sc, &Reply::FsStat(s))
+            }
+            Request::Reserved(_) => Err(Status::NotSupp),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn open(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, fh: dafs_proto::FileHandle, flags: u32, mode: u32, name: &[u8]) -> Result<Done, Status> {
+        let read = flags & open_flags::READ != 0;
+        let write = flags & open_flags::WRITE != 0;
+        let mut of = match (read, write) {
+            (true, true) => OFlags::RDWR,
+            (false, true) => OFlags::WRONLY,
+            _ => OFlags::RDONLY,
+        };
+        if flags & open_flags::TRUNCATE != 0 {
+            if !write {
+                return Err(Status::Inval);
+            }
+            of |= OFlags::TRUNC;
+        }
+        if flags & open_flags::CREATE != 0 {
+            of |= OFlags::CREATE;
+            if flags & open_flags::EXCLUSIVE != 0 {
+                of |= OFlags::EXCL | OFlags::NOFOLLOW;
+            }
+        }
+        {
+            let s = self.session.as_ref().expect("session");
+            if s.opens.len() >= sh.cfg.open_files_max {
+                return Err(Status::Limit);
+            }
+        }
+        let d = sh.handles.resolve(&fh)?;
+        if write || flags & open_flags::CREATE != 0 {
+            self.check_writable(sh, d.export)?;
+        }
+        let (file, handle) = if name.is_empty() {
+            let st0 = fsops::fstat(d.fd.as_fd())?;
+            match FileType::from_mode(st0.st_mode) {
+                FileType::Directory => return Err(Status::IsDir),
+                FileType::Symlink => return Err(Status::Loop),
+                _ => {}
+            }
+            (fsops::reopen(d.fd.as_fd(), of)?, fh)
+        } else {
+            let file = fsops::open_in(d.fd.as_fd(), name, of, mode)?;
+            let path_fd = fsops::lookup(d.fd.as_fd(), name, true)?;
+            let (a, b) = (fsops::fstat(file.as_fd())?, fsops::fstat(path_fd.as_fd())?);
+            if a.st_ino != b.st_ino || a.st_dev != b.st_dev {
+                return Err(Status::Stale); // replaced between open and lookup: retry
+            }
+            let (handle, _) = sh.handles.insert(path_fd, d.export)?;
+            (file, handle)
+        };
+        let stat = fsops::fstat(file.as_fd())?;
+        if FileType::from_mode(stat.st_mode) == FileType::Directory {
+            return Err(Status::IsDir);
+        }
+        let s = self.session.as_mut().expect("session");
+        let open_id = s.next_open_id;
+        s.next_open_id += 1;
+        s.opens.insert(open_id, OpenFile { fd: file, read, write });
+        let _ = self.send(sh, sc, h, &Reply::Open { open_id, fh: handle, attr: fsops::attr_from_stat(&stat) });
+        Ok(Done::Replied)
+    }
+
+    fn open_file(&self, open_id: u64, for_read: bool) -> Result<&OpenFile, Status> {
+        let s = self.session.as_ref().expect("session");
+        let of = s.opens.get(&open_id).ok_or(Status::BadOpenId)?;
+        if (for_read && !of.read) || (!for_read && !of.write) {
+            return Err(Status::OpenMode);
+        }
+        Ok(of)
+    }
+
+    fn check_writable(&self, sh: &Shared, export: u32) -> Result<(), Status> {
+        if sh.cfg.exports[export as usize].read_only {
+            Err(Status::RoFs)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn check_range(offset: u64, len: u64) -> Result<(), Status> {
+    // Files are limited to i64::MAX bytes; refuse ranges beyond, instead of letting the
+    // kernel answer with something less clear.
+    match offset.checked_add(len) {
+        Some(end) if end <= i64::MAX as u64 => Ok(()),
+        _ => Err(Status::FBig),
+    }
+}
+
+fn verdict_status(v: SlotVerdict) -> Status {
+    match v {
+        SlotVerdict::Execute => Status::Ok,
+        SlotVerdict::Replay | SlotVerdict::Misordered => Status::SeqMisordered,
+        SlotVerdict::BadSlot => Status::BadSlot,
+        SlotVerdict::Busy => Status::SlotBusy,
+    }
+}
+
