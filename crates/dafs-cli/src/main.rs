@@ -1,1 +1,357 @@
-fn main() {}
+//! `dafs` — command line client (and `dafs serve`).
+//!
+//! Exit codes: 0 success; 1 the operation failed (the message names the path and the
+//! reason); 2 usage or configuration error; 3 cannot connect or authenticate.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use dafs_client::{Client, ClientConfig, Error, OpenOptions};
+use dafs_proto::FileType;
+
+mod serve;
+
+#[derive(Parser, Debug)]
+#[command(name = "dafs", version, about = "DAFS: Direct Access File System client and server")]
+struct Cli {
+    /// File holding the shared secret for servers that require authentication.
+    #[arg(long, global = true, env = "DAFS_SECRET_FILE")]
+    secret_file: Option<PathBuf>,
+    /// Export name on the server (default: the server's first export).
+    #[arg(long, global = true, default_value = "")]
+    export: String,
+    /// No progress bar.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Serve a directory (same as the dafsd binary).
+    Serve(serve::ServeArgs),
+    /// List a directory.
+    Ls {
+        url: String,
+        /// Long format: type, mode, size, name.
+        #[arg(short, long)]
+        long: bool,
+    },
+    /// Show attributes of a path.
+    Stat { url: String },
+    /// Write files to standard output.
+    Cat { urls: Vec<String> },
+    /// Copy a remote file to a local path ("-" for standard output).
+    Get { url: String, local: PathBuf },
+    /// Copy a local file ("-" for standard input) to a remote path.
+    Put { local: PathBuf, url: String },
+    /// Remove files.
+    Rm { urls: Vec<String> },
+    /// Create directories.
+    Mkdir {
+        urls: Vec<String>,
+        /// Create parents as needed; no error if it exists.
+        #[arg(short, long)]
+        parents: bool,
+    },
+    /// Remove empty directories.
+    Rmdir { urls: Vec<String> },
+    /// Rename (both URLs on the same server).
+    Mv { from: String, to: String },
+    /// Round-trip a NULL request and print the negotiated session parameters.
+    Ping { url: String },
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("DAFS_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let code = match run(&cli) {
+        Ok(()) => 0,
+        Err(Fail(code, msg)) => {
+            eprintln!("dafs: {msg}");
+            code
+        }
+    };
+    std::process::exit(code);
+}
+
+struct Fail(i32, String);
+
+fn op_err(what: &str, e: Error) -> Fail {
+    match e {
+        Error::Transport(_) | Error::Disconnected | Error::Protocol(_) => Fail(3, format!("{what}: {e}")),
+        _ => Fail(1, format!("{what}: {e}")),
+    }
+}
+
+fn connect(cli: &Cli, url: &str) -> Result<(Client, String), Fail> {
+    let (addr, path) = dafs_client::parse_url(url).map_err(|e| Fail(2, format!("{url}: {e}")))?;
+    let mut cfg = ClientConfig { export: cli.export.clone(), ..Default::default() };
+    if let Some(p) = &cli.secret_file {
+        cfg.secret = Some(serve::read_secret(p).map_err(|e| Fail(2, e))?);
+    }
+    let c = Client::connect(&addr, cfg).map_err(|e| Fail(3, format!("cannot connect to {addr}: {e}")))?;
+    Ok((c, path))
+}
+
+fn same_server(a: &str, b: &str) -> Result<bool, Fail> {
+    let (x, _) = dafs_client::parse_url(a).map_err(|e| Fail(2, format!("{a}: {e}")))?;
+    let (y, _) = dafs_client::parse_url(b).map_err(|e| Fail(2, format!("{b}: {e}")))?;
+    Ok(x == y)
+}
+
+fn progress(cli: &Cli, total: u64) -> indicatif::ProgressBar {
+    if cli.quiet || total < 8 * 1024 * 1024 {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{bytes}/{total_bytes} [{bar:30}] {bytes_per_sec} eta {eta}")
+            .unwrap()
+            .progress_chars("=> "),
+    );
+    pb
+}
+
+/// Transfer unit for get/put/cat: large enough for direct placement.
+const CHUNK: usize = 4 * 1024 * 1024;
+
+fn type_char(t: FileType) -> char {
+    match t {
+        FileType::Directory => 'd',
+        FileType::Symlink => 'l',
+        FileType::Regular => '-',
+        FileType::CharDevice => 'c',
+        FileType::BlockDevice => 'b',
+        FileType::Fifo => 'p',
+        FileType::Socket => 's',
+    }
+}
+
+fn run(cli: &Cli) -> Result<(), Fail> {
+    match &cli.cmd {
+        Cmd::Serve(a) => serve::run(a).map_err(|e| Fail(2, e)),
+        Cmd::Ls { url, long } => {
+            let (mut c, path) = connect(cli, url)?;
+            let attr = c.stat(&path).map_err(|e| op_err(&path, e))?;
+            let mut out = std::io::stdout().lock();
+            if !attr.is_dir() {
+                let _ = writeln!(out, "{path}");
+                return Ok(());
+            }
+            let mut entries = c.readdir(&path).map_err(|e| op_err(&path, e))?;
+            entries.sort_by(|a, b| a.name.cmp(&b.name));
+            for e in entries {
+                if *long {
+                    let child = format!("{}/{}", path.trim_end_matches('/'), e.name_lossy());
+                    match c.lstat(&child) {
+                        Ok(a) => {
+                            let _ = writeln!(out, "{}{:04o} {:>12} {}", type_char(a.ftype), a.mode, a.size, e.name_lossy());
+                        }
+                        Err(err) => eprintln!("dafs: {child}: {err}"),
+                    }
+                } else {
+                    let _ = writeln!(out, "{}", e.name_lossy());
+                }
+            }
+            Ok(())
+        }
+        Cmd::Stat { url } => {
+            let (mut c, path) = connect(cli, url)?;
+            let a = c.lstat(&path).map_err(|e| op_err(&path, e))?;
+            println!("path:   {path}");
+            println!("type:   {:?}", a.ftype);
+            println!("size:   {}", a.size);
+            println!("mode:   {:04o}", a.mode);
+            println!("links:  {}", a.nlink);
+            println!("uid:    {}", a.uid);
+            println!("gid:    {}", a.gid);
+            println!("fileid: {}", a.fileid);
+            println!("mtime:  {}.{:09}", a.mtime_ns.div_euclid(1_000_000_000), a.mtime_ns.rem_euclid(1_000_000_000));
+            Ok(())
+        }
+        Cmd::Cat { urls } => {
+            let mut out = std::io::stdout().lock();
+            for url in urls {
+                let (mut c, path) = connect(cli, url)?;
+                copy_out(cli, &mut c, &path, &mut out)?;
+            }
+            Ok(())
+        }
+        Cmd::Get { url, local } => {
+            let (mut c, path) = connect(cli, url)?;
+            if local.as_os_str() == "-" {
+                return copy_out(cli, &mut c, &path, &mut std::io::stdout().lock());
+            }
+            let mut f = std::fs::File::create(local).map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
+            copy_out(cli, &mut c, &path, &mut f)?;
+            f.sync_all().map_err(|e| Fail(1, format!("{}: {e}", local.display())))
+        }
+        Cmd::Put { local, url } => {
+            let (mut c, path) = connect(cli, url)?;
+            let (mut input, size): (Box<dyn Read>, u64) = if local.as_os_str() == "-" {
+                (Box::new(std::io::stdin().lock()), 0)
+            } else {
+                let f = std::fs::File::open(local).map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
+                let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+                (Box::new(f), size)
+            };
+            let f = c.create(&path).map_err(|e| op_err(&path, e))?;
+            let region = c.alloc_registered(CHUNK).map_err(|e| op_err("register", e))?;
+            let pb = progress(cli, size);
+            let mut off = 0u64;
+            loop {
+                let buf = c.region_mut(region).map_err(|e| op_err("region", e))?;
+                let n = read_full(&mut input, buf).map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
+                if n == 0 {
+                    break;
+                }
+                write_region(&mut c, &f, region, n, off).map_err(|e| op_err(&path, e))?;
+                off += n as u64;
+                pb.set_position(off);
+            }
+            pb.finish_and_clear();
+            c.fsync(&f).map_err(|e| op_err(&path, e))?;
+            c.close(f).map_err(|e| op_err(&path, e))?;
+            Ok(())
+        }
+        Cmd::Rm { urls } => each(cli, urls, |c, p| c.remove(p)),
+        Cmd::Rmdir { urls } => each(cli, urls, |c, p| c.rmdir(p)),
+        Cmd::Mkdir { urls, parents } => each(cli, urls, |c, p| {
+            if !*parents {
+                return c.mkdir(p, 0o755).map(|_| ());
+            }
+            let mut acc = String::new();
+            for comp in p.split('/').filter(|s| !s.is_empty()) {
+                acc.push('/');
+                acc.push_str(comp);
+                match c.mkdir(&acc, 0o755) {
+                    Ok(_) => {}
+                    Err(Error::Status(dafs_proto::Status::Exist)) => {
+                        if !c.stat(&acc)?.is_dir() {
+                            return Err(Error::Status(dafs_proto::Status::NotDir));
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        }),
+        Cmd::Mv { from, to } => {
+            if !same_server(from, to)? {
+                return Err(Fail(2, "mv: both URLs must name the same server".into()));
+            }
+            let (mut c, fp) = connect(cli, from)?;
+            let (_, tp) = dafs_client::parse_url(to).map_err(|e| Fail(2, e.to_string()))?;
+            c.rename(&fp, &tp).map_err(|e| op_err(&format!("{fp} -> {tp}"), e))
+        }
+        Cmd::Ping { url } => {
+            let (mut c, _) = connect(cli, url)?;
+            let t = std::time::Instant::now();
+            c.null().map_err(|e| op_err("ping", e))?;
+            let rtt = t.elapsed();
+            println!("session {:016x} over {}: rtt {:.1} us, {} slots, max message {} B, inline threshold {} B, max I/O {} B",
+                c.session_id(), c.provider(), rtt.as_secs_f64() * 1e6, c.slots(), c.max_msg_size(), c.inline_threshold(), c.max_io_size());
+            Ok(())
+        }
+    }
+}
+
+fn each(cli: &Cli, urls: &[String], mut f: impl FnMut(&mut Client, &str) -> Result<(), Error>) -> Result<(), Fail> {
+    if urls.is_empty() {
+        return Err(Fail(2, "no URL given".into()));
+    }
+    let mut failed = None;
+    for url in urls {
+        let (mut c, path) = connect(cli, url)?;
+        if let Err(e) = f(&mut c, &path) {
+            let fail = op_err(&path, e);
+            eprintln!("dafs: {}", fail.1);
+            failed = Some(fail.0);
+        }
+    }
+    match failed {
+        None => Ok(()),
+        Some(code) => Err(Fail(code, "some operations failed".into())),
+    }
+}
+
+fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Write `n` bytes of the region at `off` through the asynchronous path.
+fn write_region(c: &mut Client, f: &dafs_client::File, region: dafs_client::RegionId, n: usize, off: u64) -> Result<(), Error> {
+    let cg = c.create_cg();
+    let max = c.max_io_size();
+    let mut pos = 0;
+    while pos < n {
+        let len = max.min(n - pos);
+        c.submit_write(f, off + pos as u64, dafs_client::IoBuf::Region { region, offset: pos, len }, cg, 0)?;
+        pos += len;
+    }
+    let mut res = Ok(());
+    for done in c.wait_all(cg)? {
+        if let Err(e) = done.result {
+            res = Err(e);
+        }
+    }
+    c.destroy_cg(cg)?;
+    res
+}
+
+fn copy_out(cli: &Cli, c: &mut Client, path: &str, out: &mut dyn Write) -> Result<(), Fail> {
+    let f = c.open(path, OpenOptions::read()).map_err(|e| op_err(path, e))?;
+    let region = c.alloc_registered(CHUNK).map_err(|e| op_err("register", e))?;
+    let pb = progress(cli, f.attr.size);
+    let cg = c.create_cg();
+    let mut off = 0u64;
+    loop {
+        let max = c.max_io_size().min(CHUNK);
+        let mut pos = 0;
+        let mut i = 0;
+        while pos < CHUNK {
+            let len = max.min(CHUNK - pos);
+            c.submit_read(&f, off + pos as u64, dafs_client::IoBuf::Region { region, offset: pos, len }, cg, i).map_err(|e| op_err(path, e))?;
+            pos += len;
+            i += 1;
+        }
+        let mut done = c.wait_all(cg).map_err(|e| op_err(path, e))?;
+        done.sort_by_key(|d| d.user_data);
+        let mut got = 0;
+        let mut short = false;
+        for d in done {
+            let n = d.result.map_err(|e| op_err(path, e))?;
+            if !short {
+                got += n;
+            }
+            if n < max {
+                short = true;
+            }
+        }
+        let data = c.region(region).map_err(|e| op_err("region", e))?;
+        out.write_all(&data[..got]).map_err(|e| Fail(1, format!("write: {e}")))?;
+        off += got as u64;
+        pb.set_position(off);
+        if short || got == 0 {
+            break;
+        }
+    }
+    pb.finish_and_clear();
+    out.flush().map_err(|e| Fail(1, format!("write: {e}")))?;
+    c.close(f).map_err(|e| op_err(path, e))
+}

@@ -1,1 +1,1241 @@
-// placeholder
+//! # dafs-client — the DAFS user-level client library
+//!
+//! The client is a library, not a service: it starts **no threads** and runs no async
+//! runtime. Requests are issued without blocking; completions advance whenever the
+//! application calls into the library (`submit_*`, `poll`, `wait_*`, or any blocking
+//! call, which is a thin wrapper over the asynchronous path).
+//!
+//! ```no_run
+//! use dafs_client::{Client, ClientConfig, IoBuf, OpenOptions};
+//! let mut c = Client::connect("127.0.0.1:7420", ClientConfig::default())?;
+//! let f = c.open("data.bin", OpenOptions::read_write().create(true))?;
+//! c.pwrite(&f, b"hello", 0)?;
+//!
+//! // Register memory once, reuse it: reads above the inline threshold are placed
+//! // directly into it by the server.
+//! let region = c.alloc_registered(1 << 20)?;
+//! let cg = c.create_cg();
+//! c.submit_read(&f, 0, IoBuf::Region { region, offset: 0, len: 1 << 20 }, cg, 7)?;
+//! let done = c.wait_one(cg, None)?.expect("one completion");
+//! assert_eq!(done.user_data, 7);
+//! let n = done.result?;
+//! assert_eq!(&c.region(region)?[..n], b"hello");
+//! c.close(f)?;
+//! # Ok::<(), dafs_client::Error>(())
+//! ```
+
+mod error;
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use dafs_proto::session::ClientSlots;
+use dafs_proto::types::{open_flags, setattr_mask, DirEntries};
+use dafs_proto::{auth, limits, Attr, AuthMethod, FileHandle, FileType, FsStat, Header, Opcode, RemoteRegion, Reply, Request, SetAttrs, Status};
+use dafs_transport::tcp::TcpClient;
+use dafs_transport::{Access, ClientTransport, TransportStats, Wait};
+
+pub use dafs_proto;
+pub use error::{Error, Result};
+
+/// How to connect.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Identity presented to the server (default: `hostname:pid`).
+    pub client_id: String,
+    /// Shared secret for HMAC authentication; when set, the client refuses servers that
+    /// cannot prove they hold it.
+    pub secret: Option<Vec<u8>>,
+    /// Slots (outstanding requests) to ask for; the server may grant fewer.
+    pub slots: u32,
+    /// Maximum message size to ask for; the server may lower it.
+    pub max_msg_size: u32,
+    /// Export name ("" = the server's default export).
+    pub export: String,
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        ClientConfig {
+            client_id: format!("{}:{}", host.trim(), std::process::id()),
+            secret: None,
+            slots: 32,
+            max_msg_size: limits::MSG_SIZE_DEFAULT,
+            export: String::new(),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A registered memory region, owned by the client; access it with
+/// [`Client::region`] / [`Client::region_mut`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RegionId(pub u64);
+
+/// A completion group: requests name one at submit; completions are reaped from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CgId(pub u32);
+
+/// Identifies one submitted request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReqId(pub u64);
+
+/// Memory for an asynchronous I/O.
+#[derive(Debug)]
+pub enum IoBuf {
+    /// A range of a registered region: direct placement when above the threshold.
+    Region { region: RegionId, offset: usize, len: usize },
+    /// Memory owned by the request and handed back in the [`Completion`]. For reads,
+    /// the Vec's length is the number of bytes to read. Above the threshold it is
+    /// registered for the duration of the request (counted in [`ClientStats::off_direct_path`]).
+    Vec(Vec<u8>),
+}
+
+/// A finished request.
+#[derive(Debug)]
+pub struct Completion {
+    pub id: ReqId,
+    pub user_data: u64,
+    /// Bytes transferred.
+    pub result: Result<usize>,
+    /// For reads: the read reached end of file.
+    pub eof: bool,
+    /// The request's `IoBuf::Vec`, handed back.
+    pub buf: Option<Vec<u8>>,
+}
+
+/// Counters a user can read to see which path their I/O took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    pub requests: u64,
+    pub inline_reads: u64,
+    pub inline_writes: u64,
+    pub direct_reads: u64,
+    pub direct_writes: u64,
+    pub inline_bytes: u64,
+    pub direct_bytes: u64,
+    /// I/Os above the inline threshold whose memory was not pre-registered: the library
+    /// registered it just for that request (or bounced it). Pre-register to avoid this.
+    pub off_direct_path: u64,
+    /// Times a submit found every slot busy.
+    pub slot_waits: u64,
+    pub errors: u64,
+    pub transport: TransportStats,
+}
+
+/// An open file.
+#[derive(Debug)]
+pub struct File {
+    open_id: u64,
+    pub fh: FileHandle,
+    /// Attributes at open time.
+    pub attr: Attr,
+    /// Position for [`Client::read`] / [`Client::write`].
+    pub pos: u64,
+}
+
+impl File {
+    pub fn open_id(&self) -> u64 { self.open_id }
+}
+
+/// OPEN options, like `std::fs::OpenOptions`.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    flags: u32,
+    mode: u32,
+}
+
+impl OpenOptions {
+    pub fn read() -> Self { OpenOptions { flags: open_flags::READ, mode: 0o644 } }
+    pub fn write_only() -> Self { OpenOptions { flags: open_flags::WRITE, mode: 0o644 } }
+    pub fn read_write() -> Self { OpenOptions { flags: open_flags::READ | open_flags::WRITE, mode: 0o644 } }
+    pub fn create(mut self, on: bool) -> Self { self.set(open_flags::CREATE, on); self }
+    /// Create, failing with `EXIST` if the file exists (implies `create`).
+    pub fn exclusive(mut self, on: bool) -> Self {
+        if on { self.flags |= open_flags::CREATE | open_flags::EXCLUSIVE } else { self.flags &= !open_flags::EXCLUSIVE }
+        self
+    }
+    pub fn truncate(mut self, on: bool) -> Self { self.set(open_flags::TRUNCATE, on); self }
+    pub fn mode(mut self, mode: u32) -> Self { self.mode = mode & 0o7777; self }
+    fn set(&mut self, bit: u32, on: bool) {
+        if on { self.flags |= bit } else { self.flags &= !bit }
+    }
+}
+
+/// A directory entry with its name owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub fileid: u64,
+    pub ftype: FileType,
+}
+
+impl DirEntry {
+    pub fn name_lossy(&self) -> String { String::from_utf8_lossy(&self.name).into_owned() }
+}
+
+struct RegionInfo {
+    key: u64,
+    ptr: *mut u8,
+    len: usize,
+    /// The Vec handed to `register`, returned by `unregister`.
+    vec: Option<Vec<u8>>,
+    /// I/Os in flight that name this region: while > 0 the application may not touch it.
+    busy: u32,
+}
+
+enum Target {
+    Region { id: RegionId, offset: usize },
+    Vec { buf: Vec<u8>, temp_key: Option<u64> },
+}
+
+struct IoState {
+    id: ReqId,
+    cg: CgId,
+    user_data: u64,
+    read: bool,
+    direct: bool,
+    len: usize,
+    target: Target,
+}
+
+enum Inflight {
+    Sync { req: u64 },
+    Io(IoState),
+}
+
+struct Slot {
+    seq: u32,
+    what: Inflight,
+}
+
+#[derive(Default)]
+struct Cg {
+    done: VecDeque<Completion>,
+    outstanding: usize,
+}
+
+/// A connected client with one session.
+pub struct Client {
+    t: Box<dyn ClientTransport>,
+    session_id: u64,
+    slots: ClientSlots,
+    inflight: Vec<Option<Slot>>,
+    max_msg: usize,
+    inline_threshold: usize,
+    direct_max: usize,
+    root: FileHandle,
+    regions: HashMap<u64, RegionInfo>,
+    cgs: HashMap<u32, Cg>,
+    next_cg: u32,
+    next_req: u64,
+    /// Completed synchronous reply: (request number, message).
+    sync_done: Option<(u64, Vec<u8>)>,
+    /// Internal completion group used by the blocking wrappers.
+    internal_cg: CgId,
+    sendbuf: Vec<u8>,
+    stats: ClientStats,
+    dead: bool,
+}
+
+/// Normalise a path inside the export: strip leading '/', drop empty and "." parts.
+fn clean_path(path: &str) -> Result<String> {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+    let s = parts.join("/");
+    if s.len() > limits::PATH_LEN_MAX {
+        return Err(Error::Status(Status::NameTooLong));
+    }
+    Ok(s)
+}
+
+fn split_parent(path: &str) -> Result<(String, String)> {
+    let p = clean_path(path)?;
+    let (parent, name) = match p.rfind('/') {
+        Some(i) => (p[..i].to_string(), p[i + 1..].to_string()),
+        None => (String::new(), p),
+    };
+    if name.is_empty() || name == ".." {
+        return Err(Error::InvalidArgument("path names no entry"));
+    }
+    if name.len() > limits::NAME_LEN_MAX {
+        return Err(Error::Status(Status::NameTooLong));
+    }
+    Ok((parent, name))
+}
+
+impl Client {
+    /// Connect to a server at `addr` ("host:port") over TCP and establish a session.
+    pub fn connect(addr: &str, cfg: ClientConfig) -> Result<Client> {
+        let t = TcpClient::connect(addr, cfg.connect_timeout)?;
+        Self::with_transport(Box::new(t), cfg)
+    }
+
+    /// Connect from a `dafs://host:port/...` URL (the path part is ignored here).
+    pub fn connect_url(url: &str, cfg: ClientConfig) -> Result<Client> {
+        let (addr, _) = parse_url(url)?;
+        Self::connect(&addr, cfg)
+    }
+
+    /// Establish a session over any provider.
+    pub fn with_transport(mut t: Box<dyn ClientTransport>, cfg: ClientConfig) -> Result<Client> {
+        let want_auth = if cfg.secret.is_some() { AuthMethod::HmacSha256 } else { AuthMethod::None };
+        let mut buf = Vec::new();
+        let h = Header::request(Opcode::SessionCreate, 0, 0, 0, 0);
+        let req = Request::SessionCreate { max_msg_size: cfg.max_msg_size, slots: cfg.slots.clamp(1, limits::SLOTS_MAX), auth: want_auth, client_id: cfg.client_id.as_bytes() };
+        dafs_proto::encode_request(&h, &req, &mut buf, t.max_msg_size()).map_err(|e| Error::Protocol(e.to_string()))?;
+        t.send(&buf)?;
+        let msg = t.recv(Wait::Timeout(cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
+        let (rh, reply) = dafs_proto::decode_reply(&msg, t.max_msg_size()).map_err(|e| Error::Protocol(e.to_string()))?;
+        let (max_msg, slots, threshold, auth, server_nonce, direct_max) = match reply {
+            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max } => (max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max),
+            Reply::Error(Status::AuthRequired) => return Err(Error::Auth("the server requires a shared secret (use --secret-file)".into())),
+            Reply::Error(s) => return Err(Error::Status(s)),
+            _ => return Err(Error::Protocol("unexpected reply to SESSION_CREATE".into())),
+        };
+        if !(limits::MSG_SIZE_MIN..=cfg.max_msg_size.max(limits::MSG_SIZE_MIN)).contains(&max_msg) || slots == 0 || slots > limits::SLOTS_MAX {
+            return Err(Error::Protocol("server negotiated out-of-range limits".into()));
+        }
+        if threshold as usize + 1024 > max_msg as usize || direct_max == 0 || direct_max > limits::DIRECT_LEN_MAX {
+            return Err(Error::Protocol("server negotiated an out-of-range threshold".into()));
+        }
+        t.set_max_msg_size(max_msg as usize);
+        let mut c = Client {
+            t,
+            session_id: rh.session_id,
+            slots: ClientSlots::new(slots),
+            inflight: (0..slots).map(|_| None).collect(),
+            max_msg: max_msg as usize,
+            inline_threshold: threshold as usize,
+            direct_max: direct_max as usize,
+            root: FileHandle([0; 32]),
+            regions: HashMap::new(),
+            cgs: HashMap::new(),
+            next_cg: 1,
+            next_req: 1,
+            sync_done: None,
+            internal_cg: CgId(0),
+            sendbuf: Vec::with_capacity(max_msg as usize),
+            stats: ClientStats::default(),
+            dead: false,
+        };
+        c.cgs.insert(0, Cg::default());
+        match (&cfg.secret, auth) {
+            (Some(secret), AuthMethod::HmacSha256) => {
+                let mut client_nonce = [0u8; 32];
+                getrandom::getrandom(&mut client_nonce).map_err(|e| Error::Auth(e.to_string()))?;
+                let proof = auth::client_proof(secret, c.session_id, &server_nonce, &client_nonce, cfg.client_id.as_bytes());
+                let m = c.call(&Request::SessionAuth { client_nonce, proof })?;
+                let (_, r) = c.decode(&m)?;
+                let Reply::SessionAuth { server_proof } = r else { return Err(Error::Protocol("bad SESSION_AUTH reply".into())) };
+                if !auth::verify_server(secret, c.session_id, &server_nonce, &client_nonce, cfg.client_id.as_bytes(), &server_proof) {
+                    return Err(Error::Auth("the server could not prove it holds the shared secret".into()));
+                }
+            }
+            (Some(_), AuthMethod::None) => return Err(Error::Auth("a secret is configured but the server does not authenticate".into())),
+            (None, AuthMethod::HmacSha256) => return Err(Error::Auth("the server requires a shared secret".into())),
+            (None, AuthMethod::None) => {}
+        }
+        let m = c.call(&Request::GetRootHandle { export: cfg.export.as_bytes() })?;
+        match c.decode(&m)?.1 {
+            Reply::Handle { fh, .. } => c.root = fh,
+            _ => return Err(Error::Protocol("bad GET_ROOTHANDLE reply".into())),
+        }
+        Ok(c)
+    }
+
+    // ------------------------------------------------------------------ negotiated values
+
+    /// Reads and writes up to this many bytes travel inline in messages; larger ones are
+    /// placed directly by the server.
+    pub fn inline_threshold(&self) -> usize { self.inline_threshold }
+    /// Largest single asynchronous I/O (blocking calls split larger ones).
+    pub fn max_io_size(&self) -> usize { self.direct_max }
+    /// Slots granted by the server (the most requests in flight at once).
+    pub fn slots(&self) -> u32 { self.slots.granted() }
+    pub fn max_msg_size(&self) -> usize { self.max_msg }
+    pub fn session_id(&self) -> u64 { self.session_id }
+    pub fn provider(&self) -> &'static str { self.t.provider() }
+    pub fn root_handle(&self) -> FileHandle { self.root }
+    pub fn stats(&self) -> ClientStats {
+        let mut s = self.stats;
+        s.transport = self.t.stats();
+        s
+    }
+
+    // ------------------------------------------------------------------ progress engine
+
+    fn fail_all(&mut self, why: &str) {
+        if self.dead {
+            return;
+        }
+        tracing::debug!("client disconnected: {why}");
+        self.dead = true;
+        for i in 0..self.inflight.len() {
+            if let Some(slot) = self.inflight[i].take() {
+                if let Inflight::Io(io) = slot.what {
+                    self.finish_io(io, Err(Error::Disconnected), false);
+                }
+            }
+        }
+    }
+
+    /// Receive and route one reply. Returns false if nothing arrived within `wait`.
+    fn progress(&mut self, wait: Wait) -> Result<bool> {
+        if self.dead {
+            return Err(Error::Disconnected);
+        }
+        let msg = match self.t.recv(wait) {
+            Ok(Some(m)) => m,
+            Ok(None) => return Ok(false),
+            Err(e) => {
+                self.fail_all(&e.to_string());
+                return Err(Error::Transport(e));
+            }
+        };
+        let r = self.route(&msg);
+        self.t.recycle(msg);
+        if let Err(e) = &r {
+            self.fail_all(&e.to_string());
+        }
+        r.map(|_| true)
+    }
+
+    fn route(&mut self, msg: &[u8]) -> Result<()> {
+        let (h, reply) = dafs_proto::decode_reply(msg, self.max_msg).map_err(|e| Error::Protocol(e.to_string()))?;
+        let i = h.slot_id as usize;
+        let Some(Some(slot)) = self.inflight.get(i) else { return Err(Error::Protocol(format!("reply on idle slot {i}"))) };
+        if slot.seq != h.sequence_id || h.session_id != self.session_id {
+            return Err(Error::Protocol("reply does not match the request on its slot".into()));
+        }
+        let slot = self.inflight[i].take().expect("checked above");
+        self.slots.release(h.slot_id, h.highest_slot);
+        match slot.what {
+            Inflight::Sync { req } => {
+                self.sync_done = Some((req, msg.to_vec()));
+            }
+            Inflight::Io(io) => {
+                let (res, eof) = match reply {
+                    Reply::Error(s) => (Err(Error::Status(s)), false),
+                    Reply::ReadInline { eof, data } if io.read && !io.direct => {
+                        if data.len() > io.len {
+                            return Err(Error::Protocol("inline read returned more than asked".into()));
+                        }
+                        let n = data.len();
+                        self.copy_into_target(&io, data);
+                        self.stats.inline_bytes += n as u64;
+                        (Ok(n), eof)
+                    }
+                    Reply::ReadDirect { count, eof } if io.read && io.direct => {
+                        if count as usize > io.len {
+                            return Err(Error::Protocol("direct read count exceeds the request".into()));
+                        }
+                        self.stats.direct_bytes += count as u64;
+                        (Ok(count as usize), eof)
+                    }
+                    Reply::Write { count, .. } if !io.read => {
+                        if count as usize > io.len {
+                            return Err(Error::Protocol("write count exceeds the request".into()));
+                        }
+                        if io.direct { self.stats.direct_bytes += count as u64 } else { self.stats.inline_bytes += count as u64 }
+                        (Ok(count as usize), false)
+                    }
+                    _ => return Err(Error::Protocol("reply does not fit the I/O".into())),
+                };
+                self.finish_io(io, res, eof);
+            }
+        }
+        Ok(())
+    }
+
+    fn copy_into_target(&mut self, io: &IoState, data: &[u8]) {
+        match &io.target {
+            Target::Region { id, offset } => {
+                let r = self.regions.get(&id.0).expect("a busy region stays registered");
+                debug_assert!(offset + data.len() <= r.len);
+                // SAFETY: offset + len was checked against the region at submit, and
+                // data.len() <= io.len (checked by the caller).
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), r.ptr.add(*offset), data.len()) };
+            }
+            Target::Vec { .. } => {}
+        }
+    }
+
+    fn finish_io(&mut self, io: IoState, res: Result<usize>, eof: bool) {
+        if res.is_err() {
+            self.stats.errors += 1;
+        }
+        let mut out_buf = None;
+        match io.target {
+            Target::Region { id, .. } => {
+                if let Some(r) = self.regions.get_mut(&id.0) {
+                    r.busy -= 1;
+                }
+            }
+            Target::Vec { buf, temp_key } => {
+                if let Some(k) = temp_key {
+                    let _ = self.t.deregister(k);
+                }
+                out_buf = Some(buf);
+            }
+        }
+        let cg = self.cgs.get_mut(&io.cg.0).expect("completion groups with I/O in flight are never destroyed");
+        cg.outstanding -= 1;
+        cg.done.push_back(Completion { id: io.id, user_data: io.user_data, result: res, eof, buf: out_buf });
+    }
+
+    /// Get a slot, making progress (never sleeping longer than needed) if `block`.
+    fn acquire_slot(&mut self, block: bool) -> Result<(u32, u32)> {
+        loop {
+            if self.dead {
+                return Err(Error::Disconnected);
+            }
+            if let Some(s) = self.slots.acquire() {
+                return Ok(s);
+            }
+            self.stats.slot_waits += 1;
+            if !block {
+                // one non-blocking look for replies before giving up
+                if self.progress(Wait::NoWait)? {
+                    continue;
+                }
+                return Err(Error::WouldBlock);
+            }
+            self.progress(Wait::Forever)?;
+        }
+    }
+
+    fn send_on_slot(&mut self, slot: u32, seq: u32, req: &Request, what: Inflight) -> Result<()> {
+        let h = Header::request(req.opcode(), self.session_id, slot, seq, self.slots.highest_in_use());
+        self.sendbuf.clear();
+        if let Err(e) = dafs_proto::encode_request(&h, req, &mut self.sendbuf, self.max_msg) {
+            self.slots.abandon(slot);
+            return Err(Error::Protocol(e.to_string()));
+        }
+        if let Err(e) = self.t.send(&self.sendbuf) {
+            self.slots.abandon(slot);
+            self.fail_all(&e.to_string());
+            return Err(Error::Transport(e));
+        }
+        self.stats.requests += 1;
+        self.inflight[slot as usize] = Some(Slot { seq, what });
+        Ok(())
+    }
+
+    /// Synchronous request: send, then make progress until its reply arrives.
+    fn call(&mut self, req: &Request) -> Result<Vec<u8>> {
+        let (slot, seq) = self.acquire_slot(true)?;
+        let id = self.next_req;
+        self.next_req += 1;
+        self.send_on_slot(slot, seq, req, Inflight::Sync { req: id })?;
+        loop {
+            if let Some((rid, _)) = &self.sync_done {
+                if *rid == id {
+                    return Ok(self.sync_done.take().unwrap().1);
+                }
+            }
+            self.progress(Wait::Forever)?;
+        }
+    }
+
+    fn decode<'a>(&self, m: &'a [u8]) -> Result<(Header, Reply<'a>)> {
+        let (h, r) = dafs_proto::decode_reply(m, self.max_msg).map_err(|e| Error::Protocol(e.to_string()))?;
+        if let Reply::Error(s) = r {
+            return Err(Error::Status(s));
+        }
+        Ok((h, r))
+    }
+
+    // ------------------------------------------------------------------ completion groups
+
+    /// Create a completion group.
+    pub fn create_cg(&mut self) -> CgId {
+        let id = self.next_cg;
+        self.next_cg += 1;
+        self.cgs.insert(id, Cg::default());
+        CgId(id)
+    }
+
+    /// Destroy an empty completion group (no I/O in flight, nothing unreaped).
+    pub fn destroy_cg(&mut self, cg: CgId) -> Result<()> {
+        match self.cgs.get(&cg.0) {
+            Some(g) if g.outstanding == 0 && g.done.is_empty() && cg != self.internal_cg => {
+                self.cgs.remove(&cg.0);
+                Ok(())
+            }
+            Some(_) => Err(Error::InvalidArgument("completion group has requests in flight or unreaped")),
+            None => Err(Error::InvalidArgument("unknown completion group")),
+        }
+    }
+
+    /// Requests of `cg` still in flight.
+    pub fn outstanding(&self, cg: CgId) -> usize {
+        self.cgs.get(&cg.0).map(|g| g.outstanding).unwrap_or(0)
+    }
+
+    /// Make progress without blocking and return up to `max` completions of `cg`.
+    pub fn poll(&mut self, cg: CgId, max: usize) -> Result<Vec<Completion>> {
+        self.check_cg(cg)?;
+        while !self.dead && self.progress(Wait::NoWait)? {}
+        let g = self.cgs.get_mut(&cg.0).unwrap();
+        let n = g.done.len().min(max);
+        Ok(g.done.drain(..n).collect())
+    }
+
+    /// Wait for one completion of `cg` (None: timed out, or nothing in flight).
+    pub fn wait_one(&mut self, cg: CgId, timeout: Option<Duration>) -> Result<Option<Completion>> {
+        Ok(self.wait_n(cg, 1, timeout)?.pop())
+    }
+
+    /// Wait until `n` completions of `cg` are available (or everything in flight has
+    /// completed, or the timeout passes), and return them.
+    pub fn wait_n(&mut self, cg: CgId, n: usize, timeout: Option<Duration>) -> Result<Vec<Completion>> {
+        self.check_cg(cg)?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let g = &self.cgs[&cg.0];
+            if g.done.len() >= n || g.outstanding == 0 || self.dead {
+                break;
+            }
+            let wait = match deadline {
+                None => Wait::Forever,
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        break;
+                    }
+                    Wait::Timeout(d - now)
+                }
+            };
+            self.progress(wait)?;
+        }
+        let g = self.cgs.get_mut(&cg.0).unwrap();
+        let k = g.done.len().min(n);
+        Ok(g.done.drain(..k).collect())
+    }
+
+    /// Wait for everything in flight on `cg` and return all its completions.
+    pub fn wait_all(&mut self, cg: CgId) -> Result<Vec<Completion>> {
+        self.check_cg(cg)?;
+        while self.cgs[&cg.0].outstanding > 0 && !self.dead {
+            self.progress(Wait::Forever)?;
+        }
+        Ok(self.cgs.get_mut(&cg.0).unwrap().done.drain(..).collect())
+    }
+
+    fn check_cg(&self, cg: CgId) -> Result<()> {
+        if self.cgs.contains_key(&cg.0) { Ok(()) } else { Err(Error::InvalidArgument("unknown completion group")) }
+    }
+
+    // ------------------------------------------------------------------ memory registration
+
+    /// Allocate `len` bytes of zeroed memory registered for direct placement.
+    pub fn alloc_registered(&mut self, len: usize) -> Result<RegionId> {
+        let (key, ptr) = self.t.alloc_registered(len)?;
+        self.regions.insert(key, RegionInfo { key, ptr, len, vec: None, busy: 0 });
+        Ok(RegionId(key))
+    }
+
+    /// Register a buffer the application owns; it is handed back by [`Client::unregister`].
+    pub fn register(&mut self, mut vec: Vec<u8>) -> Result<RegionId> {
+        if vec.is_empty() {
+            return Err(Error::InvalidArgument("empty buffer"));
+        }
+        let (ptr, len) = (vec.as_mut_ptr(), vec.len());
+        // SAFETY: the Vec is moved into the region table and not touched (nor its heap
+        // buffer moved or freed) until it is unregistered.
+        let key = unsafe { self.t.register(ptr, len, Access::READ_WRITE)? };
+        self.regions.insert(key, RegionInfo { key, ptr, len, vec: Some(vec), busy: 0 });
+        Ok(RegionId(key))
+    }
+
+    /// Register memory the library does not own (C and Python bindings).
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must stay valid until [`Client::unregister`], and must not be
+    /// accessed by the application while I/O naming it is in flight.
+    pub unsafe fn register_raw(&mut self, ptr: *mut u8, len: usize) -> Result<RegionId> {
+        if ptr.is_null() || len == 0 {
+            return Err(Error::InvalidArgument("null or empty region"));
+        }
+        let key = self.t.register(ptr, len, Access::READ_WRITE)?;
+        self.regions.insert(key, RegionInfo { key, ptr, len, vec: None, busy: 0 });
+        Ok(RegionId(key))
+    }
+
+    /// Unregister a region with no I/O in flight. Returns the Vec given to `register`.
+    pub fn unregister(&mut self, id: RegionId) -> Result<Option<Vec<u8>>> {
+        match self.regions.get(&id.0) {
+            None => return Err(Error::InvalidArgument("unknown region")),
+            Some(r) if r.busy > 0 => return Err(Error::RegionBusy),
+            _ => {}
+        }
+        let r = self.regions.remove(&id.0).unwrap();
+        self.t.deregister(r.key)?;
+        Ok(r.vec)
+    }
+
+    /// The region's bytes (refused while I/O naming it is in flight).
+    pub fn region(&self, id: RegionId) -> Result<&[u8]> {
+        let r = self.regions.get(&id.0).ok_or(Error::InvalidArgument("unknown region"))?;
+        if r.busy > 0 {
+            return Err(Error::RegionBusy);
+        }
+        // SAFETY: registered memory of r.len bytes, valid until unregistered, and no
+        // placement targets it now (busy == 0); &self prevents progress meanwhile.
+        Ok(unsafe { std::slice::from_raw_parts(r.ptr, r.len) })
+    }
+
+    pub fn region_mut(&mut self, id: RegionId) -> Result<&mut [u8]> {
+        let r = self.regions.get(&id.0).ok_or(Error::InvalidArgument("unknown region"))?;
+        if r.busy > 0 {
+            return Err(Error::RegionBusy);
+        }
+        // SAFETY: as in `region`, and &mut self makes the borrow exclusive.
+        Ok(unsafe { std::slice::from_raw_parts_mut(r.ptr, r.len) })
+    }
+
+    // ------------------------------------------------------------------ asynchronous I/O
+
+    /// Submit a read of `buf`'s length at `offset`. Completes on `cg`.
+    pub fn submit_read(&mut self, f: &File, offset: u64, buf: IoBuf, cg: CgId, user_data: u64) -> Result<ReqId> {
+        self.submit(f.open_id, offset, buf, cg, user_data, true, false)
+    }
+
+    /// Submit a write of `buf` at `offset`. `stable`: durable before the reply.
+    pub fn submit_write(&mut self, f: &File, offset: u64, buf: IoBuf, cg: CgId, user_data: u64) -> Result<ReqId> {
+        self.submit(f.open_id, offset, buf, cg, user_data, false, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn submit(&mut self, open_id: u64, offset: u64, buf: IoBuf, cg: CgId, user_data: u64, read: bool, block: bool) -> Result<ReqId> {
+        self.check_cg(cg)?;
+        let len = match &buf {
+            IoBuf::Region { region, offset: off, len } => {
+                let r = self.regions.get(&region.0).ok_or(Error::InvalidArgument("unknown region"))?;
+                if off.checked_add(*len).is_none_or(|end| end > r.len) {
+                    return Err(Error::InvalidArgument("range outside the region"));
+                }
+                *len
+            }
+            IoBuf::Vec(v) => v.len(),
+        };
+        if len > self.direct_max {
+            return Err(Error::InvalidArgument("I/O larger than max_io_size()"));
+        }
+        let direct = len > self.inline_threshold;
+        let (slot, seq) = self.acquire_slot(block)?;
+        let id = ReqId(self.next_req);
+        self.next_req += 1;
+        // Resolve the memory and build the request.
+        let (target, region) = match buf {
+            IoBuf::Region { region, offset: roff, .. } => {
+                let r = self.regions.get_mut(&region.0).unwrap();
+                r.busy += 1;
+                (Target::Region { id: region, offset: roff }, RemoteRegion { key: r.key, offset: roff as u64 })
+            }
+            IoBuf::Vec(mut v) => {
+                let mut temp_key = None;
+                if direct {
+                    self.stats.off_direct_path += 1;
+                    // SAFETY: the Vec is owned by the in-flight request until completion,
+                    // which deregisters before handing it back.
+                    match unsafe { self.t.register(v.as_mut_ptr(), v.len(), Access::READ_WRITE) } {
+                        Ok(k) => temp_key = Some(k),
+                        Err(e) => {
+                            self.slots.abandon(slot);
+                            return Err(e.into());
+                        }
+                    }
+                }
+                let key = temp_key.unwrap_or(0);
+                (Target::Vec { buf: v, temp_key }, RemoteRegion { key, offset: 0 })
+            }
+        };
+        let io = IoState { id, cg, user_data, read, direct, len, target };
+        let stable = false;
+        let res = if read {
+            if direct {
+                self.stats.direct_reads += 1;
+                self.send_on_slot(slot, seq, &Request::ReadDirect { open_id, offset, len: len as u32, region }, Inflight::Io(io))
+            } else {
+                self.stats.inline_reads += 1;
+                self.send_on_slot(slot, seq, &Request::ReadInline { open_id, offset, len: len as u32 }, Inflight::Io(io))
+            }
+        } else if direct {
+            self.stats.direct_writes += 1;
+            self.send_on_slot(slot, seq, &Request::WriteDirect { open_id, offset, len: len as u32, stable, region }, Inflight::Io(io))
+        } else {
+            self.stats.inline_writes += 1;
+            // The inline payload is copied into the message from the caller's memory.
+            let data: &[u8] = match &io.target {
+                Target::Region { id, offset } => {
+                    let r = &self.regions[&id.0];
+                    // SAFETY: range checked against the region above.
+                    unsafe { std::slice::from_raw_parts(r.ptr.add(*offset), len) }
+                }
+                Target::Vec { buf, .. } => buf,
+            };
+            let h = Header::request(Opcode::WriteInline, self.session_id, slot, seq, self.slots.highest_in_use());
+            self.sendbuf.clear();
+            let enc = dafs_proto::encode_request(&h, &Request::WriteInline { open_id, offset, stable, data }, &mut self.sendbuf, self.max_msg);
+            match enc {
+                Err(e) => {
+                    self.slots.abandon(slot);
+                    Err(Error::Protocol(e.to_string()))
+                }
+                Ok(_) => match self.t.send(&self.sendbuf) {
+                    Ok(()) => {
+                        self.stats.requests += 1;
+                        self.inflight[slot as usize] = Some(Slot { seq, what: Inflight::Io(io) });
+                        Ok(())
+                    }
+                    Err(e) => {
+                        self.slots.abandon(slot);
+                        self.fail_all(&e.to_string());
+                        Err(Error::Transport(e))
+                    }
+                },
+            }
+        };
+        match res {
+            Ok(()) => {
+                self.cgs.get_mut(&cg.0).unwrap().outstanding += 1;
+                Ok(id)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    // ------------------------------------------------------------------ blocking data path
+
+    /// Read into `buf` at `offset`; returns bytes read (short only at end of file).
+    pub fn pread(&mut self, f: &File, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.blocking_io(f.open_id, buf.as_mut_ptr(), buf.len(), offset, true)
+    }
+
+    /// Write all of `buf` at `offset`.
+    pub fn pwrite(&mut self, f: &File, buf: &[u8], offset: u64) -> Result<usize> {
+        self.blocking_io(f.open_id, buf.as_ptr() as *mut u8, buf.len(), offset, false)
+    }
+
+    /// Read at the file position and advance it.
+    pub fn read(&mut self, f: &mut File, buf: &mut [u8]) -> Result<usize> {
+        let n = self.blocking_io(f.open_id, buf.as_mut_ptr(), buf.len(), f.pos, true)?;
+        f.pos += n as u64;
+        Ok(n)
+    }
+
+    /// Write at the file position and advance it.
+    pub fn write(&mut self, f: &mut File, buf: &[u8]) -> Result<usize> {
+        let n = self.blocking_io(f.open_id, buf.as_ptr() as *mut u8, buf.len(), f.pos, false)?;
+        f.pos += n as u64;
+        Ok(n)
+    }
+
+    /// The blocking path: chunks of at most `max_io_size()` (or the inline threshold),
+    /// pipelined over the free slots, on the internal completion group.
+    fn blocking_io(&mut self, open_id: u64, ptr: *mut u8, len: usize, offset: u64, read: bool) -> Result<usize> {
+        if len == 0 {
+            return Ok(0);
+        }
+        offset.checked_add(len as u64).filter(|e| *e <= i64::MAX as u64).ok_or(Error::Status(Status::FBig))?;
+        let direct = len > self.inline_threshold;
+        let chunk = if direct { self.direct_max } else { self.inline_threshold.max(1) };
+        // Register the caller's memory for the duration of this call: sound because the
+        // call holds the borrow and does not return before every chunk has completed.
+        let (region, temp) = if direct {
+            self.stats.off_direct_path += 1;
+            // SAFETY: see above; the memory outlives the registration (deregistered below).
+            let key = unsafe { self.t.register(ptr, len, Access::READ_WRITE)? };
+            self.regions.insert(key, RegionInfo { key, ptr, len, vec: None, busy: 0 });
+            (Some(RegionId(key)), true)
+        } else {
+            (None, false)
+        };
+        let cg = self.internal_cg;
+        let nchunks = len.div_ceil(chunk);
+        let mut counts = vec![usize::MAX; nchunks];
+        let mut eofs = vec![false; nchunks];
+        let mut first_err: Option<Error> = None;
+        let mut next = 0;
+        let mut done = 0;
+        while done < nchunks {
+            while next < nchunks && first_err.is_none() && self.slots.available() > 0 {
+                let off = next * chunk;
+                let n = chunk.min(len - off);
+                let buf = match region {
+                    Some(r) => IoBuf::Region { region: r, offset: off, len: n },
+                    None => {
+                        let mut v = vec![0u8; n];
+                        if !read {
+                            // SAFETY: off + n <= len, within the caller's buffer.
+                            v.copy_from_slice(unsafe { std::slice::from_raw_parts(ptr.add(off), n) });
+                        }
+                        IoBuf::Vec(v)
+                    }
+                };
+                match self.submit(open_id, offset + off as u64, buf, cg, next as u64, read, true) {
+                    Ok(_) => next += 1,
+                    Err(e) => {
+                        first_err = Some(e);
+                    }
+                }
+            }
+            if next == done && first_err.is_some() {
+                break;
+            }
+            for c in self.wait_n(cg, 1, None)? {
+                let i = c.user_data as usize;
+                done += 1;
+                match c.result {
+                    Ok(n) => {
+                        counts[i] = n;
+                        eofs[i] = c.eof;
+                        if let (Some(v), true) = (c.buf, read) {
+                            // SAFETY: chunk i covers [i*chunk, i*chunk + v.len()) of the caller's buffer.
+                            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), ptr.add(i * chunk), n.min(v.len())) };
+                        }
+                    }
+                    Err(e) => {
+                        if first_err.is_none() {
+                            first_err = Some(e);
+                        }
+                    }
+                }
+            }
+            if self.dead {
+                break;
+            }
+        }
+        if temp {
+            let r = self.regions.remove(&region.unwrap().0).unwrap();
+            debug_assert_eq!(r.busy, 0);
+            let _ = self.t.deregister(r.key);
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        // Bytes transferred: contiguous from the start up to the first short chunk.
+        let mut total = 0;
+        for i in 0..nchunks {
+            let want = chunk.min(len - i * chunk);
+            total += counts[i];
+            if counts[i] < want {
+                if !read {
+                    return Err(Error::Protocol("short write".into()));
+                }
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    // ------------------------------------------------------------------ namespace
+
+    fn lookup_path(&mut self, path: &str, follow: bool) -> Result<(FileHandle, Attr)> {
+        let p = clean_path(path)?;
+        if p.is_empty() {
+            let m = self.call(&Request::GetAttr { fh: self.root })?;
+            return match self.decode(&m)?.1 {
+                Reply::Attr { attr } => Ok((self.root, attr)),
+                _ => Err(Error::Protocol("bad GETATTR reply".into())),
+            };
+        }
+        let m = self.call(&Request::Lookup { dir: self.root, path: p.as_bytes(), follow })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { fh, attr } => Ok((fh, attr)),
+            _ => Err(Error::Protocol("bad LOOKUP reply".into())),
+        }
+    }
+
+    fn dir_of(&mut self, parent: &str) -> Result<FileHandle> {
+        if parent.is_empty() {
+            Ok(self.root)
+        } else {
+            Ok(self.lookup_path(parent, true)?.0)
+        }
+    }
+
+    /// Look up a path (following symlinks) and return its handle and attributes.
+    pub fn lookup(&mut self, path: &str) -> Result<(FileHandle, Attr)> { self.lookup_path(path, true) }
+
+    /// Attributes of a path, following a final symlink.
+    pub fn stat(&mut self, path: &str) -> Result<Attr> { Ok(self.lookup_path(path, true)?.1) }
+
+    /// Attributes of a path, not following a final symlink.
+    pub fn lstat(&mut self, path: &str) -> Result<Attr> { Ok(self.lookup_path(path, false)?.1) }
+
+    /// Fresh attributes of an open file (or any handle).
+    pub fn getattr(&mut self, fh: FileHandle) -> Result<Attr> {
+        let m = self.call(&Request::GetAttr { fh })?;
+        match self.decode(&m)?.1 {
+            Reply::Attr { attr } => Ok(attr),
+            _ => Err(Error::Protocol("bad GETATTR reply".into())),
+        }
+    }
+
+    pub fn fstat(&mut self, f: &File) -> Result<Attr> { self.getattr(f.fh) }
+
+    /// Parent of a directory handle.
+    pub fn lookup_parent(&mut self, fh: FileHandle) -> Result<(FileHandle, Attr)> {
+        let m = self.call(&Request::LookupParent { fh })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { fh, attr } => Ok((fh, attr)),
+            _ => Err(Error::Protocol("bad LOOKUPP reply".into())),
+        }
+    }
+
+    /// Open a file.
+    pub fn open(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
+        let m = if opts.flags & open_flags::CREATE != 0 {
+            let (parent, name) = split_parent(path)?;
+            let dir = self.dir_of(&parent)?;
+            self.call(&Request::Open { fh: dir, flags: opts.flags, mode: opts.mode, name: name.as_bytes() })?
+        } else {
+            let (fh, _) = self.lookup_path(path, true)?;
+            self.call(&Request::Open { fh, flags: opts.flags, mode: opts.mode, name: b"" })?
+        };
+        match self.decode(&m)?.1 {
+            Reply::Open { open_id, fh, attr } => Ok(File { open_id, fh, attr, pos: 0 }),
+            _ => Err(Error::Protocol("bad OPEN reply".into())),
+        }
+    }
+
+    /// Create (or truncate) a file for writing, like `std::fs::File::create`.
+    pub fn create(&mut self, path: &str) -> Result<File> {
+        self.open(path, OpenOptions::read_write().create(true).truncate(true))
+    }
+
+    pub fn close(&mut self, f: File) -> Result<()> {
+        let m = self.call(&Request::Close { open_id: f.open_id })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Make the file's data durable (COMMIT).
+    pub fn fsync(&mut self, f: &File) -> Result<()> {
+        let m = self.call(&Request::Commit { open_id: f.open_id, offset: 0, len: 0 })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    pub fn mkdir(&mut self, path: &str, mode: u32) -> Result<Attr> {
+        let (parent, name) = split_parent(path)?;
+        let dir = self.dir_of(&parent)?;
+        let m = self.call(&Request::Create { dir, ftype: FileType::Directory, mode: mode & 0o7777, exclusive: true, name: name.as_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { attr, .. } => Ok(attr),
+            _ => Err(Error::Protocol("bad CREATE reply".into())),
+        }
+    }
+
+    /// Create a regular file without opening it.
+    pub fn create_file(&mut self, path: &str, mode: u32, exclusive: bool) -> Result<(FileHandle, Attr)> {
+        let (parent, name) = split_parent(path)?;
+        let dir = self.dir_of(&parent)?;
+        let m = self.call(&Request::Create { dir, ftype: FileType::Regular, mode: mode & 0o7777, exclusive, name: name.as_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { fh, attr } => Ok((fh, attr)),
+            _ => Err(Error::Protocol("bad CREATE reply".into())),
+        }
+    }
+
+    /// Remove a file (not a directory).
+    pub fn remove(&mut self, path: &str) -> Result<()> {
+        let (parent, name) = split_parent(path)?;
+        let dir = self.dir_of(&parent)?;
+        let m = self.call(&Request::Remove { dir, name: name.as_bytes() })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    pub fn rmdir(&mut self, path: &str) -> Result<()> {
+        let (parent, name) = split_parent(path)?;
+        let dir = self.dir_of(&parent)?;
+        let m = self.call(&Request::RmDir { dir, name: name.as_bytes() })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        let (fp, fname) = split_parent(from)?;
+        let (tp, tname) = split_parent(to)?;
+        let from_dir = self.dir_of(&fp)?;
+        let to_dir = self.dir_of(&tp)?;
+        let m = self.call(&Request::Rename { from_dir, from_name: fname.as_bytes(), to_dir, to_name: tname.as_bytes() })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Hard link: `new_path` names the same file as `existing`.
+    pub fn link(&mut self, existing: &str, new_path: &str) -> Result<Attr> {
+        let (fh, _) = self.lookup_path(existing, false)?;
+        let (p, name) = split_parent(new_path)?;
+        let dir = self.dir_of(&p)?;
+        let m = self.call(&Request::Link { fh, dir, name: name.as_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::Attr { attr } => Ok(attr),
+            _ => Err(Error::Protocol("bad LINK reply".into())),
+        }
+    }
+
+    pub fn symlink(&mut self, target: &str, link_path: &str) -> Result<Attr> {
+        let (p, name) = split_parent(link_path)?;
+        let dir = self.dir_of(&p)?;
+        let m = self.call(&Request::Symlink { dir, name: name.as_bytes(), target: target.as_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { attr, .. } => Ok(attr),
+            _ => Err(Error::Protocol("bad SYMLINK reply".into())),
+        }
+    }
+
+    pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
+        let (fh, _) = self.lookup_path(path, false)?;
+        let m = self.call(&Request::ReadLink { fh })?;
+        match self.decode(&m)?.1 {
+            Reply::ReadLink { target } => Ok(target.to_vec()),
+            _ => Err(Error::Protocol("bad READLINK reply".into())),
+        }
+    }
+
+    /// Change attributes (see [`dafs_proto::types::setattr_mask`]).
+    pub fn setattr(&mut self, fh: FileHandle, set: SetAttrs) -> Result<Attr> {
+        let m = self.call(&Request::SetAttr { fh, set })?;
+        match self.decode(&m)?.1 {
+            Reply::Attr { attr } => Ok(attr),
+            _ => Err(Error::Protocol("bad SETATTR reply".into())),
+        }
+    }
+
+    pub fn truncate(&mut self, path: &str, size: u64) -> Result<Attr> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        self.setattr(fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
+    }
+
+    pub fn chmod(&mut self, path: &str, mode: u32) -> Result<Attr> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        self.setattr(fh, SetAttrs { mask: setattr_mask::MODE, mode: mode & 0o7777, ..Default::default() })
+    }
+
+    /// Set access and modification times (nanoseconds since the epoch).
+    pub fn set_times(&mut self, path: &str, atime_ns: i64, mtime_ns: i64) -> Result<Attr> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        self.setattr(fh, SetAttrs { mask: setattr_mask::ATIME | setattr_mask::MTIME, atime_ns, mtime_ns, ..Default::default() })
+    }
+
+    /// Which of `mask` ([`dafs_proto::types::access_mask`]) the server grants.
+    pub fn access(&mut self, path: &str, mask: u32) -> Result<u32> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        let m = self.call(&Request::Access { fh, mask })?;
+        match self.decode(&m)?.1 {
+            Reply::Access { granted } => Ok(granted),
+            _ => Err(Error::Protocol("bad ACCESS reply".into())),
+        }
+    }
+
+    pub fn statfs(&mut self) -> Result<FsStat> {
+        let m = self.call(&Request::FsStat { fh: self.root })?;
+        match self.decode(&m)?.1 {
+            Reply::FsStat(s) => Ok(s),
+            _ => Err(Error::Protocol("bad FSSTAT reply".into())),
+        }
+    }
+
+    /// One READDIR round trip: entries after `cookie`, the cookie to continue from, eof.
+    pub fn readdir_page(&mut self, dir: FileHandle, cookie: u64, max_entries: u32) -> Result<(Vec<DirEntry>, u64, bool)> {
+        let m = self.call(&Request::ReadDir { dir, cookie, max_entries, max_bytes: 0 })?;
+        match self.decode(&m)?.1 {
+            Reply::ReadDir { eof, entries, .. } => {
+                let mut out = Vec::new();
+                let mut next = cookie;
+                for e in DirEntries::new(entries) {
+                    let e = e.map_err(|e| Error::Protocol(e.to_string()))?;
+                    next = e.cookie;
+                    out.push(DirEntry { name: e.name.to_vec(), fileid: e.fileid, ftype: e.ftype });
+                }
+                if !eof && out.is_empty() {
+                    return Err(Error::Protocol("READDIR made no progress".into()));
+                }
+                Ok((out, next, eof))
+            }
+            _ => Err(Error::Protocol("bad READDIR reply".into())),
+        }
+    }
+
+    /// All entries of a directory (any size: continues with cookies).
+    pub fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>> {
+        let (dir, attr) = self.lookup_path(path, true)?;
+        if !attr.is_dir() {
+            return Err(Error::Status(Status::NotDir));
+        }
+        let mut all = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let (mut page, next, eof) = self.readdir_page(dir, cookie, 0)?;
+            all.append(&mut page);
+            if eof {
+                return Ok(all);
+            }
+            cookie = next;
+        }
+    }
+
+    /// NULL round trip (latency probe).
+    pub fn null(&mut self) -> Result<()> {
+        let m = self.call(&Request::Null)?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Send a raw, pre-encoded request on a free slot and wait for its reply (testing
+    /// and diagnostics: lets a caller exercise the server's handling of odd requests).
+    pub fn raw_call(&mut self, req: &Request) -> Result<Vec<u8>> { self.call(req) }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        // Best effort: tell the server the session is over (it also ends with the
+        // connection). Never block in drop.
+        if !self.dead {
+            if let Some((slot, seq)) = self.slots.acquire() {
+                let h = Header::request(Opcode::SessionDestroy, self.session_id, slot, seq, slot);
+                self.sendbuf.clear();
+                if dafs_proto::encode_request(&h, &Request::SessionDestroy, &mut self.sendbuf, self.max_msg).is_ok() {
+                    let _ = self.t.send(&self.sendbuf);
+                }
+            }
+        }
+    }
+}
+
+/// Split `dafs://host:port/path` into ("host:port", "/path").
+pub fn parse_url(url: &str) -> Result<(String, String)> {
+    let rest = url.strip_prefix("dafs://").ok_or(Error::InvalidArgument("URL must start with dafs://"))?;
+    let (hostport, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if hostport.is_empty() {
+        return Err(Error::InvalidArgument("URL has no host"));
+    }
+    let hostport = if hostport.contains(':') && !hostport.ends_with(']') { hostport.to_string() } else { format!("{hostport}:7420") };
+    Ok((hostport, path.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(parse_url("dafs://127.0.0.1:9/a/b").unwrap(), ("127.0.0.1:9".into(), "/a/b".into()));
+        assert_eq!(parse_url("dafs://localhost").unwrap(), ("localhost:7420".into(), "/".into()));
+        assert!(parse_url("http://x").is_err());
+        assert!(parse_url("dafs:///x").is_err());
+    }
+
+    #[test]
+    fn paths() {
+        assert_eq!(clean_path("//a/./b//c/").unwrap(), "a/b/c");
+        assert_eq!(split_parent("/a/b").unwrap(), ("a".into(), "b".into()));
+        assert_eq!(split_parent("x").unwrap(), ("".into(), "x".into()));
+        assert!(split_parent("/").is_err());
+        assert!(split_parent("a/..").is_err());
+    }
+}

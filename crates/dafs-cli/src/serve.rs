@@ -1,0 +1,167 @@
+//! `dafsd` / `dafs serve`: configuration from flags and an optional TOML file.
+
+use std::path::PathBuf;
+
+use dafs_server::{Export, ServerConfig};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Directory to export (the default export). More with --export NAME=DIR.
+    pub dir: Option<PathBuf>,
+    /// Listen address (port 0 picks a free port; the chosen address is printed).
+    #[arg(long, default_value = "127.0.0.1:7420")]
+    pub listen: String,
+    /// Additional exports, NAME=DIR (append ":ro" for read-only).
+    #[arg(long = "export", value_name = "NAME=DIR[:ro]")]
+    pub exports: Vec<String>,
+    /// Export the default directory read-only.
+    #[arg(long)]
+    pub read_only: bool,
+    /// File holding the shared secret; clients must then authenticate (HMAC-SHA256).
+    #[arg(long)]
+    pub secret_file: Option<PathBuf>,
+    /// TOML configuration file (flags given on the command line win).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Event-loop worker threads.
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Slots (outstanding requests) granted per session.
+    #[arg(long)]
+    pub slots: Option<u32>,
+    /// Inline/direct threshold in bytes.
+    #[arg(long)]
+    pub inline_threshold: Option<u32>,
+    /// Maximum message size in bytes.
+    #[arg(long)]
+    pub max_msg_size: Option<u32>,
+    /// Most sessions at once.
+    #[arg(long)]
+    pub max_sessions: Option<usize>,
+    /// Most open files per session.
+    #[arg(long)]
+    pub max_open_files: Option<usize>,
+    /// Busy-poll this many microseconds before sleeping when idle.
+    #[arg(long)]
+    pub spin_us: Option<u64>,
+}
+
+#[derive(serde::Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<String>,
+    workers: Option<usize>,
+    secret_file: Option<PathBuf>,
+    slots: Option<u32>,
+    inline_threshold: Option<u32>,
+    max_msg_size: Option<u32>,
+    direct_max: Option<u32>,
+    max_sessions: Option<usize>,
+    max_open_files: Option<usize>,
+    handles_max: Option<usize>,
+    backlog_bytes_max: Option<usize>,
+    spin_us: Option<u64>,
+    #[serde(default)]
+    exports: Vec<FileExport>,
+}
+
+#[derive(serde::Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct FileExport {
+    name: String,
+    path: PathBuf,
+    #[serde(default)]
+    read_only: bool,
+}
+
+pub fn read_secret(path: &PathBuf) -> Result<Vec<u8>, String> {
+    let s = std::fs::read(path).map_err(|e| format!("cannot read secret file {}: {e}", path.display()))?;
+    let trimmed: Vec<u8> = s.strip_suffix(b"\n").unwrap_or(&s).to_vec();
+    if trimmed.len() < 8 {
+        return Err(format!("secret in {} is shorter than 8 bytes", path.display()));
+    }
+    Ok(trimmed)
+}
+
+pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
+    let fc: FileConfig = match &a.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?
+        }
+        None => FileConfig::default(),
+    };
+    let mut exports = Vec::new();
+    if let Some(d) = &a.dir {
+        exports.push(Export { name: "export".into(), path: d.clone(), read_only: a.read_only });
+    }
+    for e in &fc.exports {
+        exports.push(Export { name: e.name.clone(), path: e.path.clone(), read_only: e.read_only });
+    }
+    for spec in &a.exports {
+        let (name, rest) = spec.split_once('=').ok_or_else(|| format!("--export {spec}: expected NAME=DIR"))?;
+        let (path, ro) = match rest.strip_suffix(":ro") {
+            Some(p) => (p, true),
+            None => (rest, false),
+        };
+        exports.push(Export { name: name.into(), path: path.into(), read_only: ro });
+    }
+    if exports.is_empty() {
+        return Err("nothing to export: give a DIR (or --export NAME=DIR, or exports in --config)".into());
+    }
+    let mut cfg = ServerConfig::new(".");
+    cfg.exports = exports;
+    cfg.listen = if a.listen != "127.0.0.1:7420" { a.listen.clone() } else { fc.listen.unwrap_or_else(|| a.listen.clone()) };
+    macro_rules! pick {
+        ($field:ident, $flag:expr, $file:expr) => {
+            if let Some(v) = $flag.or($file) {
+                cfg.$field = v;
+            }
+        };
+    }
+    pick!(workers, a.workers, fc.workers);
+    pick!(slots_max, a.slots, fc.slots);
+    pick!(inline_threshold, a.inline_threshold, fc.inline_threshold);
+    pick!(msg_size_max, a.max_msg_size, fc.max_msg_size);
+    pick!(sessions_max, a.max_sessions, fc.max_sessions);
+    pick!(open_files_max, a.max_open_files, fc.max_open_files);
+    pick!(spin_us, a.spin_us, fc.spin_us);
+    pick!(direct_max, None, fc.direct_max);
+    pick!(handles_max, None, fc.handles_max);
+    pick!(backlog_bytes_max, None, fc.backlog_bytes_max);
+    if let Some(p) = a.secret_file.as_ref().or(fc.secret_file.as_ref()) {
+        cfg.secret = Some(read_secret(p)?);
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Run the server until SIGINT/SIGTERM. Prints `dafsd listening on ADDR` first.
+pub fn run(a: &ServeArgs) -> Result<(), String> {
+    let cfg = build_config(a)?;
+    let exports: Vec<String> = cfg.exports.iter().map(|e| format!("{}={}{}", e.name, e.path.display(), if e.read_only { " (ro)" } else { "" })).collect();
+    let handle = dafs_server::start(cfg)?;
+    println!("dafsd listening on {}", handle.local_addr());
+    println!("exports: {}", exports.join(", "));
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    wait_for_signal();
+    eprintln!("dafsd: shutting down");
+    handle.shutdown();
+    Ok(())
+}
+
+fn wait_for_signal() {
+    // Block SIGINT/SIGTERM in this thread and wait for one synchronously: no async
+    // signal handler, no self-pipe.
+    // SAFETY: plain libc signal-set manipulation on local, initialised sigset_t values.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let mut sig: libc::c_int = 0;
+        libc::sigwait(&set, &mut sig);
+    }
+}
