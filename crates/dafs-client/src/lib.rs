@@ -415,7 +415,7 @@ impl Client {
             Inflight::Sync { req } => {
                 self.sync_done = Some((req, msg.to_vec()));
             }
-            Inflight::Io(io) => {
+            Inflight::Io(mut io) => {
                 let (res, eof) = match reply {
                     Reply::Error(s) => (Err(Error::Status(s)), false),
                     Reply::ReadInline { eof, data } if io.read && !io.direct => {
@@ -423,7 +423,7 @@ impl Client {
                             return Err(Error::Protocol("inline read returned more than asked".into()));
                         }
                         let n = data.len();
-                        self.copy_into_target(&io, data);
+                        self.copy_into_target(&mut io, data);
                         self.stats.inline_bytes += n as u64;
                         (Ok(n), eof)
                     }
@@ -449,16 +449,19 @@ impl Client {
         Ok(())
     }
 
-    fn copy_into_target(&mut self, io: &IoState, data: &[u8]) {
-        match &io.target {
+    /// Copy inline read data into the request's memory (`data.len() <= io.len`, checked
+    /// by the caller; the range was checked against the region at submit).
+    fn copy_into_target(&mut self, io: &mut IoState, data: &[u8]) {
+        debug_assert!(data.len() <= io.len);
+        match &mut io.target {
             Target::Region { id, offset } => {
                 let r = self.regions.get(&id.0).expect("a busy region stays registered");
-                debug_assert!(offset + data.len() <= r.len);
-                // SAFETY: offset + len was checked against the region at submit, and
-                // data.len() <= io.len (checked by the caller).
+                assert!(*offset + data.len() <= r.len);
+                // SAFETY: in bounds (asserted), and the region is pinned (busy) so the
+                // application holds no reference to it.
                 unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), r.ptr.add(*offset), data.len()) };
             }
-            Target::Vec { .. } => {}
+            Target::Vec { buf, .. } => buf[..data.len()].copy_from_slice(data),
         }
     }
 

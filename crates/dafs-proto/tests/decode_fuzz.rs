@@ -871,3 +871,33 @@ fn overlapping_heap_fields_decode_and_reencode_longer() {
     assert!(encode_request(&Header::request(Opcode::Rename, 1, 0, 1, 0), &r, &mut out, n).is_err());
     assert!(check_request(&buf));
 }
+
+/// Writes one valid message per request kind and per reply shape as a seed corpus for
+/// the cargo-fuzz targets (see fuzz/README.md). Does nothing unless `DAFS_FUZZ_SEEDS`
+/// names a directory: `DAFS_FUZZ_SEEDS=fuzz/corpus cargo test -p dafs-proto --test
+/// decode_fuzz write_fuzz_seeds` fills `fuzz/corpus/decode_request` and `.../decode_reply`.
+#[test]
+fn write_fuzz_seeds() {
+    let Some(dir) = std::env::var_os("DAFS_FUZZ_SEEDS") else { return };
+    let dir = std::path::PathBuf::from(dir);
+    let h = Hdr { session_id: 1, slot_id: 0, sequence_id: 1, highest_slot: 0, target_highest: 7 };
+    let req_dir = dir.join("decode_request");
+    std::fs::create_dir_all(&req_dir).unwrap();
+    for kind in 0..REQUEST_KINDS {
+        let p = Parts { kind, ..fixed_parts() };
+        std::fs::write(req_dir.join(format!("seed-{kind:02}")), encode_req(&h, &build_request(&p))).unwrap();
+    }
+    let rep_dir = dir.join("decode_reply");
+    std::fs::create_dir_all(&rep_dir).unwrap();
+    let (packed, count) = {
+        let mut v = Vec::new();
+        DirEntry { cookie: 1, fileid: 2, ftype: FileType::Regular, name: b"one" }.pack(&mut v);
+        DirEntry { cookie: 2, fileid: 3, ftype: FileType::Directory, name: b"two-longer" }.pack(&mut v);
+        (v, 2)
+    };
+    for kind in 0..REPLY_KINDS {
+        let p = Parts { kind, entries: packed.clone(), entries_count: count, ..fixed_parts() };
+        let (op, reply) = build_reply(&p);
+        std::fs::write(rep_dir.join(format!("seed-{kind:02}")), encode_rep(&h, op, &reply)).unwrap();
+    }
+}

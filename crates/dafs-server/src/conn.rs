@@ -35,7 +35,10 @@ struct OpenFile {
 
 struct Session {
     id: u64,
-    client_id: String,
+    /// Exactly the bytes the client presented (the HMAC transcript covers these).
+    client_id: Vec<u8>,
+    /// Printable form for logs.
+    client_name: String,
     slots: ServerSlots,
     auth_required: bool,
     authenticated: bool,
@@ -133,7 +136,7 @@ impl Conn {
     /// Release everything the session held.
     pub fn close(&mut self, sh: &Shared) {
         if let Some(s) = self.session.take() {
-            info!(session = s.id, client = %s.client_id, opens = s.opens.len(), "session ended with its connection");
+            info!(session = s.id, client = %s.client_name, opens = s.opens.len(), "session ended with its connection");
             sh.sessions_live.fetch_sub(1, Relaxed);
         }
         self.pending.clear();
@@ -298,12 +301,13 @@ impl Conn {
         let slots = slots.min(sh.cfg.slots_max);
         let id = u64::from_le_bytes(random_bytes()) | 1;
         let server_nonce = random_bytes();
-        let client_id = String::from_utf8_lossy(client_id).into_owned();
-        info!(session = id, client = %client_id, peer = %self.t.peer(), slots, max_msg, "session created");
+        let client_name = String::from_utf8_lossy(client_id).into_owned();
+        info!(session = id, client = %client_name, peer = %self.t.peer(), slots, max_msg, "session created");
         sh.stats.sessions_created.fetch_add(1, Relaxed);
         self.session = Some(Session {
             id,
-            client_id,
+            client_id: client_id.to_vec(),
+            client_name,
             slots: ServerSlots::new(slots),
             auth_required,
             authenticated: false,
@@ -372,13 +376,13 @@ impl Conn {
                     return Err(Status::Inval);
                 }
                 let secret = sh.cfg.secret.as_deref().expect("auth_required implies a secret");
-                if !auth::verify_client(secret, s.id, &s.server_nonce, &client_nonce, s.client_id.as_bytes(), &proof) {
+                if !auth::verify_client(secret, s.id, &s.server_nonce, &client_nonce, &s.client_id, &proof) {
                     sh.stats.auth_failures.fetch_add(1, Relaxed);
-                    warn!(session = s.id, client = %s.client_id, "authentication failed");
+                    warn!(session = s.id, client = %s.client_name, "authentication failed");
                     return Err(Status::AuthFailed);
                 }
                 s.authenticated = true;
-                let server_proof = auth::server_proof(secret, s.id, &s.server_nonce, &client_nonce, s.client_id.as_bytes());
+                let server_proof = auth::server_proof(secret, s.id, &s.server_nonce, &client_nonce, &s.client_id);
                 reply_fate(self, sc, &Reply::SessionAuth { server_proof })
             }
             Request::SessionDestroy => reply_fate(self, sc, &Reply::Empty),

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install what building and testing dafs needs, on a fresh Debian 12 machine.
+# Idempotent: quick when everything is already there.
+set -euo pipefail
+
+need_apt=()
+command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+command -v cmp >/dev/null 2>&1 || need_apt+=(diffutils)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "==> installing Debian packages: ${need_apt[*]}"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+# Rust: use the rustup toolchain when present (dafs needs Rust >= 1.82).
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if command -v rustup >/dev/null 2>&1; then
+    rustup show active-toolchain >/dev/null 2>&1 || rustup default stable
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "error: no Rust toolchain found. Install Rust >= 1.82 with rustup, then rerun." >&2
+    exit 1
+fi
+ver=$(rustc --version | awk '{print $2}')
+if [ "$(printf '%s\n1.82.0\n' "$ver" | sort -V | head -n1)" != "1.82.0" ]; then
+    echo "error: rustc $ver is too old; dafs needs >= 1.82 (rustup update stable)." >&2
+    exit 1
+fi

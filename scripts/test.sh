@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite: unit tests, property tests (decoder fuzzing), and integration
+# tests that drive real dafsd processes over loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/ensure-deps.sh
+export RUST_BACKTRACE=1
+echo "==> cargo build (tests)"
+cargo build --workspace --all-targets -q
+echo "==> cargo test"
+log=$(mktemp /tmp/dafs-test.XXXXXX.log)
+set +e
+cargo test --workspace 2>&1 | tee "$log" | grep -E '^(test result:|failures:|---- |thread .* panicked|error)' 
+status=${PIPESTATUS[0]}
+set -e
+passed=$(grep -E '^test result:' "$log" | awk '{p+=$4} END {print p+0}')
+failed=$(grep -E '^test result:' "$log" | awk '{f+=$6} END {print f+0}')
+if [ "$status" -ne 0 ]; then
+    echo "==> FAILED (cargo test exit $status); full log: $log"
+    grep -A40 -E '^failures:' "$log" | head -200 || true
+    exit "$status"
+fi
+echo "dafs: $passed passed, $failed failed"
