@@ -44,6 +44,13 @@ pub struct ServeArgs {
     /// Busy-poll this many microseconds before sleeping when idle.
     #[arg(long)]
     pub spin_us: Option<u64>,
+    /// Unix socket for same-host clients (shared-memory provider). Default:
+    /// $XDG_RUNTIME_DIR/dafsd-PID.sock or /tmp/dafsd-PID.sock.
+    #[arg(long, value_name = "PATH")]
+    pub shm_socket: Option<PathBuf>,
+    /// Disable the shared-memory provider.
+    #[arg(long)]
+    pub no_shm: bool,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -61,6 +68,9 @@ struct FileConfig {
     handles_max: Option<usize>,
     backlog_bytes_max: Option<usize>,
     spin_us: Option<u64>,
+    shm_socket: Option<PathBuf>,
+    #[serde(default)]
+    no_shm: bool,
     #[serde(default)]
     exports: Vec<FileExport>,
 }
@@ -129,6 +139,14 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     pick!(direct_max, None, fc.direct_max);
     pick!(handles_max, None, fc.handles_max);
     pick!(backlog_bytes_max, None, fc.backlog_bytes_max);
+    cfg.shm_socket = if a.no_shm || fc.no_shm {
+        None
+    } else {
+        Some(a.shm_socket.clone().or(fc.shm_socket.clone()).unwrap_or_else(|| {
+            let dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|d| d.is_dir()).unwrap_or_else(|| PathBuf::from("/tmp"));
+            dir.join(format!("dafsd-{}.sock", std::process::id()))
+        }))
+    };
     if let Some(p) = a.secret_file.as_ref().or(fc.secret_file.as_ref()) {
         cfg.secret = Some(read_secret(p)?);
     }
@@ -142,6 +160,9 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
     let exports: Vec<String> = cfg.exports.iter().map(|e| format!("{}={}{}", e.name, e.path.display(), if e.read_only { " (ro)" } else { "" })).collect();
     let handle = dafs_server::start(cfg)?;
     println!("dafsd listening on {}", handle.local_addr());
+    if let Some(p) = handle.shm_path() {
+        println!("shared memory: dafs+shm://{p}");
+    }
     println!("exports: {}", exports.join(", "));
     use std::io::Write;
     let _ = std::io::stdout().flush();

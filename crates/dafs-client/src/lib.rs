@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 use dafs_proto::session::ClientSlots;
 use dafs_proto::types::{open_flags, setattr_mask, DirEntries};
 use dafs_proto::{auth, limits, Attr, AuthMethod, FileHandle, FileType, FsStat, Header, Opcode, RemoteRegion, Reply, Request, SetAttrs, Status};
+use dafs_transport::shm::ShmClient;
 use dafs_transport::tcp::TcpClient;
 use dafs_transport::{Access, ClientTransport, TransportStats, Wait};
 
@@ -53,6 +54,17 @@ pub struct ClientConfig {
     /// Export name ("" = the server's default export).
     pub export: String,
     pub connect_timeout: Duration,
+    /// Which provider to use for `host:port` targets (see [`Provider`]).
+    pub provider: Provider,
+}
+
+/// Provider choice for TCP targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// Use shared memory when the server offers it and runs on this host, else TCP.
+    Auto,
+    /// Always TCP.
+    Tcp,
 }
 
 impl Default for ClientConfig {
@@ -65,8 +77,16 @@ impl Default for ClientConfig {
             max_msg_size: limits::MSG_SIZE_DEFAULT,
             export: String::new(),
             connect_timeout: Duration::from_secs(5),
+            provider: Provider::Auto,
         }
     }
+}
+
+/// What a server's SESSION_CREATE reply offered for same-host connections.
+#[derive(Debug, Default)]
+struct ShmOffer {
+    host_id: [u8; 16],
+    shm_path: String,
 }
 
 /// A registered memory region, owned by the client; access it with
@@ -266,20 +286,41 @@ fn split_parent(path: &str) -> Result<(String, String)> {
 }
 
 impl Client {
-    /// Connect to a server at `addr` ("host:port") over TCP and establish a session.
-    pub fn connect(addr: &str, cfg: ClientConfig) -> Result<Client> {
-        let t = TcpClient::connect(addr, cfg.connect_timeout)?;
-        Self::with_transport(Box::new(t), cfg)
+    /// Connect and establish a session. `target` is `host:port` (TCP; on the server's
+    /// host the library switches to shared memory by itself unless
+    /// `cfg.provider == Provider::Tcp`), or `dafs+shm:///path/to/socket`.
+    pub fn connect(target: &str, cfg: ClientConfig) -> Result<Client> {
+        if let Some(path) = target.strip_prefix("dafs+shm://") {
+            let t = ShmClient::connect(std::path::Path::new(path), cfg.connect_timeout)?;
+            return Ok(Self::establish(Box::new(t), &cfg)?.0);
+        }
+        let t = TcpClient::connect(target, cfg.connect_timeout)?;
+        let (c, offer) = Self::establish(Box::new(t), &cfg)?;
+        if cfg.provider == Provider::Auto && !offer.shm_path.is_empty() && offer.host_id == dafs_transport::shm::host_id() {
+            match ShmClient::connect(std::path::Path::new(&offer.shm_path), cfg.connect_timeout) {
+                Ok(t) => match Self::establish(Box::new(t), &cfg) {
+                    Ok((shm_client, _)) => return Ok(shm_client),
+                    Err(e) => tracing::debug!("shared-memory session failed, staying on tcp: {e}"),
+                },
+                Err(e) => tracing::debug!("shared-memory connect to {} failed, staying on tcp: {e}", offer.shm_path),
+            }
+        }
+        Ok(c)
     }
 
-    /// Connect from a `dafs://host:port/...` URL (the path part is ignored here).
+    /// Connect from a `dafs://host:port/...` or `dafs+shm:///x.sock/...` URL (the path
+    /// part is ignored here).
     pub fn connect_url(url: &str, cfg: ClientConfig) -> Result<Client> {
         let (addr, _) = parse_url(url)?;
         Self::connect(&addr, cfg)
     }
 
     /// Establish a session over any provider.
-    pub fn with_transport(mut t: Box<dyn ClientTransport>, cfg: ClientConfig) -> Result<Client> {
+    pub fn with_transport(t: Box<dyn ClientTransport>, cfg: ClientConfig) -> Result<Client> {
+        Ok(Self::establish(t, &cfg)?.0)
+    }
+
+    fn establish(mut t: Box<dyn ClientTransport>, cfg: &ClientConfig) -> Result<(Client, ShmOffer)> {
         let want_auth = if cfg.secret.is_some() { AuthMethod::HmacSha256 } else { AuthMethod::None };
         let mut buf = Vec::new();
         let h = Header::request(Opcode::SessionCreate, 0, 0, 0, 0);
@@ -288,8 +329,12 @@ impl Client {
         t.send(&buf)?;
         let msg = t.recv(Wait::Timeout(cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
         let (rh, reply) = dafs_proto::decode_reply(&msg, t.max_msg_size()).map_err(|e| Error::Protocol(e.to_string()))?;
+        let offer;
         let (max_msg, slots, threshold, auth, server_nonce, direct_max) = match reply {
-            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max } => (max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max),
+            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, host_id, shm_path } => {
+                offer = ShmOffer { host_id, shm_path: String::from_utf8_lossy(shm_path).into_owned() };
+                (max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max)
+            }
             Reply::Error(Status::AuthRequired) => return Err(Error::Auth("the server requires a shared secret (use --secret-file)".into())),
             Reply::Error(s) => return Err(Error::Status(s)),
             _ => return Err(Error::Protocol("unexpected reply to SESSION_CREATE".into())),
@@ -342,7 +387,7 @@ impl Client {
             Reply::Handle { fh, .. } => c.root = fh,
             _ => return Err(Error::Protocol("bad GET_ROOTHANDLE reply".into())),
         }
-        Ok(c)
+        Ok((c, offer))
     }
 
     // ------------------------------------------------------------------ negotiated values
@@ -1207,8 +1252,28 @@ impl Drop for Client {
     }
 }
 
-/// Split `dafs://host:port/path` into ("host:port", "/path").
+/// Split a URL into (connect target, path inside the export):
+/// `dafs://host:port/path` -> ("host:port", "/path");
+/// `dafs+shm:///run/dafsd.sock/path` -> ("dafs+shm:///run/dafsd.sock", "/path"): the
+/// socket path ends at the first component ending in `.sock`.
 pub fn parse_url(url: &str) -> Result<(String, String)> {
+    if let Some(rest) = url.strip_prefix("dafs+shm://") {
+        if !rest.starts_with('/') {
+            return Err(Error::InvalidArgument("dafs+shm:// URLs name an absolute socket path"));
+        }
+        let mut end = None;
+        let mut pos = 0;
+        for comp in rest.split('/') {
+            pos += comp.len() + 1;
+            if comp.ends_with(".sock") {
+                end = Some(pos - 1);
+                break;
+            }
+        }
+        let end = end.ok_or(Error::InvalidArgument("dafs+shm:// URL: no path component ends in .sock"))?;
+        let path = &rest[end..];
+        return Ok((format!("dafs+shm://{}", &rest[..end]), if path.is_empty() { "/".into() } else { path.into() }));
+    }
     let rest = url.strip_prefix("dafs://").ok_or(Error::InvalidArgument("URL must start with dafs://"))?;
     let (hostport, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -1231,6 +1296,9 @@ mod tests {
         assert_eq!(parse_url("dafs://localhost").unwrap(), ("localhost:7420".into(), "/".into()));
         assert!(parse_url("http://x").is_err());
         assert!(parse_url("dafs:///x").is_err());
+        assert_eq!(parse_url("dafs+shm:///tmp/d.sock/a/b").unwrap(), ("dafs+shm:///tmp/d.sock".into(), "/a/b".into()));
+        assert_eq!(parse_url("dafs+shm:///tmp/d.sock").unwrap(), ("dafs+shm:///tmp/d.sock".into(), "/".into()));
+        assert!(parse_url("dafs+shm:///tmp/nosock/a").is_err());
     }
 
     #[test]

@@ -343,6 +343,11 @@ pub enum Reply<'a> {
         server_nonce: [u8; NONCE_LEN],
         /// Largest single direct transfer the server accepts.
         direct_max: u32,
+        /// Identity of the server's host (Linux boot id), so a client can tell it runs
+        /// on the same host and may use the shared-memory provider.
+        host_id: [u8; 16],
+        /// Unix socket of the server's shared-memory provider; empty if none.
+        shm_path: &'a [u8],
     },
     SessionAuth { server_proof: [u8; NONCE_LEN] },
     /// GetRootHandle, Lookup, LookupParent, Create, Symlink.
@@ -437,7 +442,7 @@ impl Reply<'_> {
     fn enc<'a>(&'a self, e: &mut Enc<'a, '_>) {
         match self {
             Reply::Error(_) | Reply::Empty => {}
-            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max } => {
+            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, host_id, shm_path } => {
                 e.u32(*max_msg_size);
                 e.u32(*slots);
                 e.u32(*inline_threshold);
@@ -445,6 +450,8 @@ impl Reply<'_> {
                 e.u32(*direct_max);
                 e.u32(0);
                 e.raw(server_nonce);
+                e.raw(host_id);
+                e.heap(shm_path);
             }
             Reply::SessionAuth { server_proof } => e.raw(server_proof),
             Reply::Handle { fh, attr } => {
@@ -502,7 +509,13 @@ impl Reply<'_> {
                 let auth = AuthMethod::from_wire(d.u32()?)?;
                 let direct_max = d.u32()?;
                 let _pad = d.u32()?;
-                Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce: d.array()?, direct_max }
+                let server_nonce = d.array()?;
+                let host_id = d.array()?;
+                let shm_path = d.heap(limits::PATH_LEN_MAX)?;
+                if shm_path.contains(&0) {
+                    return Err(DecodeError::BadValue("shm path contains NUL"));
+                }
+                Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, host_id, shm_path }
             }
             Shape::SessionAuth => Reply::SessionAuth { server_proof: d.array()? },
             Shape::Handle => Reply::Handle { fh: FileHandle::dec(d)?, attr: Attr::dec(d)? },
@@ -685,7 +698,7 @@ mod tests {
         let cases: Vec<(Opcode, Reply)> = vec![
             (Opcode::Null, Reply::Empty),
             (Opcode::Close, Reply::Empty),
-            (Opcode::SessionCreate, Reply::SessionCreate { max_msg_size: 1 << 16, slots: 8, inline_threshold: 8192, auth: AuthMethod::None, server_nonce: [7; 32], direct_max: 1 << 24 }),
+            (Opcode::SessionCreate, Reply::SessionCreate { max_msg_size: 1 << 16, slots: 8, inline_threshold: 8192, auth: AuthMethod::None, server_nonce: [7; 32], direct_max: 1 << 24, host_id: [9; 16], shm_path: b"/run/dafs.sock" }),
             (Opcode::SessionAuth, Reply::SessionAuth { server_proof: [3; 32] }),
             (Opcode::Lookup, Reply::Handle { fh: fh(1), attr: attr() }),
             (Opcode::GetAttr, Reply::Attr { attr: attr() }),

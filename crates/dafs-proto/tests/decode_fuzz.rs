@@ -52,7 +52,7 @@ const REQ_FIXED_LEN: &[(Opcode, usize)] = &[
 
 const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::Null, 0),
-    (Opcode::SessionCreate, 56),
+    (Opcode::SessionCreate, 80),
     (Opcode::SessionAuth, 32),
     (Opcode::SessionDestroy, 0),
     (Opcode::GetRootHandle, 120),
@@ -342,6 +342,8 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
                 auth: if p.flag { AuthMethod::HmacSha256 } else { AuthMethod::None },
                 server_nonce: p.nonce1,
                 direct_max: p.x.rotate_left(5),
+                host_id: p.nonce2[..16].try_into().unwrap(),
+                shm_path: if p.flag { b"/run/dafsd.sock" } else { b"" },
             },
         ),
         2 => (O::SessionAuth, Reply::SessionAuth { server_proof: p.nonce2 }),

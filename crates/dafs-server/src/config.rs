@@ -42,6 +42,8 @@ pub struct ServerConfig {
     pub backlog_bytes_max: usize,
     /// Spin this long (busy-polling) before sleeping in epoll when a worker is idle.
     pub spin_us: u64,
+    /// Unix socket of the shared-memory provider (same-host clients); None disables it.
+    pub shm_socket: Option<PathBuf>,
 }
 
 /// Default inline/direct threshold. See docs/benchmarks.md for how it was chosen.
@@ -63,6 +65,7 @@ impl ServerConfig {
             handles_max: 65536,
             backlog_bytes_max: 32 * 1024 * 1024,
             spin_us: 0,
+            shm_socket: None,
         }
     }
 

@@ -325,6 +325,8 @@ impl Conn {
             auth: if auth_required { AuthMethod::HmacSha256 } else { AuthMethod::None },
             server_nonce,
             direct_max: sh.cfg.direct_max,
+            host_id: sh.host_id,
+            shm_path: sh.shm_path.as_bytes(),
         };
         let fate = self.send(sh, sc, &rh, &reply);
         self.t.set_max_msg_size(max_msg as usize);
@@ -567,6 +569,29 @@ impl Conn {
                 check_range(offset, len as u64)?;
                 if len == 0 {
                     return reply_fate(self, sc, &Reply::Write { count: 0, stable });
+                }
+                // Providers that reach client memory directly (shared memory) let us
+                // pwrite straight from it: one copy in total.
+                {
+                    let s = self.session.as_ref().expect("session");
+                    let fd = s.opens.get(&open_id).expect("checked by open_file").fd.as_fd();
+                    match self.t.pull_sync(region, len as usize, &mut |src| fsops::pwrite_full(fd, src, offset)) {
+                        Ok(Some(n)) => {
+                            if stable {
+                                rfs::fdatasync(fd).map_err(st)?;
+                            }
+                            sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
+                            sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
+                            return reply_fate(self, sc, &Reply::Write { count: n as u32, stable });
+                        }
+                        Ok(None) => {}
+                        Err(PutError::Fill(e)) => return Err(fsops::io_st(e)),
+                        Err(PutError::Transport(TransportError::BadRegion)) => return Err(Status::BadRegion),
+                        Err(PutError::Transport(e)) => {
+                            debug!("direct pull failed: {e}");
+                            return Err(Status::TransferFailed);
+                        }
+                    }
                 }
                 match self.t.pull(region, len as usize, h.slot_id as u64) {
                     Ok(()) => Ok(Done::Pending(PendingWrite { hdr: *h, open_id, offset, stable })),

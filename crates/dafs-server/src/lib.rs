@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use dafs_transport::tcp::{TcpListener, TcpServerConn};
+use dafs_transport::shm::ShmListener;
+use dafs_transport::tcp::TcpListener;
 use dafs_transport::{ServerConn, ServerListener};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -42,6 +43,10 @@ pub struct Shared {
     pub handles: handles::HandleTable,
     pub stats: stats::ServerStats,
     pub sessions_live: AtomicUsize,
+    /// This host's identity, offered to clients for the same-host check.
+    pub host_id: [u8; 16],
+    /// Socket path of the shared-memory provider ("" if disabled).
+    pub shm_path: String,
     shutdown: AtomicBool,
 }
 
@@ -62,6 +67,10 @@ pub struct ServerHandle {
 impl ServerHandle {
     /// The address the server listens on (useful with port 0).
     pub fn local_addr(&self) -> &str { &self.local_addr }
+    /// The shared-memory provider's socket path, if enabled.
+    pub fn shm_path(&self) -> Option<&str> {
+        if self.shared.shm_path.is_empty() { None } else { Some(&self.shared.shm_path) }
+    }
     pub fn stats(&self) -> StatsSnapshot { self.shared.stats.snapshot() }
     pub fn sessions_live(&self) -> usize { self.shared.sessions_live.load(Relaxed) }
 
@@ -91,6 +100,7 @@ impl ServerHandle {
 
 const WAKER: Token = Token(usize::MAX);
 const LISTENER: Token = Token(0);
+const SHM_LISTENER: Token = Token(1);
 
 /// Start the server: bind, open the exports, spawn the acceptor and the workers.
 pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
@@ -104,16 +114,23 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
     raise_fd_limit();
     let mut instance = [0u8; 8];
     getrandom::getrandom(&mut instance).map_err(|e| e.to_string())?;
+    let mut listener = TcpListener::bind(&cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let local_addr = listener.local_addr();
+    let mut shm_listener = match &cfg.shm_socket {
+        Some(p) => Some(ShmListener::bind(p).map_err(|e| format!("cannot listen on {}: {e}", p.display()))?),
+        None => None,
+    };
+    let shm_path = cfg.shm_socket.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let shared = Arc::new(Shared {
         handles: handles::HandleTable::new(u64::from_le_bytes(instance), cfg.handles_max),
         roots,
         stats: Default::default(),
         sessions_live: AtomicUsize::new(0),
+        host_id: dafs_transport::shm::host_id(),
+        shm_path,
         shutdown: AtomicBool::new(false),
         cfg,
     });
-    let mut listener = TcpListener::bind(&shared.cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", shared.cfg.listen))?;
-    let local_addr = listener.local_addr();
 
     let mut threads = Vec::new();
     let mut links = Vec::new();
@@ -133,6 +150,9 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
 
     let apoll = Poll::new().map_err(|e| e.to_string())?;
     apoll.registry().register(listener.mio(), LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
+    if let Some(l) = shm_listener.as_mut() {
+        apoll.registry().register(l.mio(), SHM_LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
+    }
     let acceptor_waker = Arc::new(Waker::new(apoll.registry(), WAKER).map_err(|e| e.to_string())?);
     {
         let sh = shared.clone();
@@ -140,11 +160,11 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
         threads.push(
             std::thread::Builder::new()
                 .name("dafsd-accept".into())
-                .spawn(move || accept_loop(sh, apoll, listener, links))
+                .spawn(move || accept_loop(sh, apoll, listener, shm_listener, links))
                 .map_err(|e| e.to_string())?,
         );
     }
-    info!(addr = %local_addr, exports = shared.cfg.exports.len(), workers = shared.cfg.workers, "dafsd listening");
+    info!(addr = %local_addr, shm = %shared.shm_path, exports = shared.cfg.exports.len(), workers = shared.cfg.workers, "dafsd listening");
     Ok(ServerHandle { shared, local_addr, links, acceptor_waker, threads })
 }
 
@@ -156,7 +176,7 @@ fn raise_fd_limit() {
     }
 }
 
-fn accept_loop(sh: Arc<Shared>, mut poll: Poll, mut listener: TcpListener, links: Vec<Arc<WorkerLink>>) {
+fn accept_loop(sh: Arc<Shared>, mut poll: Poll, mut listener: TcpListener, mut shm: Option<ShmListener>, links: Vec<Arc<WorkerLink>>) {
     let mut events = Events::with_capacity(16);
     let mut next = 0usize;
     while !sh.shutdown.load(Relaxed) {
@@ -167,22 +187,28 @@ fn accept_loop(sh: Arc<Shared>, mut poll: Poll, mut listener: TcpListener, links
             }
         }
         loop {
+            let mut got: Vec<Box<dyn ServerConn>> = Vec::new();
             match listener.accept() {
-                Ok(Some(c)) => {
-                    sh.stats.connections_accepted.fetch_add(1, Relaxed);
-                    let c: TcpServerConn = c;
-                    let link = &links[next % links.len()];
-                    next += 1;
-                    link.inbox.lock().unwrap().push(Box::new(c));
-                    let _ = link.waker.wake();
+                Ok(Some(c)) => got.push(Box::new(c)),
+                Ok(None) => {}
+                Err(e) => warn!("accept failed: {e}"),
+            }
+            if let Some(l) = shm.as_mut() {
+                match l.accept() {
+                    Ok(Some(c)) => got.push(Box::new(c)),
+                    Ok(None) => {}
+                    Err(e) => warn!("shm accept failed: {e}"),
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    warn!("accept failed: {e}");
-                    std::thread::sleep(Duration::from_millis(10));
-                    break;
-                }
+            }
+            if got.is_empty() {
+                break;
+            }
+            for c in got {
+                sh.stats.connections_accepted.fetch_add(1, Relaxed);
+                let link = &links[next % links.len()];
+                next += 1;
+                link.inbox.lock().unwrap().push(c);
+                let _ = link.waker.wake();
             }
         }
     }
@@ -196,15 +222,43 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
     let spin = Duration::from_micros(sh.cfg.spin_us);
     let mut last_activity = Instant::now();
     loop {
-        let timeout = if !spin.is_zero() && last_activity.elapsed() < spin { Some(Duration::ZERO) } else { Some(Duration::from_millis(500)) };
+        // Bounded spin, then sleep: while spinning, poll epoll without blocking and look
+        // at shared-memory rings directly; before sleeping, ask every ring-based peer for
+        // a doorbell (and do not sleep if input arrived meanwhile).
+        let mut timeout = if !spin.is_zero() && last_activity.elapsed() < spin { Some(Duration::ZERO) } else { Some(Duration::from_millis(500)) };
+        let mut armed = false;
+        if timeout != Some(Duration::ZERO) {
+            armed = true;
+            for c in conns.iter_mut().flatten() {
+                if !c.t.arm_sleep() {
+                    timeout = Some(Duration::ZERO);
+                }
+            }
+        }
         if let Err(e) = poll.poll(&mut events, timeout) {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 error!("worker poll failed: {e}");
                 return;
             }
         }
+        if armed {
+            for c in conns.iter_mut().flatten() {
+                c.t.disarm_sleep();
+            }
+        }
         if !events.is_empty() {
             last_activity = Instant::now();
+        }
+        // Ring input is not signalled through epoll while the peer sees us awake.
+        for idx in 0..conns.len() {
+            let pending = conns[idx].as_ref().is_some_and(|c| c.t.input_pending());
+            if pending {
+                last_activity = Instant::now();
+                let fate = conns[idx].as_mut().unwrap().drive(&sh, &mut sc);
+                if fate == ConnFate::Close {
+                    close_conn(&sh, &poll, &mut conns, &mut free, idx);
+                }
+            }
         }
         if sh.shutdown.load(Relaxed) {
             for c in conns.iter_mut().flatten() {

@@ -15,6 +15,7 @@
 
 pub mod frame;
 pub mod registry;
+pub mod shm;
 pub mod tcp;
 pub mod wait;
 
@@ -86,6 +87,9 @@ pub struct TransportStats {
     pub waits_spun: u64,
     /// Waits that had to sleep in the kernel.
     pub waits_slept: u64,
+    /// Registrations of application memory the provider cannot share directly (shm:
+    /// reached with process_vm_readv/writev, one extra copy on the server side).
+    pub vm_registrations: u64,
 }
 
 /// Client end of a connection.
@@ -158,6 +162,24 @@ pub trait ServerConn: Send {
     /// Start pulling `len` bytes from the client's region; completion arrives as
     /// [`ServerEvent::Pulled`] with this `tag`.
     fn pull(&mut self, region: RemoteRegion, len: usize, tag: u64) -> Result<(), TransportError>;
+    /// Pull synchronously when the provider can reach client memory directly: `consume`
+    /// sees the client's bytes in place (shared memory: no copy). `Ok(None)` means the
+    /// provider cannot; use [`ServerConn::pull`].
+    fn pull_sync(&mut self, _region: RemoteRegion, _len: usize, _consume: &mut dyn FnMut(&[u8]) -> std::io::Result<usize>) -> Result<Option<usize>, PutError> {
+        Ok(None)
+    }
+    /// True if input is waiting that the readiness fd does not signal (shared-memory
+    /// rings); the server's spin loop polls this.
+    fn input_pending(&self) -> bool {
+        false
+    }
+    /// The event loop is about to sleep on the fd: ask the peer for a doorbell. Returns
+    /// false if input arrived meanwhile (then do not sleep).
+    fn arm_sleep(&mut self) -> bool {
+        true
+    }
+    /// The event loop woke up.
+    fn disarm_sleep(&mut self) {}
     /// Write queued bytes. Returns true when nothing remains queued.
     fn flush(&mut self) -> Result<bool, TransportError>;
     /// Bytes queued but not yet written plus bytes of pulls in flight: the server stops

@@ -1,0 +1,396 @@
+//! The unsafe corner of the shared-memory provider: mappings, sealed memfds, rings over
+//! shared memory, descriptor passing and cross-process copies. Everything else in the
+//! provider is safe code over these types.
+//!
+//! Trust: the peer can write anything into shared memory at any time. Every value read
+//! from it (ring indices, record lengths) is validated before use, message bytes are
+//! copied out before they are decoded (no double fetch), and mappings the server makes
+//! of client memory require the client to have sealed the memfd against shrinking, so
+//! touching a mapping can never raise SIGBUS in the server.
+
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
+
+use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::mm::{MapFlags, ProtFlags};
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+
+pub const PAGE: usize = 4096;
+
+pub fn round_up_page(n: usize) -> Option<usize> {
+    n.checked_add(PAGE - 1).map(|v| v & !(PAGE - 1))
+}
+
+/// A shared, read-write mapping of (part of) a memfd. Unmapped on drop.
+pub struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: a Mapping is plain memory; concurrent access across processes is handled by
+// the ring protocol (atomics) or is the DMA-like contract of registered regions.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    /// Map `len` bytes of `fd` shared read-write.
+    pub fn map(fd: BorrowedFd, len: usize) -> io::Result<Mapping> {
+        if len == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: a fresh mapping chosen by the kernel; we own it until munmap in Drop.
+        let ptr = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED, fd, 0)? };
+        Ok(Mapping { ptr: ptr as *mut u8, len })
+    }
+    pub fn ptr(&self) -> *mut u8 { self.ptr }
+    pub fn len(&self) -> usize { self.len }
+    pub fn is_empty(&self) -> bool { self.len == 0 }
+
+    /// The bytes `[off, off+len)`, bounds-checked.
+    pub fn range(&self, off: u64, len: usize) -> Option<*mut u8> {
+        let off = usize::try_from(off).ok()?;
+        let end = off.checked_add(len)?;
+        if end > self.len {
+            return None;
+        }
+        // SAFETY: off <= end <= self.len: inside the mapping.
+        Some(unsafe { self.ptr.add(off) })
+    }
+
+    /// A mutable view of `[off, off+len)`.
+    ///
+    /// # Safety
+    /// The caller must not create overlapping views that live at the same time; the
+    /// peer process may still write the memory concurrently (DMA semantics: the bytes
+    /// are data, never trusted structure).
+    pub unsafe fn slice_mut(&self, off: u64, len: usize) -> Option<&mut [u8]> {
+        self.range(off, len).map(|p| std::slice::from_raw_parts_mut(p, len))
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len came from our own mmap and are unmapped exactly once.
+        unsafe {
+            let _ = rustix::mm::munmap(self.ptr as *mut _, self.len);
+        }
+    }
+}
+
+/// Create a memfd of `len` bytes, sealed so it can neither shrink nor grow (the peer's
+/// mapping stays valid whatever this process does later).
+pub fn sealed_memfd(name: &str, len: usize) -> io::Result<OwnedFd> {
+    let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+    rustix::fs::ftruncate(&fd, len as u64)?;
+    rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    Ok(fd)
+}
+
+/// Check a memfd received from a peer: sealed against shrinking, at least `len` bytes.
+pub fn check_sealed(fd: BorrowedFd, len: usize) -> Result<(), &'static str> {
+    let seals = rustix::fs::fcntl_get_seals(fd).map_err(|_| "region is not a sealable memfd")?;
+    if !seals.contains(SealFlags::SHRINK) {
+        return Err("region memfd is not sealed against shrinking");
+    }
+    let st = rustix::fs::fstat(fd).map_err(|_| "cannot stat region memfd")?;
+    if (st.st_size as u64) < len as u64 {
+        return Err("region memfd is smaller than announced");
+    }
+    Ok(())
+}
+
+/// Send `bytes` with optional descriptors on a unix stream socket (blocking until sent).
+pub fn send_with_fds(sock: BorrowedFd, bytes: &[u8], fds: &[BorrowedFd]) -> io::Result<()> {
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(2))];
+    let mut cmsg = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !cmsg.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut sent = 0;
+    let mut first = true;
+    while sent < bytes.len() {
+        let r = if first {
+            rustix::net::sendmsg(sock, &[IoSlice::new(&bytes[sent..])], &mut cmsg, SendFlags::NOSIGNAL)
+        } else {
+            rustix::net::send(sock, &bytes[sent..], SendFlags::NOSIGNAL)
+        };
+        match r {
+            Ok(n) => {
+                sent += n;
+                first = false;
+            }
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::AGAIN) => {
+                crate::wait::sleep_on_fd(sock, true, None)?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Receive up to `buf.len()` bytes without blocking, collecting any descriptors.
+/// Ok(0) means end of stream; Err(WouldBlock) means nothing to read.
+pub fn recv_with_fds(sock: BorrowedFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<usize> {
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(4))];
+    let mut cmsg = RecvAncillaryBuffer::new(&mut space);
+    loop {
+        match rustix::net::recvmsg(sock, &mut [IoSliceMut::new(buf)], &mut cmsg, RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC) {
+            Ok(r) => {
+                for m in cmsg.drain() {
+                    if let RecvAncillaryMessage::ScmRights(it) = m {
+                        fds.extend(it);
+                    }
+                }
+                return Ok(r.bytes);
+            }
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Copy `local` into another process's memory at `remote_addr` (same uid or CAP_SYS_PTRACE).
+pub fn vm_write(pid: i32, local: &[u8], remote_addr: u64) -> io::Result<usize> {
+    let l = libc::iovec { iov_base: local.as_ptr() as *mut _, iov_len: local.len() };
+    let r = libc::iovec { iov_base: remote_addr as usize as *mut _, iov_len: local.len() };
+    // SAFETY: the local iovec points into `local`, which we hold; the remote iovec is
+    // checked by the kernel against the target's address space (EFAULT if unmapped).
+    let n = unsafe { libc::process_vm_writev(pid, &l, 1, &r, 1, 0) };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
+/// Copy another process's memory at `remote_addr` into `local`.
+pub fn vm_read(pid: i32, local: &mut [u8], remote_addr: u64) -> io::Result<usize> {
+    let l = libc::iovec { iov_base: local.as_mut_ptr() as *mut _, iov_len: local.len() };
+    let r = libc::iovec { iov_base: remote_addr as usize as *mut _, iov_len: local.len() };
+    // SAFETY: as in vm_write; the kernel writes at most local.len() bytes into `local`.
+    let n = unsafe { libc::process_vm_readv(pid, &l, 1, &r, 1, 0) };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
+// ------------------------------------------------------------------------------ rings
+
+/// Layout of the shared ring area (one memfd per connection):
+/// `[c2s header 256 B][s2c header 256 B][pad to 4 KiB][c2s data cap][s2c data cap]`.
+/// A ring header: `head u64 @0` (producer), `tail u64 @64` (consumer),
+/// `consumer_sleeping u32 @128`. Separate cache lines so the two sides don't false-share.
+pub const RING_HEADER_LEN: usize = 256;
+pub const RING_DATA_OFFSET: usize = PAGE;
+const REC_HDR: u64 = 8;
+const PAD_RECORD: u32 = u32::MAX;
+
+pub fn ring_area_len(cap: usize) -> usize {
+    RING_DATA_OFFSET + 2 * cap
+}
+
+/// One direction of the ring pair. Holds raw pointers into a [`Mapping`] that the owner
+/// keeps alive for as long as the Ring exists.
+pub struct Ring {
+    hdr: *mut u8,
+    data: *mut u8,
+    cap: u64,
+    max_record: usize,
+}
+
+// SAFETY: see Mapping; the ring is used by one thread of each process.
+unsafe impl Send for Ring {}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pop {
+    Empty,
+    Message,
+}
+
+impl Ring {
+    /// `index` 0 = client-to-server, 1 = server-to-client. `cap` is a power of two.
+    ///
+    /// # Safety
+    /// `area` must be a mapping of at least `ring_area_len(cap)` bytes that outlives the Ring.
+    pub unsafe fn new(area: &Mapping, index: usize, cap: usize, max_record: usize) -> Ring {
+        assert!(cap.is_power_of_two() && area.len() >= ring_area_len(cap) && index < 2);
+        Ring {
+            hdr: area.ptr().add(index * RING_HEADER_LEN),
+            data: area.ptr().add(RING_DATA_OFFSET + index * cap),
+            cap: cap as u64,
+            max_record,
+        }
+    }
+    fn head(&self) -> &AtomicU64 {
+        // SAFETY: 8-aligned (page-aligned mapping + 0), inside the header, lives as long as self.
+        unsafe { &*(self.hdr as *const AtomicU64) }
+    }
+    fn tail(&self) -> &AtomicU64 {
+        // SAFETY: as above, offset 64.
+        unsafe { &*(self.hdr.add(64) as *const AtomicU64) }
+    }
+    fn sleeping(&self) -> &AtomicU32 {
+        // SAFETY: as above, offset 128.
+        unsafe { &*(self.hdr.add(128) as *const AtomicU32) }
+    }
+
+    /// Producer: append one record. Ok(false) if there is no room now.
+    pub fn push(&self, msg: &[u8]) -> Result<bool, &'static str> {
+        assert!(msg.len() <= self.max_record);
+        let head = self.head().load(Ordering::Relaxed);
+        let tail = self.tail().load(Ordering::Acquire);
+        if tail > head || head - tail > self.cap {
+            return Err("ring indices corrupted by peer");
+        }
+        let need = REC_HDR + ((msg.len() as u64 + 7) & !7);
+        let pos = head & (self.cap - 1);
+        let to_end = self.cap - pos;
+        let pad = if to_end < need { to_end } else { 0 };
+        if self.cap - (head - tail) < need + pad {
+            return Ok(false);
+        }
+        let mut h = head;
+        if pad > 0 {
+            // SAFETY: pos + 8 <= cap (records are 8-aligned and pos < cap).
+            unsafe { std::ptr::write_volatile(self.data.add(pos as usize) as *mut u32, PAD_RECORD) };
+            h += pad;
+        }
+        let p = (h & (self.cap - 1)) as usize;
+        // SAFETY: room was checked: p + need <= cap.
+        unsafe {
+            std::ptr::write_volatile(self.data.add(p) as *mut u32, msg.len() as u32);
+            std::ptr::copy_nonoverlapping(msg.as_ptr(), self.data.add(p + REC_HDR as usize), msg.len());
+        }
+        self.head().store(h + need, Ordering::Release);
+        Ok(true)
+    }
+
+    /// Consumer: copy the next record into `out`. Validates everything the peer wrote.
+    pub fn pop_into(&self, out: &mut Vec<u8>) -> Result<Pop, &'static str> {
+        loop {
+            let tail = self.tail().load(Ordering::Relaxed);
+            let head = self.head().load(Ordering::Acquire);
+            if head == tail {
+                return Ok(Pop::Empty);
+            }
+            if head < tail || head - tail > self.cap {
+                return Err("ring indices corrupted by peer");
+            }
+            let pos = tail & (self.cap - 1);
+            if head - tail < REC_HDR || pos + REC_HDR > self.cap {
+                return Err("truncated ring record");
+            }
+            // SAFETY: pos + 8 <= cap.
+            let len = unsafe { std::ptr::read_volatile(self.data.add(pos as usize) as *const u32) };
+            if len == PAD_RECORD {
+                self.tail().store(tail + (self.cap - pos), Ordering::Release);
+                continue;
+            }
+            let len = len as usize;
+            let need = REC_HDR + ((len as u64 + 7) & !7);
+            if len == 0 || len > self.max_record || pos + need > self.cap || need > head - tail {
+                return Err("bad ring record length");
+            }
+            out.clear();
+            out.reserve(len);
+            // SAFETY: [pos+8, pos+8+len) is inside the data area (checked above); we copy
+            // before interpreting, so later writes by the peer cannot change what we decode.
+            unsafe {
+                std::ptr::copy_nonoverlapping(self.data.add(pos as usize + REC_HDR as usize), out.as_mut_ptr(), len);
+                out.set_len(len);
+            }
+            self.tail().store(tail + need, Ordering::Release);
+            return Ok(Pop::Message);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.head().load(Ordering::Acquire) == self.tail().load(Ordering::Relaxed)
+    }
+
+    /// Consumer: announce that it is about to sleep. Returns false (and withdraws the
+    /// announcement) if a record arrived meanwhile: then it must not sleep.
+    pub fn arm_sleep(&self) -> bool {
+        self.sleeping().store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if !self.is_empty() {
+            self.sleeping().store(0, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    pub fn disarm_sleep(&self) {
+        self.sleeping().store(0, Ordering::Relaxed);
+    }
+
+    /// Producer, after pushing: true if the consumer sleeps and must be woken (the flag
+    /// is cleared so one wake-up is sent per sleep).
+    pub fn needs_wakeup(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.sleeping().swap(0, Ordering::SeqCst) == 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    fn area(cap: usize) -> (OwnedFd, Mapping) {
+        let fd = sealed_memfd("test", ring_area_len(cap)).unwrap();
+        let m = Mapping::map(fd.as_fd(), ring_area_len(cap)).unwrap();
+        (fd, m)
+    }
+
+    #[test]
+    fn ring_wraps_and_fills() {
+        let (_fd, m) = area(4096);
+        // SAFETY: m is large enough and outlives the rings.
+        let (p, c) = unsafe { (Ring::new(&m, 0, 4096, 1000), Ring::new(&m, 0, 4096, 1000)) };
+        let mut out = Vec::new();
+        for round in 0..200u32 {
+            let msg = vec![(round % 251) as u8; 1 + (round as usize * 37) % 999];
+            assert!(p.push(&msg).unwrap());
+            assert_eq!(c.pop_into(&mut out).unwrap(), Pop::Message);
+            assert_eq!(out, msg);
+        }
+        let mut n = 0;
+        while p.push(&[1u8; 500]).unwrap() {
+            n += 1;
+        }
+        assert!((6..=8).contains(&n), "4 KiB holds about eight 508-byte records, got {n}");
+        assert_eq!(c.pop_into(&mut out).unwrap(), Pop::Message);
+        assert!(p.push(&[2u8; 500]).unwrap(), "room again after a pop");
+    }
+
+    #[test]
+    fn corrupted_indices_and_lengths_are_errors() {
+        let (_fd, m) = area(4096);
+        // SAFETY: as above.
+        let r = unsafe { Ring::new(&m, 1, 4096, 1000) };
+        r.head().store(10_000, Ordering::Relaxed);
+        assert!(r.pop_into(&mut Vec::new()).is_err());
+        r.head().store(16, Ordering::Relaxed);
+        // SAFETY: writing the record header at offset 0 of the data area.
+        unsafe { std::ptr::write(m.ptr().add(RING_DATA_OFFSET + 4096) as *mut u32, 5000) };
+        assert!(r.pop_into(&mut Vec::new()).is_err(), "record longer than max");
+    }
+
+    #[test]
+    fn sleep_flag_handshake() {
+        let (_fd, m) = area(4096);
+        // SAFETY: as above.
+        let r = unsafe { Ring::new(&m, 0, 4096, 100) };
+        assert!(r.arm_sleep());
+        r.push(b"x").unwrap();
+        assert!(r.needs_wakeup());
+        assert!(!r.needs_wakeup(), "one wake-up per sleep");
+        assert!(!r.arm_sleep(), "data pending: must not sleep");
+    }
+
+    #[test]
+    fn unsealed_memfd_is_refused() {
+        let fd = rustix::fs::memfd_create("x", MemfdFlags::CLOEXEC).unwrap();
+        rustix::fs::ftruncate(&fd, 8192).unwrap();
+        assert!(check_sealed(fd.as_fd(), 4096).is_err());
+        let ok = sealed_memfd("y", 8192).unwrap();
+        assert!(check_sealed(ok.as_fd(), 8192).is_ok());
+        assert!(check_sealed(ok.as_fd(), 8193).is_err());
+    }
+}
