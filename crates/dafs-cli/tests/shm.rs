@@ -1,0 +1,220 @@
+//! The shared-memory provider against a real dafsd: direct placement into sealed memfd
+//! regions, the process_vm fallback, bad regions, concurrency, and death of either side.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::{pattern, TestServer};
+use dafs_client::dafs_proto::{Opcode, RemoteRegion, Request, Status};
+use dafs_client::{Client, ClientConfig, Error, IoBuf, OpenOptions, Provider};
+
+/// A server with its shm socket at a known path; returns (server, "dafs+shm://...").
+fn shm_server(extra: &[&str]) -> (TestServer, String, tempfile::TempDir) {
+    let sockdir = tempfile::tempdir().unwrap();
+    let sock = sockdir.path().join("dafsd.sock");
+    let mut args = vec!["--shm-socket", sock.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let srv = TestServer::start(&args);
+    (srv, format!("dafs+shm://{}", sock.display()), sockdir)
+}
+
+fn shm_client(target: &str) -> Client {
+    Client::connect(target, ClientConfig { connect_timeout: Duration::from_secs(10), ..Default::default() }).expect("shm connect")
+}
+
+#[test]
+fn same_host_tcp_target_switches_to_shm_unless_told_not_to() {
+    let (srv, _, _d) = shm_server(&[]);
+    let c = srv.client_with(|c| c.provider = Provider::Auto).unwrap();
+    assert_eq!(c.provider(), "shm");
+    let c = srv.client_with(|c| c.provider = Provider::Tcp).unwrap();
+    assert_eq!(c.provider(), "tcp");
+    let (srv2, _) = (TestServer::start(&["--no-shm"]), ());
+    let c = srv2.client_with(|c| c.provider = Provider::Auto).unwrap();
+    assert_eq!(c.provider(), "tcp", "no shm offered: stays on tcp");
+}
+
+#[test]
+fn direct_reads_and_writes_land_in_registered_memory() {
+    let (srv, target, _d) = shm_server(&[]);
+    let mut c = shm_client(&target);
+    assert_eq!(c.provider(), "shm");
+    let f = c.open("data", OpenOptions::read_write().create(true)).unwrap();
+    let len = 3 << 20;
+    let data = pattern(0, len, 7);
+    // Write from a registered (memfd) region: the server pwrites straight from it.
+    let r = c.alloc_registered(len).unwrap();
+    c.region_mut(r).unwrap().copy_from_slice(&data);
+    let cg = c.create_cg();
+    c.submit_write(&f, 0, IoBuf::Region { region: r, offset: 0, len }, cg, 1).unwrap();
+    let done = c.wait_one(cg, None).unwrap().unwrap();
+    assert_eq!(done.result.unwrap(), len);
+    assert_eq!(std::fs::read(srv.dir().join("data")).unwrap(), data);
+    // Read into a second region at an offset: exactly the target range changes.
+    let r2 = c.alloc_registered(len + 8192).unwrap();
+    c.region_mut(r2).unwrap().fill(0xEE);
+    c.submit_read(&f, 0, IoBuf::Region { region: r2, offset: 4096, len }, cg, 2).unwrap();
+    let done = c.wait_one(cg, None).unwrap().unwrap();
+    assert_eq!(done.result.unwrap(), len);
+    let m = c.region(r2).unwrap();
+    assert!(m[..4096].iter().all(|&b| b == 0xEE), "bytes before the target range untouched");
+    assert_eq!(&m[4096..4096 + len], &data[..]);
+    assert!(m[4096 + len..].iter().all(|&b| b == 0xEE), "bytes after the target range untouched");
+    let st = c.stats();
+    assert_eq!(st.off_direct_path, 0);
+    assert_eq!(st.transport.vm_registrations, 0);
+    // Blocking pread into application memory: process_vm fallback, counted.
+    let mut buf = vec![0u8; 1 << 20];
+    assert_eq!(c.pread(&f, &mut buf, 1 << 20).unwrap(), 1 << 20);
+    assert_eq!(&buf[..], &data[1 << 20..2 << 20]);
+    let st = c.stats();
+    assert!(st.off_direct_path >= 1 && st.transport.vm_registrations >= 1, "fallback is visible in stats: {st:?}");
+    // And a blocking pwrite from application memory.
+    let other = pattern(0, 1 << 20, 9);
+    c.pwrite(&f, &other, 0).unwrap();
+    assert_eq!(&std::fs::read(srv.dir().join("data")).unwrap()[..1 << 20], &other[..]);
+    c.close(f).unwrap();
+}
+
+#[test]
+fn bad_keys_offsets_and_lengths_are_refused() {
+    let (srv, target, _d) = shm_server(&[]);
+    std::fs::write(srv.dir().join("f"), vec![1u8; 1 << 20]).unwrap();
+    let mut c = shm_client(&target);
+    let f = c.open("f", OpenOptions::read_write()).unwrap();
+    let r = c.alloc_registered(64 * 1024).unwrap();
+    let key = r.0;
+    let read = |c: &mut Client, key: u64, offset: u64, len: u32| {
+        let m = c.raw_call(&Request::ReadDirect { open_id: f.open_id(), offset: 0, len, region: RemoteRegion { key, offset } }).unwrap();
+        dafs_client::dafs_proto::decode_reply(&m, 1 << 22).unwrap().0.status
+    };
+    let write = |c: &mut Client, key: u64, offset: u64, len: u32| {
+        let m = c.raw_call(&Request::WriteDirect { open_id: f.open_id(), offset: 0, len, stable: false, region: RemoteRegion { key, offset } }).unwrap();
+        dafs_client::dafs_proto::decode_reply(&m, 1 << 22).unwrap().0.status
+    };
+    assert_eq!(read(&mut c, key, 0, 65536), Status::Ok);
+    assert_eq!(read(&mut c, key + 1000, 0, 16), Status::BadRegion, "unknown key");
+    assert_eq!(read(&mut c, key, 65536 - 8, 16), Status::BadRegion, "runs past the end");
+    assert_eq!(read(&mut c, key, u64::MAX - 4, 16), Status::BadRegion, "offset overflow");
+    assert_eq!(read(&mut c, key, 70_000, 0), Status::BadRegion, "empty range outside the region");
+    assert_eq!(write(&mut c, key, 65535, 2), Status::BadRegion);
+    assert_eq!(write(&mut c, key + 1000, 0, 2), Status::BadRegion);
+    // A deregistered region is gone for the server too.
+    c.unregister(r).unwrap();
+    assert_eq!(read(&mut c, key, 0, 16), Status::BadRegion, "deregistered");
+    // The file was not modified by the refused writes.
+    assert!(std::fs::read(srv.dir().join("f")).unwrap().iter().all(|&b| b == 1));
+    // The session still works.
+    let mut b = [0u8; 4];
+    assert_eq!(c.pread(&f, &mut b, 0).unwrap(), 4);
+    let _ = Opcode::Null;
+}
+
+#[test]
+fn concurrent_shm_clients() {
+    let (srv, target, _d) = shm_server(&[]);
+    let threads: Vec<_> = (0..4u8)
+        .map(|t| {
+            let target = target.clone();
+            std::thread::spawn(move || {
+                let mut c = shm_client(&target);
+                let name = format!("file{t}");
+                let f = c.open(&name, OpenOptions::read_write().create(true)).unwrap();
+                let r = c.alloc_registered(256 * 1024).unwrap();
+                let cg = c.create_cg();
+                for i in 0..40u64 {
+                    let data = pattern(i * 256 * 1024, 256 * 1024, t);
+                    c.region_mut(r).unwrap().copy_from_slice(&data);
+                    c.submit_write(&f, i * 256 * 1024, IoBuf::Region { region: r, offset: 0, len: 256 * 1024 }, cg, i).unwrap();
+                    assert_eq!(c.wait_one(cg, None).unwrap().unwrap().result.unwrap(), 256 * 1024);
+                }
+                for i in (0..40u64).rev() {
+                    c.submit_read(&f, i * 256 * 1024, IoBuf::Region { region: r, offset: 0, len: 256 * 1024 }, cg, i).unwrap();
+                    assert_eq!(c.wait_one(cg, None).unwrap().unwrap().result.unwrap(), 256 * 1024);
+                    assert_eq!(c.region(r).unwrap(), &pattern(i * 256 * 1024, 256 * 1024, t)[..]);
+                }
+                c.close(f).unwrap();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    for t in 0..4u8 {
+        let on_disk = std::fs::read(srv.dir().join(format!("file{t}"))).unwrap();
+        assert_eq!(on_disk, pattern(0, 40 * 256 * 1024, t));
+    }
+}
+
+#[test]
+fn server_death_is_reported_promptly() {
+    let (mut srv, target, _d) = shm_server(&[]);
+    let mut c = shm_client(&target);
+    let f = c.open("x", OpenOptions::read_write().create(true)).unwrap();
+    c.pwrite(&f, b"abc", 0).unwrap();
+    let pid = srv.pid().unwrap() as i32;
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    srv.kill();
+    let t = Instant::now();
+    let mut b = [0u8; 3];
+    let e = c.pread(&f, &mut b, 0).unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(3), "error took {:?}", t.elapsed());
+    assert!(matches!(e, Error::Transport(_) | Error::Disconnected), "{e:?}");
+    assert!(matches!(c.null(), Err(Error::Disconnected)), "stays disconnected");
+}
+
+fn server_sessions(srv: &dafs_server::ServerHandle) -> usize { srv.sessions_live() }
+
+fn count_maps(pattern: &str) -> usize {
+    std::fs::read_to_string("/proc/self/maps").unwrap().lines().filter(|l| l.contains(pattern)).count()
+}
+
+#[test]
+fn killed_client_mid_io_is_cleaned_up() {
+    // Server in this process (so its sessions and mappings can be observed), the client
+    // a `dafs get` child process killed in the middle of a large transfer.
+    let export = tempfile::tempdir().unwrap();
+    let sockdir = tempfile::tempdir().unwrap();
+    let sock: PathBuf = sockdir.path().join("s.sock");
+    let big = vec![5u8; 256 << 20];
+    std::fs::write(export.path().join("big"), &big).unwrap();
+    let mut cfg = dafs_server::ServerConfig::new(export.path());
+    cfg.listen = "127.0.0.1:0".into();
+    cfg.shm_socket = Some(sock.clone());
+    let srv = dafs_server::start(cfg).unwrap();
+    let maps_before = count_maps("dafs-region");
+    for round in 0..3 {
+        let out = tempfile::NamedTempFile::new().unwrap();
+        let mut child = std::process::Command::new(common::dafs_bin())
+            .args(["-q", "get", &format!("dafs+shm://{}/big", sock.display()), out.path().to_str().unwrap()])
+            .spawn()
+            .unwrap();
+        // Wait until the transfer is under way, then kill it mid-I/O.
+        let t = Instant::now();
+        while std::fs::metadata(out.path()).map(|m| m.len()).unwrap_or(0) < (8 << 20) && t.elapsed() < Duration::from_secs(20) {
+            if server_sessions(&srv) == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(server_sessions(&srv) >= 1, "round {round}: the client had a session");
+        let _ = child.kill();
+        let _ = child.wait();
+        let t = Instant::now();
+        while (server_sessions(&srv) > 0 || count_maps("dafs-region") > maps_before) && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(server_sessions(&srv), 0, "round {round}: session released");
+        assert_eq!(count_maps("dafs-region"), maps_before, "round {round}: client region mappings released");
+        assert_eq!(count_maps("dafs-rings"), 0, "round {round}: ring mapping released");
+    }
+    // Still serving.
+    let mut c = Client::connect(&format!("dafs+shm://{}", sock.display()), ClientConfig::default()).unwrap();
+    assert_eq!(c.stat("big").unwrap().size, big.len() as u64);
+    drop(c);
+    srv.shutdown();
+}
