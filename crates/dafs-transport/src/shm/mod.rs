@@ -429,7 +429,9 @@ impl ServerListener for ShmListener {
 }
 
 enum ServerRegion {
-    Mapped(Mapping),
+    /// A mapping of the client's sealed memfd (whole pages) and the registered length:
+    /// placements are bounded by `len`, not by the page-rounded mapping.
+    Mapped(Mapping, usize),
     Vm { addr: u64, len: usize },
 }
 
@@ -501,7 +503,7 @@ impl ShmServerConn {
                     1
                 } else if c.kind == K_REG_FD {
                     let len = c.b as usize;
-                    match self.ctl.take_fd() {
+                    match self.ctl.take_fd().filter(|_| len > 0) {
                         None => 1,
                         Some(fd) => match mem::round_up_page(len)
                             .ok_or("bad length")
@@ -510,9 +512,7 @@ impl ShmServerConn {
                             Err(_) => 1,
                             Ok(maplen) => match Mapping::map(fd.as_fd(), maplen) {
                                 Ok(m) => {
-                                    // The mapping covers whole pages; placements are
-                                    // bounded by the mapping, which the seal keeps valid.
-                                    self.regions.insert(key, (ServerRegion::Mapped(m), access));
+                                    self.regions.insert(key, (ServerRegion::Mapped(m, len), access));
                                     0
                                 }
                                 Err(_) => 1,
@@ -545,7 +545,10 @@ impl ShmServerConn {
         }
         let end = region.offset.checked_add(len as u64).ok_or(TransportError::BadRegion)?;
         let size = match r {
-            ServerRegion::Mapped(m) => m.len() as u64,
+            ServerRegion::Mapped(m, len) => {
+                debug_assert!(*len <= m.len());
+                *len as u64
+            }
             ServerRegion::Vm { len, .. } => *len as u64,
         };
         if end > size {
@@ -630,7 +633,7 @@ impl ServerConn for ShmServerConn {
     fn put(&mut self, region: RemoteRegion, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>) -> Result<usize, PutError> {
         let pid = self.pid;
         match self.resolve(region, len, true)? {
-            ServerRegion::Mapped(m) => {
+            ServerRegion::Mapped(m, _) => {
                 // SAFETY: bounds checked by resolve; this is the only live view; the client
                 // may write concurrently, which only affects its own data.
                 let dst = unsafe { m.slice_mut(region.offset, len) }.ok_or(TransportError::BadRegion)?;
@@ -659,7 +662,7 @@ impl ServerConn for ShmServerConn {
     fn pull_sync(&mut self, region: RemoteRegion, len: usize, consume: &mut dyn FnMut(&[u8]) -> io::Result<usize>) -> Result<Option<usize>, PutError> {
         let pid = self.pid;
         match self.resolve(region, len, false)? {
-            ServerRegion::Mapped(m) => {
+            ServerRegion::Mapped(m, _) => {
                 // SAFETY: bounds checked; read-only use of the bytes.
                 let src = unsafe { m.slice_mut(region.offset, len) }.ok_or(TransportError::BadRegion)?;
                 Ok(Some(consume(src).map_err(PutError::Fill)?))
