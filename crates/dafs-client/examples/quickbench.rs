@@ -45,12 +45,13 @@ impl Rng {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 3 {
-        eprintln!("usage: quickbench ADDR EXPORT_DIR");
+    if args.len() < 3 {
+        eprintln!("usage: quickbench ADDR EXPORT_DIR [tcp|auto]");
         std::process::exit(2);
     }
     let (addr, export) = (&args[1], std::path::PathBuf::from(&args[2]));
-    let mut c = Client::connect(addr, ClientConfig::default())?;
+    let provider = if args.get(3).map(String::as_str) == Some("tcp") { dafs_client::Provider::Tcp } else { dafs_client::Provider::Auto };
+    let mut c = Client::connect(addr, ClientConfig { provider, ..ClientConfig::default() })?;
     println!("provider {} | slots {} | inline threshold {} B | max I/O {} B", c.provider(), c.slots(), c.inline_threshold(), c.max_io_size());
 
     // Data set.
@@ -133,7 +134,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let m = |v: &Vec<(f64, f64)>, i: usize| median(v.iter().map(|x| if i == 0 { x.0 } else { x.1 }).collect());
     println!();
-    println!("| workload (median of {RUNS}) | local pread | dafs over tcp | ratio |");
+    println!("| workload (median of {RUNS}) | local pread | dafs | ratio |");
     println!("|---|---|---|---|");
     println!("| NULL round trip, us | - | {:.1} | - |", null_us);
     println!("| 4 KiB random read QD1, mean latency us | {:.2} | {:.1} | {:.1}x |", m(&l4, 0), m(&d4, 0), m(&d4, 0) / m(&l4, 0));

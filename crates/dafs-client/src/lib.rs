@@ -258,6 +258,23 @@ pub struct Client {
     sendbuf: Vec<u8>,
     stats: ClientStats,
     dead: bool,
+    /// Requests in flight that complete quickly (metadata, inline, small direct): only
+    /// for those is spinning before sleeping worth its CPU.
+    small_inflight: u32,
+    /// The transport's configured spin budget.
+    base_spin: Duration,
+    spin_now: Duration,
+}
+
+/// Transfers at least this large take far longer than the spin budget: while only such
+/// requests are in flight, the client sleeps at once instead of spinning.
+const LARGE_IO: usize = 64 * 1024;
+
+fn is_small(what: &Inflight) -> bool {
+    match what {
+        Inflight::Sync { .. } => true,
+        Inflight::Io(io) => io.len < LARGE_IO,
+    }
 }
 
 /// Normalise a path inside the export: strip leading '/', drop empty and "." parts.
@@ -346,6 +363,7 @@ impl Client {
             return Err(Error::Protocol("server negotiated an out-of-range threshold".into()));
         }
         t.set_max_msg_size(max_msg as usize);
+        let base_spin = t.default_spin();
         let mut c = Client {
             t,
             session_id: rh.session_id,
@@ -364,6 +382,9 @@ impl Client {
             sendbuf: Vec::with_capacity(max_msg as usize),
             stats: ClientStats::default(),
             dead: false,
+            small_inflight: 0,
+            base_spin,
+            spin_now: base_spin,
         };
         c.cgs.insert(0, Cg::default());
         match (&cfg.secret, auth) {
@@ -417,6 +438,7 @@ impl Client {
         }
         tracing::debug!("client disconnected: {why}");
         self.dead = true;
+        self.small_inflight = 0;
         for i in 0..self.inflight.len() {
             if let Some(slot) = self.inflight[i].take() {
                 if let Inflight::Io(io) = slot.what {
@@ -430,6 +452,11 @@ impl Client {
     fn progress(&mut self, wait: Wait) -> Result<bool> {
         if self.dead {
             return Err(Error::Disconnected);
+        }
+        let spin = if self.small_inflight > 0 { self.base_spin } else { Duration::ZERO };
+        if spin != self.spin_now {
+            self.t.set_spin(spin);
+            self.spin_now = spin;
         }
         let msg = match self.t.recv(wait) {
             Ok(Some(m)) => m,
@@ -455,6 +482,9 @@ impl Client {
             return Err(Error::Protocol("reply does not match the request on its slot".into()));
         }
         let slot = self.inflight[i].take().expect("checked above");
+        if is_small(&slot.what) {
+            self.small_inflight -= 1;
+        }
         self.slots.release(h.slot_id, h.highest_slot);
         match slot.what {
             Inflight::Sync { req } => {
@@ -567,6 +597,9 @@ impl Client {
             return Err(Error::Transport(e));
         }
         self.stats.requests += 1;
+        if is_small(&what) {
+            self.small_inflight += 1;
+        }
         self.inflight[slot as usize] = Some(Slot { seq, what });
         Ok(())
     }
@@ -836,6 +869,7 @@ impl Client {
                 Ok(_) => match self.t.send(&self.sendbuf) {
                     Ok(()) => {
                         self.stats.requests += 1;
+                        self.small_inflight += 1; // inline writes are small by definition
                         self.inflight[slot as usize] = Some(Slot { seq, what: Inflight::Io(io) });
                         Ok(())
                     }
@@ -889,7 +923,10 @@ impl Client {
             return Ok(0);
         }
         offset.checked_add(len as u64).filter(|e| *e <= i64::MAX as u64).ok_or(Error::Status(Status::FBig))?;
-        let direct = len > self.inline_threshold;
+        if len <= self.inline_threshold {
+            return self.blocking_inline(open_id, ptr, len, offset, read);
+        }
+        let direct = true;
         let chunk = if direct { self.direct_max } else { self.inline_threshold.max(1) };
         // Register the caller's memory for the duration of this call: sound because the
         // call holds the borrow and does not return before every chunk has completed.
@@ -978,6 +1015,37 @@ impl Client {
             }
         }
         Ok(total)
+    }
+
+    /// One inline round trip straight to and from the caller's buffer: no staging
+    /// buffers, no completion-group bookkeeping (the small-I/O latency path).
+    fn blocking_inline(&mut self, open_id: u64, ptr: *mut u8, len: usize, offset: u64, read: bool) -> Result<usize> {
+        if read {
+            self.stats.inline_reads += 1;
+            let m = self.call(&Request::ReadInline { open_id, offset, len: len as u32 })?;
+            match self.decode(&m)?.1 {
+                Reply::ReadInline { data, .. } if data.len() <= len => {
+                    // SAFETY: the caller's buffer has `len` bytes; data.len() <= len.
+                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, data.len()) };
+                    self.stats.inline_bytes += data.len() as u64;
+                    Ok(data.len())
+                }
+                _ => Err(Error::Protocol("bad READ_INLINE reply".into())),
+            }
+        } else {
+            self.stats.inline_writes += 1;
+            // SAFETY: the caller's buffer has `len` readable bytes for this call.
+            let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+            let m = self.call(&Request::WriteInline { open_id, offset, stable: false, data })?;
+            match self.decode(&m)?.1 {
+                Reply::Write { count, .. } if count as usize == len => {
+                    self.stats.inline_bytes += len as u64;
+                    Ok(len)
+                }
+                Reply::Write { .. } => Err(Error::Protocol("short write".into())),
+                _ => Err(Error::Protocol("bad WRITE_INLINE reply".into())),
+            }
+        }
     }
 
     // ------------------------------------------------------------------ namespace

@@ -40,7 +40,9 @@ pub struct ServerConfig {
     /// read until it drains: a client that never reads its replies cannot grow the
     /// server's memory without bound.
     pub backlog_bytes_max: usize,
-    /// Spin this long (busy-polling) before sleeping in epoll when a worker is idle.
+    /// Spin this long (busy-polling) before sleeping in epoll when a worker is idle:
+    /// waking a sleeping thread costs ~20 us on this class of machine, a spinning one
+    /// answers in well under 1 us. Bounded, so an idle server sleeps.
     pub spin_us: u64,
     /// Unix socket of the shared-memory provider (same-host clients); None disables it.
     pub shm_socket: Option<PathBuf>,
@@ -64,7 +66,7 @@ impl ServerConfig {
             open_files_max: 4096,
             handles_max: 65536,
             backlog_bytes_max: 32 * 1024 * 1024,
-            spin_us: 0,
+            spin_us: 50,
             shm_socket: None,
         }
     }

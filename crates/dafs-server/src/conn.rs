@@ -753,6 +753,8 @@ impl Conn {
             }
             (fsops::reopen(d.fd.as_fd(), of)?, fh)
         } else {
+            // The mode is for CREATE only (openat2 refuses a mode without O_CREAT).
+            let mode = if flags & open_flags::CREATE != 0 { mode } else { 0 };
             let file = fsops::open_in(d.fd.as_fd(), name, of, mode)?;
             let path_fd = fsops::lookup(d.fd.as_fd(), name, true)?;
             let (a, b) = (fsops::fstat(file.as_fd())?, fsops::fstat(path_fd.as_fd())?);

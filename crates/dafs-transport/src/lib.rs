@@ -106,6 +106,13 @@ pub trait ClientTransport {
     fn recv(&mut self, wait: Wait) -> Result<Option<Vec<u8>>, TransportError>;
     /// Give a received message buffer back for reuse.
     fn recycle(&mut self, buf: Vec<u8>);
+    /// Spin budget of the next waits (the client lowers it to zero while only large
+    /// transfers are in flight: they take far longer than any useful spin).
+    fn set_spin(&mut self, spin: std::time::Duration);
+    /// The spin budget configured at connect time (`DAFS_SPIN_US`).
+    fn default_spin(&self) -> std::time::Duration {
+        wait::spin_budget_from_env()
+    }
     /// Register memory the server may place into / pull from.
     ///
     /// # Safety

@@ -22,6 +22,9 @@ use crate::{Access, ClientTransport, PutError, RemoteRegion, ServerConn, ServerE
 pub const REGIONS_MAX: usize = 4096;
 /// Buffers kept for reuse per connection (TigerBeetle style: no allocation in steady state).
 const POOL_MAX: usize = 16;
+/// A server-side message buffer starts at most this large and grows as bytes arrive,
+/// so a peer that announces a large message and stalls pins only what it sent.
+const RECV_CHUNK: usize = 64 * 1024;
 /// Most iovecs handed to one writev.
 const IOV_MAX: usize = 32;
 
@@ -192,7 +195,6 @@ impl TcpClient {
     }
 
     pub fn peer_addr(&self) -> SocketAddr { self.peer }
-    pub fn set_spin(&mut self, spin: Duration) { self.spin = spin; }
 
     /// Read and act on whatever has arrived; return a complete message if there is one.
     fn progress(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
@@ -374,6 +376,8 @@ impl ClientTransport for TcpClient {
         }
     }
 
+    fn set_spin(&mut self, spin: Duration) { self.spin = spin; }
+
     unsafe fn register(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64, TransportError> {
         self.registry.insert(ptr, len, access, false)
     }
@@ -464,6 +468,21 @@ impl TcpServerConn {
         }
     }
     pub fn mio(&mut self) -> &mut mio::net::TcpStream { &mut self.sock }
+
+    /// Queue `buf[..n]`. The backlog limit counts queued bytes, so a buffer much larger
+    /// than what it carries (a short fill of a large placement, or a large pooled buffer
+    /// reused for a small reply) is not queued itself: its bytes go into an exact-size
+    /// buffer and the large one back to the pool. Otherwise a peer that never reads
+    /// could pin far more memory than the backlog limit (8 MiB per tiny READ_DIRECT).
+    fn queue_owned(&mut self, buf: Vec<u8>, n: usize) {
+        if n < buf.capacity() / 2 {
+            let exact = buf[..n].to_vec();
+            self.recycle(buf);
+            self.out.push(Out::Owned { buf: exact, len: n, pos: 0 });
+        } else {
+            self.out.push(Out::Owned { buf, len: n, pos: 0 });
+        }
+    }
 }
 
 impl ServerConn for TcpServerConn {
@@ -492,7 +511,7 @@ impl ServerConn for TcpServerConn {
                             if len == 0 {
                                 return Err(TransportError::Protocol("empty message"));
                             }
-                            let buf = take_buf(&mut self.pool, len);
+                            let buf = take_buf(&mut self.pool, len.min(RECV_CHUNK));
                             self.recv_state = ServerRecv::Msg { buf, len, got: 0 };
                         }
                         FrameKind::GetResp => {
@@ -520,7 +539,11 @@ impl ServerConn for TcpServerConn {
                     }
                 }
                 ServerRecv::Msg { buf, len, got } => {
-                    let Some(n) = read_some(&mut self.sock, &mut buf[*got..*len])? else { return Ok(None) };
+                    if *got == buf.len() {
+                        buf.resize((*len).min(got.saturating_mul(2).max(RECV_CHUNK)), 0);
+                    }
+                    let end = (*len).min(buf.len());
+                    let Some(n) = read_some(&mut self.sock, &mut buf[*got..end])? else { return Ok(None) };
                     *got += n;
                     if *got == *len {
                         let ServerRecv::Msg { mut buf, len, .. } = std::mem::replace(&mut self.recv_state, ServerRecv::Header) else { unreachable!() };
@@ -557,7 +580,7 @@ impl ServerConn for TcpServerConn {
         let mut buf = take_buf(&mut self.pool, msg.len());
         buf[..msg.len()].copy_from_slice(msg);
         self.out.push(Out::Header { bytes: FrameHeader::msg(msg.len()).encode(), pos: 0 });
-        self.out.push(Out::Owned { buf, len: msg.len(), pos: 0 });
+        self.queue_owned(buf, msg.len());
         Ok(())
     }
 
@@ -575,7 +598,7 @@ impl ServerConn for TcpServerConn {
         };
         let h = FrameHeader { kind: FrameKind::Put, len: n as u32, key: region.key, offset: region.offset, tag: 0 };
         self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
-        self.out.push(Out::Owned { buf, len: n, pos: 0 });
+        self.queue_owned(buf, n);
         Ok(n)
     }
 

@@ -183,7 +183,6 @@ impl ShmClient {
         Ok(me)
     }
 
-    pub fn set_spin(&mut self, spin: Duration) { self.spin = spin; }
 
     /// Wait (bounded) for a control record of `kind`, skipping doorbells.
     fn wait_ctl(&mut self, kind: u32, deadline: Instant) -> Result<Ctl, TransportError> {
@@ -322,6 +321,8 @@ impl ClientTransport for ShmClient {
             self.pool.push(buf);
         }
     }
+
+    fn set_spin(&mut self, spin: Duration) { self.spin = spin; }
 
     unsafe fn register(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64, TransportError> {
         if ptr.is_null() || len == 0 {
