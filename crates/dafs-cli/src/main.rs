@@ -19,7 +19,7 @@ struct Cli {
     #[arg(long, global = true, env = "DAFS_SECRET_FILE")]
     secret_file: Option<PathBuf>,
     /// Export name on the server (default: the server's first export).
-    #[arg(long, global = true, default_value = "")]
+    #[arg(long = "export-name", global = true, default_value = "", value_name = "NAME")]
     export: String,
     /// No progress bar.
     #[arg(long, short, global = true)]

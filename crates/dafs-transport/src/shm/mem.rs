@@ -63,6 +63,9 @@ impl Mapping {
     /// The caller must not create overlapping views that live at the same time; the
     /// peer process may still write the memory concurrently (DMA semantics: the bytes
     /// are data, never trusted structure).
+    // A view of shared memory handed out from &self is the point of this type: the
+    // caller's unsafe contract (above) replaces the borrow checker's guarantee.
+    #[allow(clippy::mut_from_ref)]
     pub unsafe fn slice_mut(&self, off: u64, len: usize) -> Option<&mut [u8]> {
         self.range(off, len).map(|p| std::slice::from_raw_parts_mut(p, len))
     }
