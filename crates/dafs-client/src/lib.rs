@@ -752,9 +752,16 @@ impl Client {
             Some(r) if r.busy > 0 => return Err(Error::RegionBusy),
             _ => {}
         }
-        let r = self.regions.remove(&id.0).unwrap();
-        self.t.deregister(r.key)?;
-        Ok(r.vec)
+        let key = self.regions[&id.0].key;
+        match self.t.deregister(key) {
+            Ok(()) => {}
+            // The connection is gone, and with it the server's access to the memory: it is
+            // the application's again (its Vec must not be lost with the connection).
+            Err(e) if self.dead || e.is_fatal() => self.fail_all(&e.to_string()),
+            // Still registered: keep it in the table so the caller can retry.
+            Err(e) => return Err(e.into()),
+        }
+        Ok(self.regions.remove(&id.0).unwrap().vec)
     }
 
     /// The region's bytes (refused while I/O naming it is in flight).

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use dafs_proto::auth;
@@ -28,7 +29,9 @@ pub struct Scratch {
 }
 
 struct OpenFile {
-    fd: OwnedFd,
+    /// Shared with WRITE_DIRECTs waiting for their data, so that a CLOSE executed
+    /// meanwhile does not fail a write the client issued before it.
+    fd: Arc<OwnedFd>,
     read: bool,
     write: bool,
 }
@@ -50,7 +53,7 @@ struct Session {
 /// A WRITE_DIRECT waiting for its data to be pulled from the client.
 struct PendingWrite {
     hdr: Header,
-    open_id: u64,
+    fd: Arc<OwnedFd>,
     offset: u64,
     stable: bool,
 }
@@ -341,11 +344,9 @@ impl Conn {
         let result: FsResult<u32> = match &data {
             Err(_) => Err(Status::BadRegion),
             Ok(buf) => (|| {
-                let s = self.session.as_ref().ok_or(Status::BadSession)?;
-                let of = s.opens.get(&p.open_id).ok_or(Status::BadOpenId)?;
-                let n = fsops::pwrite_full(of.fd.as_fd(), buf, p.offset).map_err(fsops::io_st)?;
+                let n = fsops::pwrite_full(p.fd.as_fd(), buf, p.offset).map_err(fsops::io_st)?;
                 if p.stable {
-                    rfs::fdatasync(&of.fd).map_err(st)?;
+                    rfs::fdatasync(&p.fd).map_err(st)?;
                 }
                 sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
                 sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
@@ -593,8 +594,9 @@ impl Conn {
                         }
                     }
                 }
+                let fd = self.open_file(open_id, false)?.fd.clone();
                 match self.t.pull(region, len as usize, h.slot_id as u64) {
-                    Ok(()) => Ok(Done::Pending(PendingWrite { hdr: *h, open_id, offset, stable })),
+                    Ok(()) => Ok(Done::Pending(PendingWrite { hdr: *h, fd, offset, stable })),
                     Err(TransportError::BadRegion) => Err(Status::BadRegion),
                     Err(e) => {
                         debug!("pull failed: {e}");
@@ -771,7 +773,7 @@ impl Conn {
         let s = self.session.as_mut().expect("session");
         let open_id = s.next_open_id;
         s.next_open_id += 1;
-        s.opens.insert(open_id, OpenFile { fd: file, read, write });
+        s.opens.insert(open_id, OpenFile { fd: Arc::new(file), read, write });
         let _ = self.send(sh, sc, h, &Reply::Open { open_id, fh: handle, attr: fsops::attr_from_stat(&stat) });
         Ok(Done::Replied)
     }
