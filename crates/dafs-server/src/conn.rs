@@ -68,13 +68,18 @@ pub enum ConnFate {
 pub struct Conn {
     pub t: Box<dyn ServerConn>,
     session: Option<Session>,
+    /// WRITE_DIRECTs waiting for their data, by pull tag.
     pending: HashMap<u64, PendingWrite>,
+    /// Pull tags are never reused on a connection, so a late completion for a session
+    /// that has ended cannot be mistaken for a new request's.
+    next_tag: u64,
     pub read_paused: bool,
 }
 
 enum Done {
     Replied,
-    Pending(PendingWrite),
+    /// A pull is under way with this tag.
+    Pending((u64, PendingWrite)),
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {
@@ -85,7 +90,7 @@ fn random_bytes<const N: usize>() -> [u8; N] {
 
 impl Conn {
     pub fn new(t: Box<dyn ServerConn>) -> Self {
-        Conn { t, session: None, pending: HashMap::new(), read_paused: false }
+        Conn { t, session: None, pending: HashMap::new(), next_tag: 1, read_paused: false }
     }
 
     /// Read and handle events until the socket is drained or backpressure pauses us.
@@ -264,8 +269,8 @@ impl Conn {
         let result = self.execute(sh, sc, &h, req);
         let fate = match result {
             Ok(Done::Replied) => ConnFate::Keep,
-            Ok(Done::Pending(p)) => {
-                self.pending.insert(h.slot_id as u64, p);
+            Ok(Done::Pending((tag, p))) => {
+                self.pending.insert(tag, p);
                 return ConnFate::Keep;
             }
             Err(status) => self.send(sh, sc, &h, &Reply::Error(status)),
@@ -338,8 +343,12 @@ impl Conn {
 
     fn on_pulled(&mut self, sh: &Shared, sc: &mut Scratch, tag: u64, data: Result<Vec<u8>, TransportError>) -> ConnFate {
         let Some(p) = self.pending.remove(&tag) else {
-            warn!("pull completion for no pending write");
-            return ConnFate::Close;
+            // The session that asked for it has ended (SESSION_DESTROY): drop the data.
+            debug!("pull completion for a write whose session ended; dropped");
+            if let Ok(buf) = data {
+                self.t.recycle(buf);
+            }
+            return ConnFate::Keep;
         };
         let result: FsResult<u32> = match &data {
             Err(_) => Err(Status::BadRegion),
@@ -595,8 +604,10 @@ impl Conn {
                     }
                 }
                 let fd = self.open_file(open_id, false)?.fd.clone();
-                match self.t.pull(region, len as usize, h.slot_id as u64) {
-                    Ok(()) => Ok(Done::Pending(PendingWrite { hdr: *h, fd, offset, stable })),
+                let tag = self.next_tag;
+                self.next_tag += 1;
+                match self.t.pull(region, len as usize, tag) {
+                    Ok(()) => Ok(Done::Pending((tag, PendingWrite { hdr: *h, fd, offset, stable }))),
                     Err(TransportError::BadRegion) => Err(Status::BadRegion),
                     Err(e) => {
                         debug!("pull failed: {e}");

@@ -102,13 +102,19 @@ impl HandleTable {
         g.clock += 1;
         let now = g.clock;
         if let Some(&idx) = g.by_inode.get(&(dev, ino, export)) {
-            let gen = g.generations[idx as usize];
-            let e = g.entries[idx as usize].as_mut().expect("indexed entry exists");
-            e.last_used = now;
-            // Keep the newer descriptor: the old one may name a since-deleted inode
-            // whose number was reused (then dev/ino match but the object differs).
-            e.fd = Arc::new(fd);
-            return self.encode(idx, gen, ino, export);
+            let e = g.entries[idx as usize].as_ref().expect("indexed entry exists");
+            // Same device and inode number: the same object, unless the one we hold was
+            // deleted and its number reused. Then the old handle must stay STALE: retire
+            // the slot (its generation changes below) instead of re-pointing it.
+            let alive = fsops::fstat(e.fd.as_fd()).map(|old| old.st_nlink > 0 && old.st_ino == ino).unwrap_or(false);
+            if alive {
+                let gen = g.generations[idx as usize];
+                g.entries[idx as usize].as_mut().unwrap().last_used = now;
+                return self.encode(idx, gen, ino, export);
+            }
+            g.entries[idx as usize] = None;
+            g.by_inode.remove(&(dev, ino, export));
+            g.free.push(idx);
         }
         let idx = if let Some(i) = g.free.pop() {
             i
