@@ -20,4 +20,18 @@ if [ "$status" -ne 0 ]; then
     grep -A40 -E '^failures:' "$log" | head -200 || true
     exit "$status"
 fi
+# Adapter suites (C API + fio engine, Python package): each script installs what it
+# needs, runs real programs against a real dafsd, and prints "N passed, N failed".
+for extra in scripts/test-c.sh scripts/test-python.sh; do
+    if [ -x "$extra" ]; then
+        echo "==> $extra"
+        out=$("$extra" 2>&1) || { echo "$out" | tail -60; echo "==> FAILED: $extra"; exit 1; }
+        echo "$out" | tail -15
+        line=$(echo "$out" | grep -E '[0-9]+ passed, [0-9]+ failed' | tail -1)
+        ep=$(echo "$line" | sed -E 's/.*[^0-9]([0-9]+) passed.*/\1/; s/^([0-9]+) passed.*/\1/')
+        ef=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+        passed=$((passed + ${ep:-0})); failed=$((failed + ${ef:-0}))
+    fi
+done
 echo "dafs: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
