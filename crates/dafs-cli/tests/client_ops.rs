@@ -807,7 +807,7 @@ fn symlink_handles_do_not_reach_targets() {
         let _ = c.setattr(fh, set); // may fail or act on the link, never on the target
     }
     for flags in [open_flags::READ, open_flags::WRITE, open_flags::READ | open_flags::WRITE | open_flags::TRUNCATE] {
-        let m = c.raw_call(&Request::Open { fh, flags, mode: 0, name: b"" }).unwrap();
+        let m = c.raw_call(&Request::Open { fh, flags, mode: 0, name: b"", key: b"" }).unwrap();
         assert_ne!(raw_status(&c, &m), Status::Ok, "OPEN of a symlink handle (flags {flags})");
     }
     let after = std::fs::metadata(&outside).unwrap();
@@ -823,7 +823,7 @@ fn symlink_handles_do_not_reach_targets() {
     assert!(c.create_file("outdir/new", 0o644, false).is_err());
     let m = c.raw_call(&Request::Create { dir: dh, ftype: FileType::Regular, mode: 0o644, exclusive: true, name: b"new" }).unwrap();
     assert_ne!(raw_status(&c, &m), Status::Ok);
-    let m = c.raw_call(&Request::Open { fh: dh, flags: open_flags::WRITE | open_flags::CREATE, mode: 0o644, name: b"new2" }).unwrap();
+    let m = c.raw_call(&Request::Open { fh: dh, flags: open_flags::WRITE | open_flags::CREATE, mode: 0o644, name: b"new2", key: b"" }).unwrap();
     assert_ne!(raw_status(&c, &m), Status::Ok);
     let m = c.raw_call(&Request::Symlink { dir: dh, name: b"sl", target: b"x" }).unwrap();
     assert_ne!(raw_status(&c, &m), Status::Ok);

@@ -30,7 +30,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use dafs_proto::session::ClientSlots;
-use dafs_proto::types::{open_flags, setattr_mask, DirEntries};
+use dafs_proto::types::{open_flags, setattr_mask, DirEntries, OPEN_KEY_MAX};
 use dafs_proto::{auth, limits, Attr, AuthMethod, FileHandle, FileType, FsStat, Header, Opcode, RemoteRegion, Reply, Request, SetAttrs, Status};
 use dafs_transport::shm::ShmClient;
 use dafs_transport::tcp::TcpClient;
@@ -165,12 +165,39 @@ impl File {
 pub struct OpenOptions {
     flags: u32,
     mode: u32,
+    key: [u8; OPEN_KEY_MAX],
+    key_len: u8,
 }
 
 impl OpenOptions {
-    pub fn read() -> Self { OpenOptions { flags: open_flags::READ, mode: 0o644 } }
-    pub fn write_only() -> Self { OpenOptions { flags: open_flags::WRITE, mode: 0o644 } }
-    pub fn read_write() -> Self { OpenOptions { flags: open_flags::READ | open_flags::WRITE, mode: 0o644 } }
+    const fn with(flags: u32) -> Self { OpenOptions { flags, mode: 0o644, key: [0; OPEN_KEY_MAX], key_len: 0 } }
+    pub fn read() -> Self { Self::with(open_flags::READ) }
+    pub fn write_only() -> Self { Self::with(open_flags::WRITE) }
+    pub fn read_write() -> Self { Self::with(open_flags::READ | open_flags::WRITE) }
+    /// Every write appends atomically: the server picks the offset (see [`Client::append`]).
+    pub fn append(mut self, on: bool) -> Self { self.set(open_flags::APPEND, on); self }
+    /// Create-unlinked: the file gets its name only at [`Client::publish`]; closing
+    /// without publishing (or the session ending) discards it. Implies create + write.
+    pub fn unlinked(mut self, on: bool) -> Self {
+        self.set(open_flags::UNLINKED, on);
+        if on { self.flags |= open_flags::CREATE | open_flags::WRITE }
+        self
+    }
+    /// Remove the file's name when the last open of it (by any client) closes.
+    pub fn delete_on_close(mut self, on: bool) -> Self { self.set(open_flags::DELETE_ON_CLOSE, on); self }
+    /// While this open lasts, no other open may read the file.
+    pub fn deny_read(mut self, on: bool) -> Self { self.set(open_flags::DENY_READ, on); self }
+    /// While this open lasts, no other open may write the file.
+    pub fn deny_write(mut self, on: bool) -> Self { self.set(open_flags::DENY_WRITE, on); self }
+    /// Open key (at most 64 bytes): the first opener of a file sets it, every later
+    /// opener must present the same key (`BadKey` otherwise) while any open lasts.
+    pub fn key(mut self, key: &[u8]) -> Self {
+        let n = key.len().min(OPEN_KEY_MAX);
+        self.key[..n].copy_from_slice(&key[..n]);
+        self.key_len = n as u8;
+        self
+    }
+    fn key_bytes(&self) -> &[u8] { &self.key[..self.key_len as usize] }
     pub fn create(mut self, on: bool) -> Self { self.set(open_flags::CREATE, on); self }
     /// Create, failing with `EXIST` if the file exists (implies `create`).
     pub fn exclusive(mut self, on: bool) -> Self {
@@ -194,6 +221,118 @@ pub struct DirEntry {
 
 impl DirEntry {
     pub fn name_lossy(&self) -> String { String::from_utf8_lossy(&self.name).into_owned() }
+}
+
+/// How a batch reports completion (see [`Client::submit_batch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchCompletion {
+    /// One completion per I/O, each with that I/O's `user_data`.
+    PerIo,
+    /// One completion for the whole batch (bytes in total, or the first error).
+    PerBatch,
+    /// The server reports only failed I/Os: one completion per failed I/O, then one for
+    /// the batch.
+    ErrorsOnly,
+}
+
+/// One I/O of a batch: file segments and memory segments (in registered regions),
+/// independently scattered; their total lengths must match.
+#[derive(Debug, Clone)]
+pub struct BatchIoDesc {
+    pub write: bool,
+    /// `(file offset, length)` segments.
+    pub file: Vec<(u64, u64)>,
+    /// `(region, offset in region, length)` segments.
+    pub mem: Vec<(RegionId, usize, usize)>,
+    pub user_data: u64,
+}
+
+/// A lock held by another session (from [`Client::test_lock`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockInfo {
+    pub exclusive: bool,
+    /// The owning session's id.
+    pub owner: u64,
+    pub offset: u64,
+    /// 0 means "to the end of the 64-bit range".
+    pub len: u64,
+}
+
+/// The reply of one chain element, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChainReply {
+    Empty,
+    Handle { fh: FileHandle, attr: Attr },
+    Attr(Attr),
+    Open { open_id: u64, fh: FileHandle, attr: Attr },
+    Data { data: Vec<u8>, eof: bool },
+    Written { count: u32, offset: u64 },
+    Other,
+}
+
+/// The outcome of [`Client::run_chain`].
+#[derive(Debug)]
+pub struct ChainOutcome {
+    /// Replies of the elements that succeeded, in order.
+    pub replies: Vec<ChainReply>,
+    /// The element that failed (its index) and why; later elements did not run.
+    pub failed: Option<(usize, Error)>,
+}
+
+/// Builds a chain of requests executed by the server in one round trip. A current file
+/// handle and open id flow from element to element: use [`Chain::CURRENT`] and
+/// [`Chain::CURRENT_OPEN`] to refer to them.
+///
+/// ```no_run
+/// # use dafs_client::*;
+/// # let mut c = Client::connect("127.0.0.1:7420", ClientConfig::default())?;
+/// let root = c.root_handle();
+/// let chain = Chain::new()
+///     .lookup(root, "dir/file.txt")
+///     .open(Chain::CURRENT, OpenOptions::read())
+///     .read_inline(Chain::CURRENT_OPEN, 0, 4096)
+///     .close(Chain::CURRENT_OPEN);
+/// let out = c.run_chain(&chain)?;
+/// assert!(out.failed.is_none());
+/// # Ok::<(), dafs_client::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Chain {
+    elems: Vec<Vec<u8>>,
+}
+
+impl Chain {
+    pub const CURRENT: FileHandle = dafs_proto::types::CURRENT_FH;
+    pub const CURRENT_OPEN: u64 = dafs_proto::types::CURRENT_OPEN_ID;
+    pub fn new() -> Self { Chain::default() }
+    pub fn len(&self) -> usize { self.elems.len() }
+    pub fn is_empty(&self) -> bool { self.elems.is_empty() }
+    /// Append any request (the general builder).
+    pub fn push(mut self, req: &Request) -> Self {
+        let mut b = Vec::new();
+        let h = Header::request(req.opcode(), 0, 0, 0, 0);
+        // Element size errors surface when the chain is sent.
+        let _ = dafs_proto::encode_request(&h, req, &mut b, limits::MSG_SIZE_MAX as usize);
+        self.elems.push(b);
+        self
+    }
+    pub fn lookup(self, dir: FileHandle, path: &str) -> Self {
+        let p = clean_path(path).unwrap_or_default();
+        self.push(&Request::Lookup { dir, path: p.as_bytes(), follow: true })
+    }
+    /// Open the handle itself.
+    pub fn open(self, fh: FileHandle, opts: OpenOptions) -> Self {
+        self.push(&Request::Open { fh, flags: opts.flags, mode: opts.mode, name: b"", key: opts.key_bytes() })
+    }
+    /// Open (or create) `name` in directory `dir`.
+    pub fn open_in(self, dir: FileHandle, name: &str, opts: OpenOptions) -> Self {
+        self.push(&Request::Open { fh: dir, flags: opts.flags, mode: opts.mode, name: name.as_bytes(), key: opts.key_bytes() })
+    }
+    pub fn read_inline(self, open_id: u64, offset: u64, len: u32) -> Self { self.push(&Request::ReadInline { open_id, offset, len }) }
+    pub fn write_inline(self, open_id: u64, offset: u64, data: &[u8]) -> Self { self.push(&Request::WriteInline { open_id, offset, stable: false, data }) }
+    pub fn getattr(self, fh: FileHandle) -> Self { self.push(&Request::GetAttr { fh }) }
+    pub fn commit(self, open_id: u64) -> Self { self.push(&Request::Commit { open_id, offset: 0, len: 0 }) }
+    pub fn close(self, open_id: u64) -> Self { self.push(&Request::Close { open_id }) }
 }
 
 struct RegionInfo {
@@ -224,6 +363,16 @@ struct IoState {
 enum Inflight {
     Sync { req: u64 },
     Io(IoState),
+    Batch(BatchState),
+}
+
+struct BatchState {
+    id: ReqId,
+    cg: CgId,
+    user_data: u64,
+    mode: BatchCompletion,
+    /// Per I/O: its user data and the regions it pinned.
+    ios: Vec<(u64, Vec<RegionId>)>,
 }
 
 struct Slot {
@@ -246,6 +395,7 @@ pub struct Client {
     max_msg: usize,
     inline_threshold: usize,
     direct_max: usize,
+    batch_max: u32,
     root: FileHandle,
     regions: HashMap<u64, RegionInfo>,
     cgs: HashMap<u32, Cg>,
@@ -274,6 +424,7 @@ fn is_small(what: &Inflight) -> bool {
     match what {
         Inflight::Sync { .. } => true,
         Inflight::Io(io) => io.len < LARGE_IO,
+        Inflight::Batch(_) => false,
     }
 }
 
@@ -347,10 +498,10 @@ impl Client {
         let msg = t.recv(Wait::Timeout(cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
         let (rh, reply) = dafs_proto::decode_reply(&msg, t.max_msg_size()).map_err(|e| Error::Protocol(e.to_string()))?;
         let offer;
-        let (max_msg, slots, threshold, auth, server_nonce, direct_max) = match reply {
-            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, host_id, shm_path } => {
+        let (max_msg, slots, threshold, auth, server_nonce, direct_max, batch_max) = match reply {
+            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, batch_max, host_id, shm_path } => {
                 offer = ShmOffer { host_id, shm_path: String::from_utf8_lossy(shm_path).into_owned() };
-                (max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max)
+                (max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, batch_max)
             }
             Reply::Error(Status::AuthRequired) => return Err(Error::Auth("the server requires a shared secret (use --secret-file)".into())),
             Reply::Error(s) => return Err(Error::Status(s)),
@@ -372,6 +523,7 @@ impl Client {
             max_msg: max_msg as usize,
             inline_threshold: threshold as usize,
             direct_max: direct_max as usize,
+            batch_max,
             root: FileHandle([0; 32]),
             regions: HashMap::new(),
             cgs: HashMap::new(),
@@ -418,6 +570,8 @@ impl Client {
     pub fn inline_threshold(&self) -> usize { self.inline_threshold }
     /// Largest single asynchronous I/O (blocking calls split larger ones).
     pub fn max_io_size(&self) -> usize { self.direct_max }
+    /// Most I/Os one batch may carry (negotiated).
+    pub fn batch_max(&self) -> u32 { self.batch_max }
     /// Slots granted by the server (the most requests in flight at once).
     pub fn slots(&self) -> u32 { self.slots.granted() }
     pub fn max_msg_size(&self) -> usize { self.max_msg }
@@ -441,8 +595,10 @@ impl Client {
         self.small_inflight = 0;
         for i in 0..self.inflight.len() {
             if let Some(slot) = self.inflight[i].take() {
-                if let Inflight::Io(io) = slot.what {
-                    self.finish_io(io, Err(Error::Disconnected), false);
+                match slot.what {
+                    Inflight::Io(io) => self.finish_io(io, Err(Error::Disconnected), false),
+                    Inflight::Batch(b) => self.finish_batch(b, None),
+                    Inflight::Sync { .. } => {}
                 }
             }
         }
@@ -489,6 +645,20 @@ impl Client {
         match slot.what {
             Inflight::Sync { req } => {
                 self.sync_done = Some((req, msg.to_vec()));
+            }
+            Inflight::Batch(b) => {
+                let results = match reply {
+                    Reply::Batch { results, .. } => {
+                        let r = dafs_proto::types::BatchResult::parse_all(results).map_err(|e| Error::Protocol(e.to_string()))?;
+                        if r.iter().any(|x| x.index as usize >= b.ios.len()) {
+                            return Err(Error::Protocol("batch result for an I/O that was not sent".into()));
+                        }
+                        Ok(r)
+                    }
+                    Reply::Error(s) => Err(s),
+                    _ => return Err(Error::Protocol("reply does not fit the batch".into())),
+                };
+                self.finish_batch(b, Some(results));
             }
             Inflight::Io(mut io) => {
                 let (res, eof) = match reply {
@@ -561,6 +731,68 @@ impl Client {
         let cg = self.cgs.get_mut(&io.cg.0).expect("completion groups with I/O in flight are never destroyed");
         cg.outstanding -= 1;
         cg.done.push_back(Completion { id: io.id, user_data: io.user_data, result: res, eof, buf: out_buf });
+    }
+
+    /// Turn a batch reply (None: the connection died) into completions.
+    fn finish_batch(&mut self, b: BatchState, results: Option<Result<Vec<dafs_proto::types::BatchResult>, Status>>) {
+        for (_, regions) in &b.ios {
+            for r in regions {
+                if let Some(reg) = self.regions.get_mut(&r.0) {
+                    reg.busy -= 1;
+                }
+            }
+        }
+        let n = b.ios.len();
+        // Per-I/O outcome: (result, reported by the server).
+        let mut per: Vec<Result<usize>> = (0..n).map(|_| Ok(0)).collect();
+        let whole: Result<usize> = match results {
+            None => {
+                per.iter_mut().for_each(|p| *p = Err(Error::Disconnected));
+                Err(Error::Disconnected)
+            }
+            Some(Err(s)) => {
+                per.iter_mut().for_each(|p| *p = Err(Error::Status(s)));
+                Err(Error::Status(s))
+            }
+            Some(Ok(rs)) => {
+                let mut total = 0usize;
+                let mut first_err = None;
+                for r in rs {
+                    if r.status == Status::Ok {
+                        per[r.index as usize] = Ok(r.count as usize);
+                        total += r.count as usize;
+                    } else {
+                        per[r.index as usize] = Err(Error::Status(r.status));
+                        first_err.get_or_insert(r.status);
+                    }
+                }
+                match first_err {
+                    Some(s) => Err(Error::Status(s)),
+                    None => Ok(total),
+                }
+            }
+        };
+        if whole.is_err() {
+            self.stats.errors += 1;
+        }
+        let cg = self.cgs.get_mut(&b.cg.0).expect("completion groups with I/O in flight are never destroyed");
+        cg.outstanding -= 1;
+        match b.mode {
+            BatchCompletion::PerIo => {
+                for ((ud, _), res) in b.ios.iter().zip(per) {
+                    cg.done.push_back(Completion { id: b.id, user_data: *ud, result: res, eof: false, buf: None });
+                }
+            }
+            BatchCompletion::PerBatch => cg.done.push_back(Completion { id: b.id, user_data: b.user_data, result: whole, eof: false, buf: None }),
+            BatchCompletion::ErrorsOnly => {
+                for ((ud, _), res) in b.ios.iter().zip(per) {
+                    if res.is_err() {
+                        cg.done.push_back(Completion { id: b.id, user_data: *ud, result: res, eof: false, buf: None });
+                    }
+                }
+                cg.done.push_back(Completion { id: b.id, user_data: b.user_data, result: whole, eof: false, buf: None });
+            }
+        }
     }
 
     /// Get a slot, making progress (never sleeping longer than needed) if `block`.
@@ -1115,10 +1347,10 @@ impl Client {
         let m = if opts.flags & open_flags::CREATE != 0 {
             let (parent, name) = split_parent(path)?;
             let dir = self.dir_of(&parent)?;
-            self.call(&Request::Open { fh: dir, flags: opts.flags, mode: opts.mode, name: name.as_bytes() })?
+            self.call(&Request::Open { fh: dir, flags: opts.flags, mode: opts.mode, name: name.as_bytes(), key: opts.key_bytes() })?
         } else {
             let (fh, _) = self.lookup_path(path, true)?;
-            self.call(&Request::Open { fh, flags: opts.flags, mode: opts.mode, name: b"" })?
+            self.call(&Request::Open { fh, flags: opts.flags, mode: opts.mode, name: b"", key: opts.key_bytes() })?
         };
         match self.decode(&m)?.1 {
             Reply::Open { open_id, fh, attr } => Ok(File { open_id, fh, attr, pos: 0 }),
@@ -1298,6 +1530,288 @@ impl Client {
             }
             cookie = next;
         }
+    }
+
+    // ------------------------------------------------------------------ DAFS extensions
+
+    /// Submit a batch of I/Os on one open file in one request (at most
+    /// [`Client::batch_max`] I/Os; each I/O's file and memory segments are scattered
+    /// independently). Completions arrive on `cg` as `mode` says.
+    ///
+    /// ```no_run
+    /// # use dafs_client::*;
+    /// # let mut c = Client::connect("127.0.0.1:7420", ClientConfig::default())?;
+    /// # let f = c.open("f", OpenOptions::read())?;
+    /// let r = c.alloc_registered(1 << 20)?;
+    /// let cg = c.create_cg();
+    /// // Two I/Os: a gather of two file ranges into one buffer, and a scatter of one
+    /// // file range into two buffer pieces.
+    /// let ios = vec![
+    ///     BatchIoDesc { write: false, file: vec![(0, 4096), (1 << 20, 4096)], mem: vec![(r, 0, 8192)], user_data: 1 },
+    ///     BatchIoDesc { write: false, file: vec![(8192, 8192)], mem: vec![(r, 65536, 4096), (r, 131072, 4096)], user_data: 2 },
+    /// ];
+    /// c.submit_batch(&f, ios, cg, 0, BatchCompletion::PerIo)?;
+    /// for done in c.wait_all(cg)? { println!("{}: {:?}", done.user_data, done.result); }
+    /// # Ok::<(), dafs_client::Error>(())
+    /// ```
+    pub fn submit_batch(&mut self, f: &File, ios: Vec<BatchIoDesc>, cg: CgId, user_data: u64, mode: BatchCompletion) -> Result<ReqId> {
+        self.check_cg(cg)?;
+        if ios.is_empty() {
+            return Err(Error::InvalidArgument("empty batch"));
+        }
+        if ios.len() > self.batch_max as usize {
+            return Err(Error::Status(Status::TooMany));
+        }
+        let mut packed = Vec::new();
+        let mut pins: Vec<(u64, Vec<RegionId>)> = Vec::with_capacity(ios.len());
+        for io in &ios {
+            let mut mem = Vec::with_capacity(io.mem.len());
+            for &(rid, off, len) in &io.mem {
+                let r = self.regions.get(&rid.0).ok_or(Error::InvalidArgument("unknown region"))?;
+                if off.checked_add(len).is_none_or(|e| e > r.len) {
+                    return Err(Error::InvalidArgument("range outside the region"));
+                }
+                mem.push((RemoteRegion { key: r.key, offset: off as u64 }, len as u64));
+            }
+            let desc = dafs_proto::types::BatchIo { write: io.write, file: io.file.clone(), mem };
+            if desc.total() != io.mem.iter().map(|m| m.2 as u64).sum::<u64>() || desc.file.is_empty() || desc.mem.is_empty() {
+                return Err(Error::InvalidArgument("file and memory segments of an I/O must be non-empty with equal totals"));
+            }
+            if desc.total() > self.direct_max as u64 {
+                return Err(Error::InvalidArgument("batched I/O larger than max_io_size()"));
+            }
+            desc.pack(&mut packed);
+            pins.push((io.user_data, io.mem.iter().map(|m| m.0).collect()));
+        }
+        let flags = if mode == BatchCompletion::ErrorsOnly { dafs_proto::types::batch_flags::ERRORS_ONLY } else { 0 };
+        let (slot, seq) = self.acquire_slot(false)?;
+        let id = ReqId(self.next_req);
+        self.next_req += 1;
+        for (_, regions) in &pins {
+            for r in regions {
+                self.regions.get_mut(&r.0).unwrap().busy += 1;
+            }
+        }
+        let st = BatchState { id, cg, user_data, mode, ios: pins };
+        let req = Request::BatchIo { open_id: f.open_id, flags, count: st.ios.len() as u32, ios: &packed };
+        if let Err(e) = self.send_on_slot(slot, seq, &req, Inflight::Batch(st)) {
+            // Not sent: unpin (send_on_slot gave the slot back).
+            for io in &ios {
+                for m in &io.mem {
+                    if let Some(r) = self.regions.get_mut(&m.0 .0) {
+                        r.busy -= 1;
+                    }
+                }
+            }
+            return Err(e);
+        }
+        self.cgs.get_mut(&cg.0).unwrap().outstanding += 1;
+        Ok(id)
+    }
+
+    /// Run a chain in one round trip.
+    pub fn run_chain(&mut self, chain: &Chain) -> Result<ChainOutcome> {
+        if chain.is_empty() {
+            return Err(Error::InvalidArgument("empty chain"));
+        }
+        if chain.len() > dafs_proto::types::CHAIN_LEN_MAX {
+            return Err(Error::Status(Status::TooMany));
+        }
+        let mut packed = Vec::new();
+        dafs_proto::types::pack_messages(chain.elems.iter().map(|e| e.as_slice()), &mut packed);
+        let m = self.call(&Request::Chain { count: chain.len() as u32, elements: &packed })?;
+        let (_, r) = self.decode(&m)?;
+        let Reply::Chain { failed, replies, .. } = r else { return Err(Error::Protocol("bad CHAIN reply".into())) };
+        let msgs = dafs_proto::types::unpack_messages(replies, dafs_proto::types::CHAIN_LEN_MAX).map_err(|e| Error::Protocol(e.to_string()))?;
+        let mut out = ChainOutcome { replies: Vec::new(), failed: None };
+        for (i, msg) in msgs.iter().enumerate() {
+            let (_, r) = dafs_proto::decode_reply(msg, self.max_msg).map_err(|e| Error::Protocol(e.to_string()))?;
+            let owned = match r {
+                Reply::Error(s) => {
+                    if failed as usize != i {
+                        return Err(Error::Protocol("chain error reply at the wrong index".into()));
+                    }
+                    out.failed = Some((i, Error::Status(s)));
+                    break;
+                }
+                Reply::Empty => ChainReply::Empty,
+                Reply::Handle { fh, attr } => ChainReply::Handle { fh, attr },
+                Reply::Attr { attr } => ChainReply::Attr(attr),
+                Reply::Open { open_id, fh, attr } => ChainReply::Open { open_id, fh, attr },
+                Reply::ReadInline { eof, data } => ChainReply::Data { data: data.to_vec(), eof },
+                Reply::Write { count, offset, .. } => ChainReply::Written { count, offset },
+                _ => ChainReply::Other,
+            };
+            out.replies.push(owned);
+        }
+        Ok(out)
+    }
+
+    /// LOOKUP + OPEN + READ (+ nothing else) in one round trip: the open file and up
+    /// to `min(len, inline_threshold())` bytes from its start.
+    pub fn open_and_read(&mut self, path: &str, len: usize) -> Result<(File, Vec<u8>, bool)> {
+        let n = len.min(self.inline_threshold) as u32;
+        let chain = Chain::new().lookup(self.root, path).open(Chain::CURRENT, OpenOptions::read()).read_inline(Chain::CURRENT_OPEN, 0, n);
+        let out = self.run_chain(&chain)?;
+        if let Some((_, e)) = out.failed {
+            // An OPEN that succeeded before a failed READ is closed by the server when the
+            // session ends; close it now so it does not linger.
+            if let Some(ChainReply::Open { open_id, .. }) = out.replies.get(1) {
+                let _ = self.call(&Request::Close { open_id: *open_id });
+            }
+            return Err(e);
+        }
+        match (&out.replies[1], &out.replies[2]) {
+            (ChainReply::Open { open_id, fh, attr }, ChainReply::Data { data, eof }) => Ok((File { open_id: *open_id, fh: *fh, attr: *attr, pos: data.len() as u64 }, data.clone(), *eof)),
+            _ => Err(Error::Protocol("unexpected chain replies".into())),
+        }
+    }
+
+    /// Create (or truncate) `path`, write `data` (at most the inline threshold), make it
+    /// durable and close it — one round trip (LOOKUP parent + OPEN + WRITE + COMMIT + CLOSE).
+    pub fn create_and_write(&mut self, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        if data.len() > self.inline_threshold {
+            return Err(Error::InvalidArgument("data larger than inline_threshold(): use open + pwrite"));
+        }
+        let (parent, name) = split_parent(path)?;
+        let opts = OpenOptions::read_write().create(true).truncate(true).mode(mode);
+        let mut chain = Chain::new();
+        let dir = if parent.is_empty() {
+            self.root
+        } else {
+            chain = chain.lookup(self.root, &parent);
+            Chain::CURRENT
+        };
+        let chain = chain.open_in(dir, &name, opts).write_inline(Chain::CURRENT_OPEN, 0, data).commit(Chain::CURRENT_OPEN).close(Chain::CURRENT_OPEN);
+        let out = self.run_chain(&chain)?;
+        if let Some((i, e)) = out.failed {
+            let first_open = out.replies.iter().find_map(|r| if let ChainReply::Open { open_id, .. } = r { Some(*open_id) } else { None });
+            if let Some(open_id) = first_open {
+                if i + 1 < chain.len() {
+                    let _ = self.call(&Request::Close { open_id });
+                }
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Advise the server about the access pattern of a file range
+    /// ([`dafs_proto::types::cache_hint`]; `len == 0`: to the end of the file).
+    pub fn cache_hint(&mut self, f: &File, offset: u64, len: u64, hint: u32) -> Result<()> {
+        let m = self.call(&Request::CacheHint { open_id: f.open_id, offset, len, hint })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Take a byte-range lock without waiting: `Err(Status(Denied))` on conflict.
+    /// `len == 0` locks to the end of the 64-bit range. Locks are advisory and belong to
+    /// this session: they are released by [`Client::unlock`] or when the session ends.
+    pub fn lock(&mut self, f: &File, offset: u64, len: u64, exclusive: bool) -> Result<()> {
+        let ltype = if exclusive { dafs_proto::types::lock_type::EXCLUSIVE } else { dafs_proto::types::lock_type::SHARED };
+        let m = self.call(&Request::Lock { fh: f.fh, offset, len, ltype })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Take a lock, waiting up to `timeout` by bounded polling: retries with exponential
+    /// backoff from 100 µs to 10 ms while the range is held by another session.
+    pub fn lock_wait(&mut self, f: &File, offset: u64, len: u64, exclusive: bool, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut backoff = Duration::from_micros(100);
+        loop {
+            match self.lock(f, offset, len, exclusive) {
+                Err(Error::Status(Status::Denied)) if Instant::now() < deadline => {
+                    std::thread::sleep(backoff.min(deadline.saturating_duration_since(Instant::now())));
+                    backoff = (backoff * 2).min(Duration::from_millis(10));
+                }
+                Err(Error::Status(Status::Denied)) => return Err(Error::TimedOut),
+                r => return r,
+            }
+        }
+    }
+
+    /// A lock of another session that would conflict, if any.
+    pub fn test_lock(&mut self, f: &File, offset: u64, len: u64, exclusive: bool) -> Result<Option<LockInfo>> {
+        let ltype = if exclusive { dafs_proto::types::lock_type::EXCLUSIVE } else { dafs_proto::types::lock_type::SHARED };
+        let m = self.call(&Request::LockTest { fh: f.fh, offset, len, ltype })?;
+        match self.decode(&m)?.1 {
+            Reply::LockTest { conflict: false, .. } => Ok(None),
+            Reply::LockTest { ltype, owner, offset, len, .. } => Ok(Some(LockInfo { exclusive: ltype == dafs_proto::types::lock_type::EXCLUSIVE, owner, offset, len })),
+            _ => Err(Error::Protocol("bad LOCKT reply".into())),
+        }
+    }
+
+    /// Release this session's locks over a range (may split locks it partly covers).
+    pub fn unlock(&mut self, f: &File, offset: u64, len: u64) -> Result<()> {
+        let m = self.call(&Request::Unlock { fh: f.fh, offset, len })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Append `data` atomically to a file opened with [`OpenOptions::append`]: the
+    /// server writes it at the end of file as of that moment (across all clients) and
+    /// returns the offset it chose.
+    pub fn append(&mut self, f: &File, data: &[u8]) -> Result<u64> {
+        if data.len() <= self.inline_threshold {
+            let m = self.call(&Request::WriteInline { open_id: f.open_id, offset: 0, stable: false, data })?;
+            return match self.decode(&m)?.1 {
+                Reply::Write { count, offset, .. } if count as usize == data.len() => Ok(offset),
+                _ => Err(Error::Protocol("bad append reply".into())),
+            };
+        }
+        if data.len() > self.direct_max {
+            return Err(Error::InvalidArgument("append larger than max_io_size() would not be atomic"));
+        }
+        self.stats.off_direct_path += 1;
+        // SAFETY: registered only for this synchronous call, which holds the borrow.
+        let key = unsafe { self.t.register(data.as_ptr() as *mut u8, data.len(), dafs_transport::Access { remote_write: false, remote_read: true })? };
+        let r = self.call(&Request::WriteDirect { open_id: f.open_id, offset: 0, len: data.len() as u32, stable: false, region: RemoteRegion { key, offset: 0 } });
+        let _ = self.t.deregister(key);
+        let m = r?;
+        match self.decode(&m)?.1 {
+            Reply::Write { count, offset, .. } if count as usize == data.len() => Ok(offset),
+            _ => Err(Error::Protocol("bad append reply".into())),
+        }
+    }
+
+    /// Give a create-unlinked file ([`OpenOptions::unlinked`]) its name: the commit of
+    /// the create/commit/abort pattern. (Abort: close it without publishing.)
+    pub fn publish(&mut self, f: &File) -> Result<Attr> {
+        let m = self.call(&Request::Publish { open_id: f.open_id })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { attr, .. } => Ok(attr),
+            _ => Err(Error::Protocol("bad PUBLISH reply".into())),
+        }
+    }
+
+    /// A named attribute's value (`NoAttr` status if absent).
+    pub fn get_nattr(&mut self, path: &str, name: &str) -> Result<Vec<u8>> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        let m = self.call(&Request::GetNamedAttr { fh, name: name.as_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::NamedAttr { value } => Ok(value.to_vec()),
+            _ => Err(Error::Protocol("bad GET_NATTR reply".into())),
+        }
+    }
+
+    /// Set a named attribute (`flags`: [`dafs_proto::types::nattr_flags`]).
+    pub fn set_nattr(&mut self, path: &str, name: &str, value: &[u8], flags: u32) -> Result<()> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        let m = self.call(&Request::SetNamedAttr { fh, flags, name: name.as_bytes(), value })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    pub fn list_nattr(&mut self, path: &str) -> Result<Vec<String>> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        let m = self.call(&Request::ListNamedAttr { fh })?;
+        match self.decode(&m)?.1 {
+            Reply::NamedAttrList { names } => Ok(names.split(|&b| b == 0).filter(|n| !n.is_empty()).map(|n| String::from_utf8_lossy(n).into_owned()).collect()),
+            _ => Err(Error::Protocol("bad LIST_NATTR reply".into())),
+        }
+    }
+
+    pub fn remove_nattr(&mut self, path: &str, name: &str) -> Result<()> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        let m = self.call(&Request::RemoveNamedAttr { fh, name: name.as_bytes() })?;
+        self.decode(&m).map(|_| ())
     }
 
     /// NULL round trip (latency probe).

@@ -26,8 +26,9 @@ pub enum Request<'a> {
     SetAttr { fh: FileHandle, set: SetAttrs },
     Access { fh: FileHandle, mask: u32 },
     Create { dir: FileHandle, ftype: FileType, mode: u32, exclusive: bool, name: &'a [u8] },
-    /// Open `name` in directory `fh` (or `fh` itself when `name` is empty).
-    Open { fh: FileHandle, flags: u32, mode: u32, name: &'a [u8] },
+    /// Open `name` in directory `fh` (or `fh` itself when `name` is empty). `key`, if
+    /// not empty, is the open key: the first opener sets it, later ones must match.
+    Open { fh: FileHandle, flags: u32, mode: u32, name: &'a [u8], key: &'a [u8] },
     Close { open_id: u64 },
     ReadInline { open_id: u64, offset: u64, len: u32 },
     WriteInline { open_id: u64, offset: u64, stable: bool, data: &'a [u8] },
@@ -43,6 +44,23 @@ pub enum Request<'a> {
     /// Make `[offset, offset+len)` durable; `len == 0` means to the end of the file.
     Commit { open_id: u64, offset: u64, len: u64 },
     FsStat { fh: FileHandle },
+    /// Many I/Os on one open file in one request; `ios` is a packed list (see
+    /// [`crate::types::parse_batch`]) of `count` I/Os.
+    BatchIo { open_id: u64, flags: u32, count: u32, ios: &'a [u8] },
+    /// A chain of `count` complete request messages (packed with
+    /// [`crate::types::pack_messages`]), executed in order, stopping at the first error.
+    Chain { count: u32, elements: &'a [u8] },
+    CacheHint { open_id: u64, offset: u64, len: u64, hint: u32 },
+    /// Byte-range lock; `len == 0` means to the end of the 64-bit range.
+    Lock { fh: FileHandle, offset: u64, len: u64, ltype: u32 },
+    LockTest { fh: FileHandle, offset: u64, len: u64, ltype: u32 },
+    Unlock { fh: FileHandle, offset: u64, len: u64 },
+    GetNamedAttr { fh: FileHandle, name: &'a [u8] },
+    SetNamedAttr { fh: FileHandle, flags: u32, name: &'a [u8], value: &'a [u8] },
+    ListNamedAttr { fh: FileHandle },
+    RemoveNamedAttr { fh: FileHandle, name: &'a [u8] },
+    /// Give a create-unlinked open its name (the name given at OPEN).
+    Publish { open_id: u64 },
     /// An op the spec reserves but this version does not implement; its body is not
     /// interpreted, and the answer is `NOTSUPP`.
     Reserved(Opcode),
@@ -78,6 +96,17 @@ impl Request<'_> {
             ReadLink { .. } => Opcode::ReadLink,
             Commit { .. } => Opcode::Commit,
             FsStat { .. } => Opcode::FsStat,
+            BatchIo { .. } => Opcode::BatchIo,
+            Chain { .. } => Opcode::Chain,
+            CacheHint { .. } => Opcode::CacheHint,
+            Lock { .. } => Opcode::Lock,
+            LockTest { .. } => Opcode::LockTest,
+            Unlock { .. } => Opcode::Unlock,
+            GetNamedAttr { .. } => Opcode::GetNamedAttr,
+            SetNamedAttr { .. } => Opcode::SetNamedAttr,
+            ListNamedAttr { .. } => Opcode::ListNamedAttr,
+            RemoveNamedAttr { .. } => Opcode::RemoveNamedAttr,
+            Publish { .. } => Opcode::Publish,
             Reserved(op) => *op,
         }
     }
@@ -122,11 +151,12 @@ impl Request<'_> {
                 e.u32(0);
                 e.heap(name);
             }
-            Open { fh, flags, mode, name } => {
+            Open { fh, flags, mode, name, key } => {
                 fh.enc(e);
                 e.u32(*flags);
                 e.u32(*mode);
                 e.heap(name);
+                e.heap(key);
             }
             Close { open_id } => e.u64(*open_id),
             ReadInline { open_id, offset, len } => {
@@ -189,6 +219,49 @@ impl Request<'_> {
                 e.u64(*offset);
                 e.u64(*len);
             }
+            BatchIo { open_id, flags, count, ios } => {
+                e.u64(*open_id);
+                e.u32(*flags);
+                e.u32(*count);
+                e.heap(ios);
+            }
+            Chain { count, elements } => {
+                e.u32(*count);
+                e.u32(0);
+                e.heap(elements);
+            }
+            CacheHint { open_id, offset, len, hint } => {
+                e.u64(*open_id);
+                e.u64(*offset);
+                e.u64(*len);
+                e.u32(*hint);
+                e.u32(0);
+            }
+            Lock { fh, offset, len, ltype } | LockTest { fh, offset, len, ltype } => {
+                fh.enc(e);
+                e.u64(*offset);
+                e.u64(*len);
+                e.u32(*ltype);
+                e.u32(0);
+            }
+            Unlock { fh, offset, len } => {
+                fh.enc(e);
+                e.u64(*offset);
+                e.u64(*len);
+            }
+            GetNamedAttr { fh, name } | RemoveNamedAttr { fh, name } => {
+                fh.enc(e);
+                e.heap(name);
+            }
+            SetNamedAttr { fh, flags, name, value } => {
+                fh.enc(e);
+                e.u32(*flags);
+                e.u32(0);
+                e.heap(name);
+                e.heap(value);
+            }
+            ListNamedAttr { fh } => fh.enc(e),
+            Publish { open_id } => e.u64(*open_id),
         }
     }
 
@@ -273,7 +346,11 @@ impl Request<'_> {
                 } else if flags & open_flags::CREATE != 0 {
                     return Err(DecodeError::BadValue("create without a name"));
                 }
-                Open { fh, flags, mode, name: n }
+                if flags & open_flags::UNLINKED != 0 && (flags & open_flags::CREATE == 0 || flags & open_flags::WRITE == 0) {
+                    return Err(DecodeError::BadValue("create-unlinked needs CREATE and WRITE"));
+                }
+                let key = d.heap(OPEN_KEY_MAX)?;
+                Open { fh, flags, mode, name: n, key }
             }
             Opcode::Close => Close { open_id: d.u64()? },
             Opcode::ReadInline => {
@@ -322,6 +399,66 @@ impl Request<'_> {
                 Symlink { dir, name: n, target }
             }
             Opcode::Commit => Commit { open_id: d.u64()?, offset: d.u64()?, len: d.u64()? },
+            Opcode::BatchIo => {
+                let (open_id, flags, count) = (d.u64()?, d.u32()?, d.u32()?);
+                if flags & !batch_flags::ERRORS_ONLY != 0 {
+                    return Err(DecodeError::BadValue("batch flags"));
+                }
+                if count == 0 || count > BATCH_MAX {
+                    return Err(DecodeError::BadValue("batch count"));
+                }
+                let ios = d.heap(limits::MSG_SIZE_MAX as usize)?;
+                parse_batch(ios, count, limits::DIRECT_LEN_MAX as u64)?;
+                BatchIo { open_id, flags, count, ios }
+            }
+            Opcode::Chain => {
+                let count = d.u32()?;
+                let _pad = d.u32()?;
+                let elements = d.heap(limits::MSG_SIZE_MAX as usize)?;
+                if count == 0 || count as usize > CHAIN_LEN_MAX {
+                    return Err(DecodeError::BadValue("chain length"));
+                }
+                if unpack_messages(elements, CHAIN_LEN_MAX)?.len() != count as usize {
+                    return Err(DecodeError::BadValue("chain count does not match its elements"));
+                }
+                Chain { count, elements }
+            }
+            Opcode::CacheHint => {
+                let (open_id, offset, len, hint) = (d.u64()?, d.u64()?, d.u64()?, d.u32()?);
+                let _pad = d.u32()?;
+                if hint > cache_hint::NO_REUSE {
+                    return Err(DecodeError::BadValue("cache hint"));
+                }
+                CacheHint { open_id, offset, len, hint }
+            }
+            Opcode::Lock | Opcode::LockTest => {
+                let (fh, offset, len, ltype) = (FileHandle::dec(d)?, d.u64()?, d.u64()?, d.u32()?);
+                let _pad = d.u32()?;
+                if ltype != lock_type::SHARED && ltype != lock_type::EXCLUSIVE {
+                    return Err(DecodeError::BadValue("lock type"));
+                }
+                if op == Opcode::Lock { Lock { fh, offset, len, ltype } } else { LockTest { fh, offset, len, ltype } }
+            }
+            Opcode::Unlock => Unlock { fh: FileHandle::dec(d)?, offset: d.u64()?, len: d.u64()? },
+            Opcode::GetNamedAttr | Opcode::RemoveNamedAttr => {
+                let fh = FileHandle::dec(d)?;
+                let name = d.heap(NATTR_NAME_MAX)?;
+                validate_nattr_name(name)?;
+                if op == Opcode::GetNamedAttr { GetNamedAttr { fh, name } } else { RemoveNamedAttr { fh, name } }
+            }
+            Opcode::SetNamedAttr => {
+                let fh = FileHandle::dec(d)?;
+                let flags = d.u32()?;
+                let _pad = d.u32()?;
+                if flags & !(nattr_flags::CREATE | nattr_flags::REPLACE) != 0 || flags == nattr_flags::CREATE | nattr_flags::REPLACE {
+                    return Err(DecodeError::BadValue("named attribute flags"));
+                }
+                let name = d.heap(NATTR_NAME_MAX)?;
+                validate_nattr_name(name)?;
+                SetNamedAttr { fh, flags, name, value: d.heap(NATTR_VALUE_MAX)? }
+            }
+            Opcode::ListNamedAttr => ListNamedAttr { fh: FileHandle::dec(d)? },
+            Opcode::Publish => Publish { open_id: d.u64()? },
             op if op.is_reserved() => return Ok(Reserved(op)),
             _ => return Err(DecodeError::UnknownOpcode(op.to_wire())),
         };
@@ -343,6 +480,8 @@ pub enum Reply<'a> {
         server_nonce: [u8; NONCE_LEN],
         /// Largest single direct transfer the server accepts.
         direct_max: u32,
+        /// Most I/Os one BATCH_IO may carry in this session.
+        batch_max: u32,
         /// Identity of the server's host (Linux boot id), so a client can tell it runs
         /// on the same host and may use the shared-memory provider.
         host_id: [u8; 16],
@@ -357,13 +496,25 @@ pub enum Reply<'a> {
     Access { granted: u32 },
     Open { open_id: u64, fh: FileHandle, attr: Attr },
     ReadInline { eof: bool, data: &'a [u8] },
-    /// WriteInline, WriteDirect.
-    Write { count: u32, stable: bool },
+    /// WriteInline, WriteDirect. `offset` is where the data was written (the server's
+    /// choice for an append-mode open).
+    Write { count: u32, stable: bool, offset: u64 },
     ReadDirect { count: u32, eof: bool },
     /// `entries` is a packed list; iterate it with [`DirEntries`].
     ReadDir { eof: bool, count: u32, entries: &'a [u8] },
     ReadLink { target: &'a [u8] },
     FsStat(FsStat),
+    /// BATCH_IO: `count` packed [`BatchResult`]s (all I/Os, or only failed ones).
+    Batch { count: u32, results: &'a [u8] },
+    /// CHAIN: `executed` elements ran; `failed` is the index of the element that
+    /// failed (`u32::MAX` if none); `replies` packs the reply of every executed element.
+    Chain { executed: u32, failed: u32, replies: &'a [u8] },
+    /// LOCK_TEST: whether a conflicting lock exists, and one such lock.
+    LockTest { conflict: bool, ltype: u32, owner: u64, offset: u64, len: u64 },
+    /// GET_NATTR.
+    NamedAttr { value: &'a [u8] },
+    /// LIST_NATTR: names separated by NUL bytes.
+    NamedAttrList { names: &'a [u8] },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -381,15 +532,20 @@ enum Shape {
     ReadDir,
     ReadLink,
     FsStat,
+    Batch,
+    Chain,
+    LockTest,
+    NamedAttr,
+    NamedAttrList,
 }
 
 fn shape_of(op: Opcode) -> Shape {
     use Opcode::*;
     match op {
-        Null | SessionDestroy | Close | Remove | RmDir | Rename | Commit => Shape::Empty,
+        Null | SessionDestroy | Close | Remove | RmDir | Rename | Commit | CacheHint | Lock | Unlock | SetNamedAttr | RemoveNamedAttr => Shape::Empty,
         SessionCreate => Shape::SessionCreate,
         SessionAuth => Shape::SessionAuth,
-        GetRootHandle | Lookup | LookupParent | Create | Symlink => Shape::Handle,
+        GetRootHandle | Lookup | LookupParent | Create | Symlink | Publish => Shape::Handle,
         GetAttr | SetAttr | Link => Shape::Attr,
         Access => Shape::Access,
         Open => Shape::Open,
@@ -399,6 +555,11 @@ fn shape_of(op: Opcode) -> Shape {
         ReadDir => Shape::ReadDir,
         ReadLink => Shape::ReadLink,
         FsStat => Shape::FsStat,
+        BatchIo => Shape::Batch,
+        Chain => Shape::Chain,
+        LockTest => Shape::LockTest,
+        GetNamedAttr => Shape::NamedAttr,
+        ListNamedAttr => Shape::NamedAttrList,
         // Reserved ops only ever answer with an error status.
         _ => Shape::Empty,
     }
@@ -421,6 +582,11 @@ impl Reply<'_> {
             Reply::ReadDir { .. } => Shape::ReadDir,
             Reply::ReadLink { .. } => Shape::ReadLink,
             Reply::FsStat(_) => Shape::FsStat,
+            Reply::Batch { .. } => Shape::Batch,
+            Reply::Chain { .. } => Shape::Chain,
+            Reply::LockTest { .. } => Shape::LockTest,
+            Reply::NamedAttr { .. } => Shape::NamedAttr,
+            Reply::NamedAttrList { .. } => Shape::NamedAttrList,
         })
     }
 
@@ -442,13 +608,13 @@ impl Reply<'_> {
     fn enc<'a>(&'a self, e: &mut Enc<'a, '_>) {
         match self {
             Reply::Error(_) | Reply::Empty => {}
-            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, host_id, shm_path } => {
+            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, batch_max, host_id, shm_path } => {
                 e.u32(*max_msg_size);
                 e.u32(*slots);
                 e.u32(*inline_threshold);
                 e.u32(*auth as u32);
                 e.u32(*direct_max);
-                e.u32(0);
+                e.u32(*batch_max);
                 e.raw(server_nonce);
                 e.raw(host_id);
                 e.heap(shm_path);
@@ -473,9 +639,10 @@ impl Reply<'_> {
                 e.u32(0);
                 e.heap(data);
             }
-            Reply::Write { count, stable } => {
+            Reply::Write { count, stable, offset } => {
                 e.u32(*count);
                 e.u32(*stable as u32);
+                e.u64(*offset);
             }
             Reply::ReadDirect { count, eof } => {
                 e.u32(*count);
@@ -487,6 +654,25 @@ impl Reply<'_> {
                 e.heap(entries);
             }
             Reply::ReadLink { target } => e.heap(target),
+            Reply::Batch { count, results } => {
+                e.u32(*count);
+                e.u32(0);
+                e.heap(results);
+            }
+            Reply::Chain { executed, failed, replies } => {
+                e.u32(*executed);
+                e.u32(*failed);
+                e.heap(replies);
+            }
+            Reply::LockTest { conflict, ltype, owner, offset, len } => {
+                e.u32(*conflict as u32);
+                e.u32(*ltype);
+                e.u64(*owner);
+                e.u64(*offset);
+                e.u64(*len);
+            }
+            Reply::NamedAttr { value } => e.heap(value),
+            Reply::NamedAttrList { names } => e.heap(names),
             Reply::FsStat(s) => {
                 e.u64(s.total_bytes);
                 e.u64(s.free_bytes);
@@ -508,14 +694,17 @@ impl Reply<'_> {
                 let inline_threshold = d.u32()?;
                 let auth = AuthMethod::from_wire(d.u32()?)?;
                 let direct_max = d.u32()?;
-                let _pad = d.u32()?;
+                let batch_max = d.u32()?;
+                if batch_max > BATCH_MAX {
+                    return Err(DecodeError::BadValue("batch maximum"));
+                }
                 let server_nonce = d.array()?;
                 let host_id = d.array()?;
                 let shm_path = d.heap(limits::PATH_LEN_MAX)?;
                 if shm_path.contains(&0) {
                     return Err(DecodeError::BadValue("shm path contains NUL"));
                 }
-                Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, host_id, shm_path }
+                Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, batch_max, host_id, shm_path }
             }
             Shape::SessionAuth => Reply::SessionAuth { server_proof: d.array()? },
             Shape::Handle => Reply::Handle { fh: FileHandle::dec(d)?, attr: Attr::dec(d)? },
@@ -534,7 +723,7 @@ impl Reply<'_> {
                 let _pad = d.u32()?;
                 Reply::ReadInline { eof, data: d.heap(limits::MSG_SIZE_MAX as usize)? }
             }
-            Shape::Write => Reply::Write { count: d.u32()?, stable: d.bool32()? },
+            Shape::Write => Reply::Write { count: d.u32()?, stable: d.bool32()?, offset: d.u64()? },
             Shape::ReadDirect => Reply::ReadDirect { count: d.u32()?, eof: d.bool32()? },
             Shape::ReadDir => {
                 let eof = d.bool32()?;
@@ -555,6 +744,29 @@ impl Reply<'_> {
                 Reply::ReadDir { eof, count, entries }
             }
             Shape::ReadLink => Reply::ReadLink { target: d.heap(limits::PATH_LEN_MAX)? },
+            Shape::Batch => {
+                let count = d.u32()?;
+                let _pad = d.u32()?;
+                let results = d.heap(BATCH_MAX as usize * BatchResult::WIRE_LEN)?;
+                if BatchResult::parse_all(results)?.len() != count as usize {
+                    return Err(DecodeError::BadValue("batch result count"));
+                }
+                Reply::Batch { count, results }
+            }
+            Shape::Chain => {
+                let (executed, failed) = (d.u32()?, d.u32()?);
+                let replies = d.heap(limits::MSG_SIZE_MAX as usize)?;
+                if executed as usize > CHAIN_LEN_MAX || unpack_messages(replies, CHAIN_LEN_MAX)?.len() != executed as usize {
+                    return Err(DecodeError::BadValue("chain replies do not match"));
+                }
+                if failed != u32::MAX && failed + 1 != executed {
+                    return Err(DecodeError::BadValue("chain failure index"));
+                }
+                Reply::Chain { executed, failed, replies }
+            }
+            Shape::LockTest => Reply::LockTest { conflict: d.bool32()?, ltype: d.u32()?, owner: d.u64()?, offset: d.u64()?, len: d.u64()? },
+            Shape::NamedAttr => Reply::NamedAttr { value: d.heap(NATTR_VALUE_MAX)? },
+            Shape::NamedAttrList => Reply::NamedAttrList { names: d.heap(limits::MSG_SIZE_MAX as usize)? },
             Shape::FsStat => Reply::FsStat(FsStat {
                 total_bytes: d.u64()?,
                 free_bytes: d.u64()?,
@@ -657,7 +869,8 @@ mod tests {
             Request::SetAttr { fh: fh(4), set: SetAttrs { mask: setattr_mask::SIZE | setattr_mask::MODE, mode: 0o600, size: 1 << 40, ..Default::default() } },
             Request::Access { fh: fh(5), mask: access_mask::READ | access_mask::WRITE },
             Request::Create { dir: fh(6), ftype: FileType::Directory, mode: 0o755, exclusive: true, name: b"d" },
-            Request::Open { fh: fh(7), flags: open_flags::READ | open_flags::WRITE | open_flags::CREATE, mode: 0o644, name: b"f" },
+            Request::Open { fh: fh(7), flags: open_flags::READ | open_flags::WRITE | open_flags::CREATE, mode: 0o644, name: b"f", key: b"" },
+            Request::Open { fh: fh(7), flags: open_flags::WRITE | open_flags::CREATE | open_flags::UNLINKED | open_flags::DENY_WRITE, mode: 0o600, name: b"g", key: b"secret-key" },
             Request::Close { open_id: 9 },
             Request::ReadInline { open_id: 9, offset: 1 << 33, len: 4096 },
             Request::WriteInline { open_id: 9, offset: 10, stable: true, data: b"hello" },
@@ -672,7 +885,16 @@ mod tests {
             Request::ReadLink { fh: fh(1) },
             Request::Commit { open_id: 1, offset: 0, len: 0 },
             Request::FsStat { fh: fh(1) },
-            Request::Reserved(Opcode::Lock),
+            Request::CacheHint { open_id: 3, offset: 0, len: 0, hint: cache_hint::SEQUENTIAL },
+            Request::Lock { fh: fh(2), offset: 10, len: 0, ltype: lock_type::EXCLUSIVE },
+            Request::LockTest { fh: fh(2), offset: u64::MAX - 5, len: 5, ltype: lock_type::SHARED },
+            Request::Unlock { fh: fh(2), offset: 0, len: 100 },
+            Request::GetNamedAttr { fh: fh(1), name: b"color" },
+            Request::SetNamedAttr { fh: fh(1), flags: nattr_flags::CREATE, name: b"color", value: b"blue" },
+            Request::ListNamedAttr { fh: fh(1) },
+            Request::RemoveNamedAttr { fh: fh(1), name: b"color" },
+            Request::Publish { open_id: 12 },
+            Request::Reserved(Opcode::SessionBind),
         ]
     }
 
@@ -698,20 +920,25 @@ mod tests {
         let cases: Vec<(Opcode, Reply)> = vec![
             (Opcode::Null, Reply::Empty),
             (Opcode::Close, Reply::Empty),
-            (Opcode::SessionCreate, Reply::SessionCreate { max_msg_size: 1 << 16, slots: 8, inline_threshold: 8192, auth: AuthMethod::None, server_nonce: [7; 32], direct_max: 1 << 24, host_id: [9; 16], shm_path: b"/run/dafs.sock" }),
+            (Opcode::SessionCreate, Reply::SessionCreate { max_msg_size: 1 << 16, slots: 8, inline_threshold: 8192, auth: AuthMethod::None, server_nonce: [7; 32], direct_max: 1 << 24, batch_max: 64, host_id: [9; 16], shm_path: b"/run/dafs.sock" }),
             (Opcode::SessionAuth, Reply::SessionAuth { server_proof: [3; 32] }),
             (Opcode::Lookup, Reply::Handle { fh: fh(1), attr: attr() }),
             (Opcode::GetAttr, Reply::Attr { attr: attr() }),
             (Opcode::Access, Reply::Access { granted: 5 }),
             (Opcode::Open, Reply::Open { open_id: 99, fh: fh(2), attr: attr() }),
             (Opcode::ReadInline, Reply::ReadInline { eof: true, data: b"data" }),
-            (Opcode::WriteDirect, Reply::Write { count: 100, stable: true }),
+            (Opcode::WriteDirect, Reply::Write { count: 100, stable: true, offset: 1 << 40 }),
+            (Opcode::LockTest, Reply::LockTest { conflict: true, ltype: 2, owner: 77, offset: 5, len: 0 }),
+            (Opcode::GetNamedAttr, Reply::NamedAttr { value: b"v" }),
+            (Opcode::ListNamedAttr, Reply::NamedAttrList { names: b"a\0b" }),
+            (Opcode::Publish, Reply::Handle { fh: fh(4), attr: attr() }),
             (Opcode::ReadDirect, Reply::ReadDirect { count: 100, eof: false }),
             (Opcode::ReadDir, Reply::ReadDir { eof: false, count: 2, entries: &entries }),
             (Opcode::ReadLink, Reply::ReadLink { target: b"x/y" }),
             (Opcode::FsStat, Reply::FsStat(FsStat { total_bytes: 1, free_bytes: 2, avail_bytes: 3, total_files: 4, free_files: 5, block_size: 4096, name_max: 255 })),
             (Opcode::Lookup, Reply::Error(Status::NoEnt)),
-            (Opcode::Lock, Reply::Error(Status::NotSupp)),
+            (Opcode::SessionBind, Reply::Error(Status::NotSupp)),
+            (Opcode::Lock, Reply::Error(Status::Denied)),
         ];
         let mut buf = Vec::new();
         for (op, reply) in cases {

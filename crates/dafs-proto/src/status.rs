@@ -22,8 +22,9 @@ macro_rules! wire_enum {
 }
 
 wire_enum! {
-    /// Operation numbers. Session ops are 1..=9, file ops 10..=39, ops that are defined
-    /// but answered with `NOTSUPP` by this version are 40..
+    /// Operation numbers. Session ops are 1..=9, core file ops 10..=39, DAFS extensions
+    /// (batch I/O, chaining, hints, locks, named attributes, publish) 40..=59; ops from
+    /// 60 on are defined but answered with `NOTSUPP` by this version.
     Opcode: u16 {
         Null = 0,
         SessionCreate = 1,
@@ -61,6 +62,10 @@ wire_enum! {
         SetNamedAttr = 47,
         ListNamedAttr = 48,
         RemoveNamedAttr = 49,
+        /// Give a create-unlinked file its name (commit of the create/commit/abort pattern).
+        Publish = 50,
+        /// Re-bind an existing session to a new connection (session recovery; planned).
+        SessionBind = 60,
     }
 }
 
@@ -68,7 +73,7 @@ impl Opcode {
     /// Ops defined in the spec whose semantics this protocol version does not implement:
     /// a server answers them with [`Status::NotSupp`] and an empty body.
     pub fn is_reserved(self) -> bool {
-        (self as u16) >= 40
+        (self as u16) >= 60
     }
     /// Ops that may be sent before the session is authenticated.
     pub fn allowed_before_auth(self) -> bool {
@@ -150,6 +155,18 @@ wire_enum! {
         OpenMode = 10022,
         /// Buffer or count too small to hold even one result.
         TooSmall = 10023,
+        /// A byte-range lock conflicts with another session's lock.
+        Denied = 10024,
+        /// The open conflicts with another open's share reservation (deny-read/-write).
+        ShareDenied = 10025,
+        /// The file is open with a key and the key presented does not match.
+        BadKey = 10026,
+        /// A batch or chain has more elements than allowed.
+        TooMany = 10027,
+        /// The op cannot be part of a chain.
+        NotChainable = 10028,
+        /// The named attribute does not exist.
+        NoAttr = 10029,
     }
 }
 
@@ -185,6 +202,12 @@ impl Status {
             Status::TransferFailed => 5,     // EIO
             Status::OpenMode => 9,           // EBADF
             Status::TooSmall => 22,          // EINVAL
+            Status::Denied => 11,            // EAGAIN, as fcntl(F_SETLK) reports a conflict
+            Status::ShareDenied => 26,       // ETXTBSY: "file busy"
+            Status::BadKey => 13,            // EACCES
+            Status::TooMany => 7,            // E2BIG
+            Status::NotChainable => 22,      // EINVAL
+            Status::NoAttr => 61,            // ENODATA
             _ => 5,
         }
     }
@@ -214,6 +237,8 @@ impl Status {
             122 => Status::DQuot,
             24 | 23 => Status::Limit,
             95 => Status::NotSupp,
+            61 => Status::NoAttr,
+            11 => Status::Denied,
             _ => Status::Io,
         }
     }
@@ -263,6 +288,12 @@ impl Status {
             Status::TransferFailed => "direct transfer failed",
             Status::OpenMode => "file not open for this access",
             Status::TooSmall => "buffer too small",
+            Status::Denied => "byte range locked by another session",
+            Status::ShareDenied => "file busy (share reservation)",
+            Status::BadKey => "wrong open key",
+            Status::TooMany => "too many elements in batch or chain",
+            Status::NotChainable => "operation cannot be chained",
+            Status::NoAttr => "no such named attribute",
         }
     }
 }

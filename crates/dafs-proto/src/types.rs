@@ -208,8 +208,69 @@ pub mod open_flags {
     pub const EXCLUSIVE: u32 = 8;
     /// Truncate to zero on open (needs WRITE).
     pub const TRUNCATE: u32 = 16;
-    pub const ALL: u32 = 31;
+    /// Every write through this open appends atomically: the server picks the offset
+    /// (the end of file at the moment of the write) and returns it.
+    pub const APPEND: u32 = 32;
+    /// Create-unlinked: with CREATE, the file is created without a name in the directory;
+    /// PUBLISH gives it `name`; closing without PUBLISH, or the session ending, discards it.
+    pub const UNLINKED: u32 = 64;
+    /// Delete the file's name when the last open of it (by any session) closes.
+    pub const DELETE_ON_CLOSE: u32 = 128;
+    /// Share reservation: while this open lasts, no other open may read.
+    pub const DENY_READ: u32 = 256;
+    /// Share reservation: while this open lasts, no other open may write.
+    pub const DENY_WRITE: u32 = 512;
+    pub const ALL: u32 = 1023;
 }
+
+/// CACHE_HINT advice values (posix_fadvise on the server).
+pub mod cache_hint {
+    pub const NORMAL: u32 = 0;
+    pub const SEQUENTIAL: u32 = 1;
+    pub const RANDOM: u32 = 2;
+    pub const WILL_NEED: u32 = 3;
+    pub const DONT_NEED: u32 = 4;
+    pub const NO_REUSE: u32 = 5;
+}
+
+/// Byte-range lock types.
+pub mod lock_type {
+    /// Shared (read) lock.
+    pub const SHARED: u32 = 1;
+    /// Exclusive (write) lock.
+    pub const EXCLUSIVE: u32 = 2;
+}
+
+/// SET_NATTR flags.
+pub mod nattr_flags {
+    /// Fail with EXIST if the attribute exists.
+    pub const CREATE: u32 = 1;
+    /// Fail with NOATTR if it does not.
+    pub const REPLACE: u32 = 2;
+}
+
+/// BATCH_IO flags.
+pub mod batch_flags {
+    /// The reply lists only the I/Os that failed (completion "only on errors").
+    pub const ERRORS_ONLY: u32 = 1;
+}
+
+/// Longest named-attribute name (without the server's namespace prefix).
+pub const NATTR_NAME_MAX: usize = 200;
+/// Largest named-attribute value.
+pub const NATTR_VALUE_MAX: usize = 64 * 1024;
+/// Longest open key.
+pub const OPEN_KEY_MAX: usize = 64;
+/// Most elements of one chain.
+pub const CHAIN_LEN_MAX: usize = 16;
+/// Most I/Os one BATCH_IO may carry, whatever the server negotiates.
+pub const BATCH_MAX: u32 = 256;
+/// Most file or memory segments of one batched I/O.
+pub const BATCH_SEGMENTS_MAX: usize = 64;
+/// In a chain element, this handle means "the current file handle" (from the
+/// previous element), and this open id "the open id from the previous OPEN".
+pub const CURRENT_FH: FileHandle = FileHandle([0xff; FileHandle::LEN]);
+pub const CURRENT_OPEN_ID: u64 = u64::MAX;
 
 /// ACCESS mask bits.
 pub mod access_mask {
@@ -367,4 +428,153 @@ impl<'a> Iterator for DirEntries<'a> {
             }
         }
     }
+}
+
+/// One I/O of a BATCH_IO: a list of file segments and an independent list of memory
+/// segments with the same total length; data flows between them in order.
+///
+/// Packed form: `kind u32 (1 read, 2 write), nfile u32, nmem u32, pad u32`, then
+/// `nfile x {offset u64, len u64}`, then `nmem x {key u64, offset u64, len u64}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchIo {
+    pub write: bool,
+    pub file: Vec<(u64, u64)>,
+    pub mem: Vec<(RemoteRegion, u64)>,
+}
+
+impl BatchIo {
+    pub fn total(&self) -> u64 { self.file.iter().map(|s| s.1).sum() }
+    pub fn pack(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(if self.write { 2u32 } else { 1u32 }).to_le_bytes());
+        out.extend_from_slice(&(self.file.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.mem.len() as u32).to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        for (o, l) in &self.file {
+            out.extend_from_slice(&o.to_le_bytes());
+            out.extend_from_slice(&l.to_le_bytes());
+        }
+        for (r, l) in &self.mem {
+            out.extend_from_slice(&r.key.to_le_bytes());
+            out.extend_from_slice(&r.offset.to_le_bytes());
+            out.extend_from_slice(&l.to_le_bytes());
+        }
+    }
+}
+
+/// Parse a packed batch of exactly `count` I/Os. Every length is checked; the segment
+/// sums of each I/O must match and stay within `io_len_max`.
+pub fn parse_batch(mut b: &[u8], count: u32, io_len_max: u64) -> Result<Vec<BatchIo>, DecodeError> {
+    let mut out = Vec::with_capacity((count as usize).min(BATCH_MAX as usize));
+    let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    for _ in 0..count {
+        if b.len() < 16 {
+            return Err(DecodeError::BadRef);
+        }
+        let write = match u32_at(b, 0) {
+            1 => false,
+            2 => true,
+            _ => return Err(DecodeError::BadValue("batch I/O kind")),
+        };
+        let (nf, nm) = (u32_at(b, 4) as usize, u32_at(b, 8) as usize);
+        if nf == 0 || nm == 0 || nf > BATCH_SEGMENTS_MAX || nm > BATCH_SEGMENTS_MAX {
+            return Err(DecodeError::BadValue("batch segment count"));
+        }
+        let need = 16 + nf * 16 + nm * 24;
+        if b.len() < need {
+            return Err(DecodeError::BadRef);
+        }
+        let mut io = BatchIo { write, file: Vec::with_capacity(nf), mem: Vec::with_capacity(nm) };
+        let (mut ft, mut mt) = (0u64, 0u64);
+        for i in 0..nf {
+            let o = 16 + i * 16;
+            let (off, len) = (u64_at(b, o), u64_at(b, o + 8));
+            off.checked_add(len).filter(|e| *e <= i64::MAX as u64).ok_or(DecodeError::BadValue("batch file range"))?;
+            ft = ft.checked_add(len).ok_or(DecodeError::BadValue("batch length"))?;
+            io.file.push((off, len));
+        }
+        for i in 0..nm {
+            let o = 16 + nf * 16 + i * 24;
+            let (key, off, len) = (u64_at(b, o), u64_at(b, o + 8), u64_at(b, o + 16));
+            mt = mt.checked_add(len).ok_or(DecodeError::BadValue("batch length"))?;
+            io.mem.push((RemoteRegion { key, offset: off }, len));
+        }
+        if ft != mt || ft > io_len_max {
+            return Err(DecodeError::BadValue("batch file and memory lengths differ or exceed the maximum"));
+        }
+        out.push(io);
+        b = &b[need..];
+    }
+    if !b.is_empty() {
+        return Err(DecodeError::Trailing);
+    }
+    Ok(out)
+}
+
+/// One entry of a BATCH_IO reply: `index u32, status u32, count u64`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchResult {
+    pub index: u32,
+    pub status: crate::Status,
+    pub count: u64,
+}
+
+impl BatchResult {
+    pub const WIRE_LEN: usize = 16;
+    pub fn pack(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.index.to_le_bytes());
+        out.extend_from_slice(&self.status.to_wire().to_le_bytes());
+        out.extend_from_slice(&self.count.to_le_bytes());
+    }
+    pub fn parse_all(b: &[u8]) -> Result<Vec<BatchResult>, DecodeError> {
+        if b.len() % Self::WIRE_LEN != 0 {
+            return Err(DecodeError::BadValue("batch results length"));
+        }
+        b.chunks_exact(Self::WIRE_LEN)
+            .map(|c| {
+                Ok(BatchResult {
+                    index: u32::from_le_bytes(c[0..4].try_into().unwrap()),
+                    status: crate::Status::from_wire(u32::from_le_bytes(c[4..8].try_into().unwrap())).ok_or(DecodeError::BadValue("status"))?,
+                    count: u64::from_le_bytes(c[8..16].try_into().unwrap()),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Pack messages one after another: `len u32, pad u32, bytes` padded to 8 (chains).
+pub fn pack_messages<'a>(msgs: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<u8>) {
+    for m in msgs {
+        out.extend_from_slice(&(m.len() as u32).to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(m);
+        out.resize(out.len() + ((8 - m.len() % 8) % 8), 0);
+    }
+}
+
+/// Split packed messages (at most `max` of them).
+pub fn unpack_messages(mut b: &[u8], max: usize) -> Result<Vec<&[u8]>, DecodeError> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        if out.len() == max {
+            return Err(DecodeError::BadValue("too many packed messages"));
+        }
+        if b.len() < 8 {
+            return Err(DecodeError::BadRef);
+        }
+        let len = u32::from_le_bytes(b[0..4].try_into().unwrap()) as usize;
+        let padded = len.checked_add(7).ok_or(DecodeError::BadRef)? & !7;
+        let m = b.get(8..8 + len).ok_or(DecodeError::BadRef)?;
+        out.push(m);
+        b = b.get(8 + padded..).unwrap_or(&[]);
+    }
+    Ok(out)
+}
+
+/// Validate a named-attribute name: 1..=200 bytes, printable ASCII without '/'.
+pub fn validate_nattr_name(n: &[u8]) -> Result<(), DecodeError> {
+    if n.is_empty() || n.len() > NATTR_NAME_MAX || n.iter().any(|&c| !(0x21..0x7f).contains(&c)) {
+        return Err(DecodeError::BadValue("named attribute name"));
+    }
+    Ok(())
 }

@@ -33,7 +33,7 @@ const REQ_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::SetAttr, 72),
     (Opcode::Access, 40),
     (Opcode::Create, 56),
-    (Opcode::Open, 48),
+    (Opcode::Open, 56),
     (Opcode::Close, 8),
     (Opcode::ReadInline, 24),
     (Opcode::WriteInline, 32),
@@ -48,6 +48,17 @@ const REQ_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::ReadLink, 32),
     (Opcode::Commit, 24),
     (Opcode::FsStat, 32),
+    (Opcode::BatchIo, 24),
+    (Opcode::Chain, 16),
+    (Opcode::CacheHint, 32),
+    (Opcode::Lock, 56),
+    (Opcode::LockTest, 56),
+    (Opcode::Unlock, 48),
+    (Opcode::GetNamedAttr, 40),
+    (Opcode::SetNamedAttr, 56),
+    (Opcode::ListNamedAttr, 32),
+    (Opcode::RemoveNamedAttr, 40),
+    (Opcode::Publish, 8),
 ];
 
 const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
@@ -65,9 +76,9 @@ const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::Open, 128),
     (Opcode::Close, 0),
     (Opcode::ReadInline, 16),
-    (Opcode::WriteInline, 8),
+    (Opcode::WriteInline, 16),
     (Opcode::ReadDirect, 8),
-    (Opcode::WriteDirect, 8),
+    (Opcode::WriteDirect, 16),
     (Opcode::ReadDir, 16),
     (Opcode::Remove, 0),
     (Opcode::RmDir, 0),
@@ -77,20 +88,20 @@ const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::ReadLink, 8),
     (Opcode::Commit, 0),
     (Opcode::FsStat, 48),
+    (Opcode::BatchIo, 16),
+    (Opcode::Chain, 16),
+    (Opcode::CacheHint, 0),
+    (Opcode::Lock, 0),
+    (Opcode::LockTest, 32),
+    (Opcode::Unlock, 0),
+    (Opcode::GetNamedAttr, 8),
+    (Opcode::SetNamedAttr, 0),
+    (Opcode::ListNamedAttr, 8),
+    (Opcode::RemoveNamedAttr, 0),
+    (Opcode::Publish, 120),
 ];
 
-const RESERVED: &[Opcode] = &[
-    Opcode::BatchIo,
-    Opcode::Chain,
-    Opcode::CacheHint,
-    Opcode::Lock,
-    Opcode::LockTest,
-    Opcode::Unlock,
-    Opcode::GetNamedAttr,
-    Opcode::SetNamedAttr,
-    Opcode::ListNamedAttr,
-    Opcode::RemoveNamedAttr,
-];
+const RESERVED: &[Opcode] = &[Opcode::SessionBind];
 
 const FTYPES: &[FileType] = &[
     FileType::Regular,
@@ -232,7 +243,7 @@ fn parts() -> impl Strategy<Value = Parts> {
         })
 }
 
-const REQUEST_KINDS: usize = 27;
+const REQUEST_KINDS: usize = 37;
 
 /// A valid request of kind `p.kind % REQUEST_KINDS` (every opcode, reserved ones as one kind).
 fn build_request(p: &Parts) -> Request<'_> {
@@ -271,7 +282,14 @@ fn build_request(p: &Parts) -> Request<'_> {
             if name.is_empty() {
                 flags &= !open_flags::CREATE;
             }
-            Request::Open { fh: fh1, flags, mode: p.y & 0o7777, name }
+            if name.is_empty() || flags & open_flags::WRITE == 0 {
+                flags &= !open_flags::UNLINKED;
+            }
+            if flags & open_flags::UNLINKED != 0 {
+                flags |= open_flags::CREATE;
+            }
+            let key: &[u8] = &p.data[..p.data.len().min(OPEN_KEY_MAX)];
+            Request::Open { fh: fh1, flags, mode: p.y & 0o7777, name, key }
         }
         12 => Request::Close { open_id: p.a },
         13 => Request::ReadInline { open_id: p.a, offset: p.b, len: p.x },
@@ -287,6 +305,42 @@ fn build_request(p: &Parts) -> Request<'_> {
         23 => Request::ReadLink { fh: fh1 },
         24 => Request::Commit { open_id: p.a, offset: p.b, len: p.c },
         25 => Request::FsStat { fh: fh1 },
+        26 => Request::CacheHint { open_id: p.a, offset: p.b, len: p.c, hint: p.x % 6 },
+        27 => Request::Lock { fh: fh1, offset: p.b, len: p.c, ltype: 1 + (p.x & 1) },
+        28 => Request::LockTest { fh: fh1, offset: p.b, len: p.c, ltype: 1 + (p.y & 1) },
+        29 => Request::Unlock { fh: fh1, offset: p.a, len: p.b },
+        30 => Request::GetNamedAttr { fh: fh1, name: b"user-attr.1" },
+        31 => Request::SetNamedAttr { fh: fh1, flags: p.x % 3, name: b"k", value: &p.data[..p.data.len().min(NATTR_VALUE_MAX)] },
+        32 => Request::ListNamedAttr { fh: fh1 },
+        33 => Request::RemoveNamedAttr { fh: fh1, name: b"zz" },
+        34 => Request::Publish { open_id: p.a },
+        35 => {
+            // A valid batch of 1..=3 I/Os with split file and memory segments.
+            let n = 1 + p.x % 3;
+            let mut packed = Vec::new();
+            for i in 0..n {
+                let len = (p.b % 100_000) + 1;
+                BatchIo {
+                    write: (p.y + i) % 2 == 0,
+                    file: vec![(p.a % (1 << 40), len)],
+                    mem: vec![(RemoteRegion { key: p.c ^ i as u64, offset: 0 }, len / 2), (RemoteRegion { key: p.c, offset: 4096 }, len - len / 2)],
+                }
+                .pack(&mut packed);
+            }
+            Request::BatchIo { open_id: p.a, flags: p.y & batch_flags::ERRORS_ONLY, count: n, ios: Box::leak(packed.into_boxed_slice()) }
+        }
+        36 => {
+            // A chain of a few complete, valid requests.
+            let mut elems: Vec<Vec<u8>> = Vec::new();
+            for (i, r) in [Request::Null, Request::GetAttr { fh: CURRENT_FH }, Request::Close { open_id: CURRENT_OPEN_ID }].iter().enumerate().take(1 + p.x as usize % 3) {
+                let mut b = Vec::new();
+                encode_request(&Header::request(r.opcode(), 0, i as u32, 0, 0), r, &mut b, MAX).unwrap();
+                elems.push(b);
+            }
+            let mut packed = Vec::new();
+            pack_messages(elems.iter().map(|v| v.as_slice()), &mut packed);
+            Request::Chain { count: elems.len() as u32, elements: Box::leak(packed.into_boxed_slice()) }
+        }
         _ => Request::Reserved(RESERVED[p.x as usize % RESERVED.len()]),
     }
 }
@@ -324,7 +378,7 @@ fn attr_of(p: &Parts) -> Attr {
     }
 }
 
-const REPLY_KINDS: usize = 14;
+const REPLY_KINDS: usize = 19;
 
 /// A valid (op, reply) pair of kind `p.kind % REPLY_KINDS`.
 fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
@@ -332,7 +386,10 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
     let pick = |ops: &[Opcode]| ops[p.y as usize % ops.len()];
     let fh1 = FileHandle(p.fh1);
     match p.kind % REPLY_KINDS {
-        0 => (pick(&[O::Null, O::SessionDestroy, O::Close, O::Remove, O::RmDir, O::Rename, O::Commit]), Reply::Empty),
+        0 => (
+            pick(&[O::Null, O::SessionDestroy, O::Close, O::Remove, O::RmDir, O::Rename, O::Commit, O::CacheHint, O::Lock, O::Unlock, O::SetNamedAttr, O::RemoveNamedAttr]),
+            Reply::Empty,
+        ),
         1 => (
             O::SessionCreate,
             Reply::SessionCreate {
@@ -342,17 +399,18 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
                 auth: if p.flag { AuthMethod::HmacSha256 } else { AuthMethod::None },
                 server_nonce: p.nonce1,
                 direct_max: p.x.rotate_left(5),
+                batch_max: p.y % (BATCH_MAX + 1),
                 host_id: p.nonce2[..16].try_into().unwrap(),
                 shm_path: if p.flag { b"/run/dafsd.sock" } else { b"" },
             },
         ),
         2 => (O::SessionAuth, Reply::SessionAuth { server_proof: p.nonce2 }),
-        3 => (pick(&[O::GetRootHandle, O::Lookup, O::LookupParent, O::Create, O::Symlink]), Reply::Handle { fh: fh1, attr: attr_of(p) }),
+        3 => (pick(&[O::GetRootHandle, O::Lookup, O::LookupParent, O::Create, O::Symlink, O::Publish]), Reply::Handle { fh: fh1, attr: attr_of(p) }),
         4 => (pick(&[O::GetAttr, O::SetAttr, O::Link]), Reply::Attr { attr: attr_of(p) }),
         5 => (O::Access, Reply::Access { granted: p.x & access_mask::ALL }),
         6 => (O::Open, Reply::Open { open_id: p.a, fh: fh1, attr: attr_of(p) }),
         7 => (O::ReadInline, Reply::ReadInline { eof: p.flag, data: &p.data }),
-        8 => (pick(&[O::WriteInline, O::WriteDirect]), Reply::Write { count: p.x, stable: p.flag }),
+        8 => (pick(&[O::WriteInline, O::WriteDirect]), Reply::Write { count: p.x, stable: p.flag, offset: p.a }),
         9 => (O::ReadDirect, Reply::ReadDirect { count: p.x, eof: p.flag }),
         10 => (O::ReadDir, Reply::ReadDir { eof: p.flag, count: p.entries_count, entries: &p.entries }),
         11 => (O::ReadLink, Reply::ReadLink { target: &p.target }),
@@ -360,6 +418,25 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
             O::FsStat,
             Reply::FsStat(FsStat { total_bytes: p.a, free_bytes: p.b, avail_bytes: p.c, total_files: p.a ^ p.c, free_files: p.b ^ p.c, block_size: p.x, name_max: p.y }),
         ),
+        13 => {
+            let mut packed = Vec::new();
+            let n = p.x % 4;
+            for i in 0..n {
+                BatchResult { index: i, status: if p.flag { Status::Ok } else { Status::BadRegion }, count: p.a }.pack(&mut packed);
+            }
+            (O::BatchIo, Reply::Batch { count: n, results: Box::leak(packed.into_boxed_slice()) })
+        }
+        14 => {
+            let mut r = Vec::new();
+            let req_h = Header::request(O::Null, 0, 0, 0, 0);
+            encode_reply(&Header::reply_to(&req_h, Status::Ok, 0), &Reply::Empty, &mut r, MAX).unwrap();
+            let mut packed = Vec::new();
+            pack_messages([r.as_slice(), r.as_slice()], &mut packed);
+            (O::Chain, Reply::Chain { executed: 2, failed: if p.flag { 1 } else { u32::MAX }, replies: Box::leak(packed.into_boxed_slice()) })
+        }
+        15 => (O::LockTest, Reply::LockTest { conflict: p.flag, ltype: p.x, owner: p.a, offset: p.b, len: p.c }),
+        16 => (O::GetNamedAttr, Reply::NamedAttr { value: &p.data[..p.data.len().min(NATTR_VALUE_MAX)] }),
+        17 => (O::ListNamedAttr, Reply::NamedAttrList { names: &p.data }),
         _ => {
             let errors: Vec<Status> = Status::ALL.iter().copied().filter(|s| *s != Status::Ok).collect();
             (Opcode::ALL[p.y as usize % Opcode::ALL.len()], Reply::Error(errors[p.x as usize % errors.len()]))
@@ -817,7 +894,7 @@ fn every_opcode_is_covered_with_its_documented_fixed_len() {
     for &(op, n) in REPLY_FIXED_LEN {
         let mut found = false;
         for kind in 0..REPLY_KINDS - 1 {
-            for y in 0..8 {
+            for y in 0..16 {
                 let p = Parts { kind, y, ..fixed_parts() };
                 let (o, reply) = build_reply(&p);
                 if o == op {
@@ -837,15 +914,15 @@ fn every_opcode_is_covered_with_its_documented_fixed_len() {
 
 #[test]
 fn reserved_ops_ignore_their_body_and_cannot_succeed() {
-    let h = Header::request(Opcode::Lock, 1, 0, 1, 0);
+    let h = Header::request(Opcode::SessionBind, 1, 0, 1, 0);
     let mut buf = Vec::new();
-    encode_request(&h, &Request::Reserved(Opcode::Lock), &mut buf, MAX).unwrap();
+    encode_request(&h, &Request::Reserved(Opcode::SessionBind), &mut buf, MAX).unwrap();
     // Give it an arbitrary body: still decodes, as Reserved.
     buf.extend_from_slice(&[0xAB; 20]);
     buf[36..40].copy_from_slice(&12u32.to_le_bytes());
     buf[40..44].copy_from_slice(&8u32.to_le_bytes());
     let (_, r) = decode_request(&buf, MAX).unwrap();
-    assert_eq!(r, Request::Reserved(Opcode::Lock));
+    assert_eq!(r, Request::Reserved(Opcode::SessionBind));
     // A success reply to a reserved op does not decode; NOTSUPP does.
     let mut rep = Vec::new();
     encode_reply(&Header::reply_to(&h, Status::Ok, 0), &Reply::Error(Status::NotSupp), &mut rep, MAX).unwrap();

@@ -44,6 +44,8 @@ pub struct ServerConfig {
     /// waking a sleeping thread costs ~20 us on this class of machine, a spinning one
     /// answers in well under 1 us. Bounded, so an idle server sleeps.
     pub spin_us: u64,
+    /// Most I/Os one BATCH_IO may carry (negotiated at session set-up).
+    pub batch_max: u32,
     /// Unix socket of the shared-memory provider (same-host clients); None disables it.
     pub shm_socket: Option<PathBuf>,
 }
@@ -67,6 +69,7 @@ impl ServerConfig {
             handles_max: 65536,
             backlog_bytes_max: 32 * 1024 * 1024,
             spin_us: 50,
+            batch_max: 64,
             shm_socket: None,
         }
     }
@@ -95,6 +98,9 @@ impl ServerConfig {
         }
         if self.workers == 0 || self.workers > 64 {
             return Err("workers must be 1..=64".into());
+        }
+        if self.batch_max == 0 || self.batch_max > dafs_proto::types::BATCH_MAX {
+            return Err(format!("batch_max must be 1..={}", dafs_proto::types::BATCH_MAX));
         }
         if self.handles_max < 16 {
             return Err("handles_max must be at least 16".into());

@@ -4,20 +4,21 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::Ordering::Relaxed;
 
 use dafs_proto::auth;
 use dafs_proto::header::RawHeader;
 use dafs_proto::ops::NONCE_LEN;
 use dafs_proto::session::{ServerSlots, SlotVerdict};
-use dafs_proto::types::{access_mask, open_flags, setattr_mask};
-use dafs_proto::{limits, AuthMethod, DecodeError, DirEntry, FileType, Header, Opcode, Reply, Request, Status, HEADER_LEN};
+use dafs_proto::types::{access_mask, batch_flags, cache_hint, open_flags, setattr_mask, BatchResult, CHAIN_LEN_MAX, CURRENT_FH, CURRENT_OPEN_ID};
+use dafs_proto::{limits, AuthMethod, DecodeError, DirEntry, FileType, Header, Opcode, RemoteRegion, Reply, Request, Status, HEADER_LEN};
 use dafs_transport::{PutError, ServerConn, ServerEvent, TransportError};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use tracing::{debug, info, warn};
 
 use crate::fsops::{self, st, FsResult};
+use crate::{locks, nattr, openstate};
 use crate::Shared;
 
 /// Reused per-worker buffers: no allocation per request in steady state.
@@ -34,6 +35,12 @@ struct OpenFile {
     fd: Arc<OwnedFd>,
     read: bool,
     write: bool,
+    /// (dev, ino): the key of the server-wide open and lock tables.
+    file: (u64, u64),
+    /// Append mode: every write goes to the end of file, serialised by this lock.
+    append: Option<Arc<Mutex<()>>>,
+    /// Create-unlinked: where PUBLISH gives the file its name (directory, name, export).
+    unlinked: Option<(Arc<OwnedFd>, Vec<u8>, u32)>,
 }
 
 struct Session {
@@ -56,6 +63,17 @@ struct PendingWrite {
     fd: Arc<OwnedFd>,
     offset: u64,
     stable: bool,
+    append: Option<Arc<Mutex<()>>>,
+    /// Part of a BATCH_IO: (batch tag, I/O index) — the reply is the batch's.
+    batch: Option<(u64, usize)>,
+}
+
+/// A BATCH_IO whose writes are still being pulled (TCP): results so far.
+struct PendingBatch {
+    hdr: Header,
+    flags: u32,
+    results: Vec<(Status, u64)>,
+    pulls_left: usize,
 }
 
 /// What the connection asks of its worker after handling input.
@@ -73,6 +91,9 @@ pub struct Conn {
     /// Pull tags are never reused on a connection, so a late completion for a session
     /// that has ended cannot be mistaken for a new request's.
     next_tag: u64,
+    batches: HashMap<u64, PendingBatch>,
+    /// While executing a chain, replies are collected here instead of being sent.
+    capture: Option<Vec<u8>>,
     pub read_paused: bool,
 }
 
@@ -80,6 +101,8 @@ enum Done {
     Replied,
     /// A pull is under way with this tag.
     Pending((u64, PendingWrite)),
+    /// The reply comes later (a batch whose pulls are under way); the slot stays busy.
+    Deferred,
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {
@@ -90,7 +113,7 @@ fn random_bytes<const N: usize>() -> [u8; N] {
 
 impl Conn {
     pub fn new(t: Box<dyn ServerConn>) -> Self {
-        Conn { t, session: None, pending: HashMap::new(), next_tag: 1, read_paused: false }
+        Conn { t, session: None, pending: HashMap::new(), next_tag: 1, batches: HashMap::new(), capture: None, read_paused: false }
     }
 
     /// Read and handle events until the socket is drained or backpressure pauses us.
@@ -144,10 +167,16 @@ impl Conn {
     /// Release everything the session held.
     pub fn close(&mut self, sh: &Shared) {
         if let Some(s) = self.session.take() {
-            info!(session = s.id, client = %s.client_name, opens = s.opens.len(), "session ended with its connection");
+            let locks = sh.locks.release_owner(s.id);
+            info!(session = s.id, client = %s.client_name, opens = s.opens.len(), locks, "session ended");
+            for (open_id, of) in s.opens {
+                sh.open_table.release(of.file, s.id, open_id);
+                // A create-unlinked file never published vanishes with its descriptor.
+            }
             sh.sessions_live.fetch_sub(1, Relaxed);
         }
         self.pending.clear();
+        self.batches.clear();
     }
 
     fn send(&mut self, sh: &Shared, sc: &mut Scratch, req_h: &Header, reply: &Reply) -> ConnFate {
@@ -164,6 +193,10 @@ impl Conn {
             warn!("reply does not fit: {e}");
             sc.out.clear();
             dafs_proto::encode_reply(&h, &Reply::Error(Status::ServerFault), &mut sc.out, max).expect("an empty reply fits");
+        }
+        if let Some(cap) = self.capture.as_mut() {
+            dafs_proto::types::pack_messages([sc.out.as_slice()], cap);
+            return ConnFate::Keep;
         }
         match self.t.send(&sc.out) {
             Ok(()) => ConnFate::Keep,
@@ -273,6 +306,7 @@ impl Conn {
                 self.pending.insert(tag, p);
                 return ConnFate::Keep;
             }
+            Ok(Done::Deferred) => return ConnFate::Keep,
             Err(status) => self.send(sh, sc, &h, &Reply::Error(status)),
         };
         self.complete_slot(h.slot_id);
@@ -333,6 +367,7 @@ impl Conn {
             auth: if auth_required { AuthMethod::HmacSha256 } else { AuthMethod::None },
             server_nonce,
             direct_max: sh.cfg.direct_max,
+            batch_max: sh.cfg.batch_max,
             host_id: sh.host_id,
             shm_path: sh.shm_path.as_bytes(),
         };
@@ -350,27 +385,58 @@ impl Conn {
             }
             return ConnFate::Keep;
         };
-        let result: FsResult<u32> = match &data {
+        let result: FsResult<(usize, u64)> = match &data {
             Err(_) => Err(Status::BadRegion),
-            Ok(buf) => (|| {
-                let n = fsops::pwrite_full(p.fd.as_fd(), buf, p.offset).map_err(fsops::io_st)?;
+            Ok(buf) => write_at(p.fd.as_fd(), buf, p.offset, p.append.as_deref()).and_then(|(n, off)| {
                 if p.stable {
                     rfs::fdatasync(&p.fd).map_err(st)?;
                 }
                 sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
                 sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
-                Ok(n as u32)
-            })(),
+                Ok((n, off))
+            }),
         };
         if let Ok(buf) = data {
             self.t.recycle(buf);
         }
+        if let Some((btag, idx)) = p.batch {
+            let Some(b) = self.batches.get_mut(&btag) else { return ConnFate::Keep };
+            match result {
+                Ok((n, _)) => b.results[idx].1 += n as u64,
+                Err(e) => {
+                    if b.results[idx].0 == Status::Ok {
+                        b.results[idx].0 = e;
+                    }
+                }
+            }
+            b.pulls_left -= 1;
+            if b.pulls_left > 0 {
+                return ConnFate::Keep;
+            }
+            let b = self.batches.remove(&btag).unwrap();
+            let fate = self.send_batch_reply(sh, sc, &b.hdr, b.flags, &b.results);
+            self.complete_slot(b.hdr.slot_id);
+            return fate;
+        }
         let fate = match result {
-            Ok(count) => self.send(sh, sc, &p.hdr, &Reply::Write { count, stable: p.stable }),
+            Ok((n, off)) => self.send(sh, sc, &p.hdr, &Reply::Write { count: n as u32, stable: p.stable, offset: off }),
             Err(e) => self.send(sh, sc, &p.hdr, &Reply::Error(e)),
         };
         self.complete_slot(p.hdr.slot_id);
         fate
+    }
+
+    fn send_batch_reply(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, flags: u32, results: &[(Status, u64)]) -> ConnFate {
+        let mut packed = Vec::with_capacity(results.len() * BatchResult::WIRE_LEN);
+        let mut n = 0;
+        for (i, (status, count)) in results.iter().enumerate() {
+            if flags & batch_flags::ERRORS_ONLY != 0 && *status == Status::Ok {
+                continue;
+            }
+            BatchResult { index: i as u32, status: *status, count: *count }.pack(&mut packed);
+            n += 1;
+        }
+        self.send(sh, sc, h, &Reply::Batch { count: n, results: &packed })
     }
 
     fn execute(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, req: Request) -> Result<Done, Status> {
@@ -516,10 +582,12 @@ impl Conn {
                 let (fh, stat) = sh.handles.insert(fd, d.export)?;
                 reply_fate(self, sc, &Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
             }
-            Request::Open { fh, flags, mode, name } => self.open(sh, sc, h, fh, flags, mode, name),
+            Request::Open { fh, flags, mode, name, key } => self.open(sh, sc, h, fh, flags, mode, name, key),
             Request::Close { open_id } => {
                 let s = self.session.as_mut().expect("session");
-                s.opens.remove(&open_id).ok_or(Status::BadOpenId)?;
+                let of = s.opens.remove(&open_id).ok_or(Status::BadOpenId)?;
+                let sid = s.id;
+                sh.open_table.release(of.file, sid, open_id);
                 reply_fate(self, sc, &Reply::Empty)
             }
             Request::ReadInline { open_id, offset, len } => {
@@ -540,13 +608,13 @@ impl Conn {
             Request::WriteInline { open_id, offset, stable, data } => {
                 let of = self.open_file(open_id, false)?;
                 check_range(offset, data.len() as u64)?;
-                let n = fsops::pwrite_full(of.fd.as_fd(), data, offset).map_err(fsops::io_st)?;
+                let (n, off) = write_at(of.fd.as_fd(), data, offset, of.append.as_deref())?;
                 if stable {
                     rfs::fdatasync(&of.fd).map_err(st)?;
                 }
                 sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
                 sh.stats.inline_bytes.fetch_add(n as u64, Relaxed);
-                reply_fate(self, sc, &Reply::Write { count: n as u32, stable })
+                reply_fate(self, sc, &Reply::Write { count: n as u32, stable, offset: off })
             }
             Request::ReadDirect { open_id, offset, len, region } => {
                 if len > sh.cfg.direct_max {
@@ -578,21 +646,28 @@ impl Conn {
                 self.open_file(open_id, false)?;
                 check_range(offset, len as u64)?;
                 if len == 0 {
-                    return reply_fate(self, sc, &Reply::Write { count: 0, stable });
+                    return reply_fate(self, sc, &Reply::Write { count: 0, stable, offset });
                 }
                 // Providers that reach client memory directly (shared memory) let us
                 // pwrite straight from it: one copy in total.
                 {
                     let s = self.session.as_ref().expect("session");
-                    let fd = s.opens.get(&open_id).expect("checked by open_file").fd.as_fd();
-                    match self.t.pull_sync(region, len as usize, &mut |src| fsops::pwrite_full(fd, src, offset)) {
+                    let of = s.opens.get(&open_id).expect("checked by open_file");
+                    let (fd, append) = (of.fd.as_fd(), of.append.clone());
+                    let mut at = offset;
+                    let r = self.t.pull_sync(region, len as usize, &mut |src| {
+                        let (n, off) = write_at(fd, src, offset, append.as_deref()).map_err(|s| std::io::Error::from_raw_os_error(s.to_errno()))?;
+                        at = off;
+                        Ok(n)
+                    });
+                    match r {
                         Ok(Some(n)) => {
                             if stable {
                                 rfs::fdatasync(fd).map_err(st)?;
                             }
                             sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
                             sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
-                            return reply_fate(self, sc, &Reply::Write { count: n as u32, stable });
+                            return reply_fate(self, sc, &Reply::Write { count: n as u32, stable, offset: at });
                         }
                         Ok(None) => {}
                         Err(PutError::Fill(e)) => return Err(fsops::io_st(e)),
@@ -603,11 +678,12 @@ impl Conn {
                         }
                     }
                 }
-                let fd = self.open_file(open_id, false)?.fd.clone();
+                let of = self.open_file(open_id, false)?;
+                let (fd, append) = (of.fd.clone(), of.append.clone());
                 let tag = self.next_tag;
                 self.next_tag += 1;
                 match self.t.pull(region, len as usize, tag) {
-                    Ok(()) => Ok(Done::Pending((tag, PendingWrite { hdr: *h, fd, offset, stable }))),
+                    Ok(()) => Ok(Done::Pending((tag, PendingWrite { hdr: *h, fd, offset, stable, append, batch: None }))),
                     Err(TransportError::BadRegion) => Err(Status::BadRegion),
                     Err(e) => {
                         debug!("pull failed: {e}");
@@ -722,12 +798,242 @@ impl Conn {
                 let s = fsops::fsstat(d.fd.as_fd())?;
                 reply_fate(self, sc, &Reply::FsStat(s))
             }
+            Request::CacheHint { open_id, offset, len, hint } => {
+                let s = self.session.as_ref().expect("session");
+                let of = s.opens.get(&open_id).ok_or(Status::BadOpenId)?;
+                let advice = match hint {
+                    cache_hint::SEQUENTIAL => rfs::Advice::Sequential,
+                    cache_hint::RANDOM => rfs::Advice::Random,
+                    cache_hint::WILL_NEED => rfs::Advice::WillNeed,
+                    cache_hint::DONT_NEED => rfs::Advice::DontNeed,
+                    cache_hint::NO_REUSE => rfs::Advice::NoReuse,
+                    _ => rfs::Advice::Normal,
+                };
+                rfs::fadvise(&of.fd, offset, len, advice).map_err(st)?;
+                reply_fate(self, sc, &Reply::Empty)
+            }
+            Request::Lock { fh, offset, len, ltype } | Request::LockTest { fh, offset, len, ltype } => {
+                let file = lockable(sh, &fh)?;
+                let r = locks::range(offset, len).ok_or(Status::Inval)?;
+                let owner = self.session.as_ref().expect("session").id;
+                if h.opcode == Opcode::LockTest {
+                    let reply = match sh.locks.test(file, owner, r, ltype) {
+                        None => Reply::LockTest { conflict: false, ltype: 0, owner: 0, offset: 0, len: 0 },
+                        Some(l) => Reply::LockTest { conflict: true, ltype: l.ltype, owner: l.owner, offset: l.start, len: if l.end == u64::MAX { 0 } else { l.end - l.start } },
+                    };
+                    return reply_fate(self, sc, &reply);
+                }
+                match sh.locks.lock(file, owner, r, ltype) {
+                    locks::LockResult::Granted => reply_fate(self, sc, &Reply::Empty),
+                    locks::LockResult::Conflict(_) => Err(Status::Denied),
+                    locks::LockResult::Limit => Err(Status::Limit),
+                }
+            }
+            Request::Unlock { fh, offset, len } => {
+                let file = lockable(sh, &fh)?;
+                let r = locks::range(offset, len).ok_or(Status::Inval)?;
+                let owner = self.session.as_ref().expect("session").id;
+                sh.locks.unlock(file, owner, r);
+                reply_fate(self, sc, &Reply::Empty)
+            }
+            Request::GetNamedAttr { fh, name } => {
+                let d = sh.handles.resolve(&fh)?;
+                let value = nattr::get(d.fd.as_fd(), name)?;
+                reply_fate(self, sc, &Reply::NamedAttr { value: &value })
+            }
+            Request::SetNamedAttr { fh, flags, name, value } => {
+                let d = sh.handles.resolve(&fh)?;
+                self.check_writable(sh, d.export)?;
+                nattr::set(d.fd.as_fd(), name, value, flags)?;
+                reply_fate(self, sc, &Reply::Empty)
+            }
+            Request::ListNamedAttr { fh } => {
+                let d = sh.handles.resolve(&fh)?;
+                let names = nattr::list(d.fd.as_fd())?;
+                reply_fate(self, sc, &Reply::NamedAttrList { names: &names })
+            }
+            Request::RemoveNamedAttr { fh, name } => {
+                let d = sh.handles.resolve(&fh)?;
+                self.check_writable(sh, d.export)?;
+                nattr::remove(d.fd.as_fd(), name)?;
+                reply_fate(self, sc, &Reply::Empty)
+            }
+            Request::Publish { open_id } => {
+                let s = self.session.as_mut().expect("session");
+                let of = s.opens.get_mut(&open_id).ok_or(Status::BadOpenId)?;
+                let (dir, name, export) = of.unlinked.clone().ok_or(Status::Inval)?;
+                let c = std::ffi::CString::new(name.clone()).map_err(|_| Status::BadName)?;
+                let src = fsops::proc_path(of.fd.as_fd());
+                rfs::linkat(rfs::CWD, src.as_c_str(), dir.as_fd(), c.as_c_str(), AtFlags::SYMLINK_FOLLOW).map_err(st)?;
+                of.unlinked = None;
+                let fd = fsops::lookup(dir.as_fd(), &name, false)?;
+                let (fh, stat) = sh.handles.insert(fd, export)?;
+                reply_fate(self, sc, &Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
+            }
+            Request::BatchIo { open_id, flags, count, ios } => self.batch_io(sh, sc, h, open_id, flags, count, ios),
+            Request::Chain { elements, .. } => self.chain(sh, sc, h, elements),
             Request::Reserved(_) => Err(Status::NotSupp),
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn open(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, fh: dafs_proto::FileHandle, flags: u32, mode: u32, name: &[u8]) -> Result<Done, Status> {
+    fn batch_io(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, open_id: u64, flags: u32, count: u32, ios: &[u8]) -> Result<Done, Status> {
+        if count > sh.cfg.batch_max {
+            return Err(Status::TooMany);
+        }
+        let ios = dafs_proto::types::parse_batch(ios, count, sh.cfg.direct_max as u64).map_err(|_| Status::BadXdr)?;
+        let (fd, read_ok, write_ok, append) = {
+            let s = self.session.as_ref().expect("session");
+            let of = s.opens.get(&open_id).ok_or(Status::BadOpenId)?;
+            (of.fd.clone(), of.read, of.write, of.append.clone())
+        };
+        let btag = self.next_tag;
+        self.next_tag += 1;
+        let mut results = vec![(Status::Ok, 0u64); ios.len()];
+        let mut pulls: Vec<(u64, PendingWrite, RemoteRegion, usize)> = Vec::new();
+        for (i, io) in ios.iter().enumerate() {
+            if (io.write && !write_ok) || (!io.write && !read_ok) {
+                results[i].0 = Status::OpenMode;
+                continue;
+            }
+            // Walk the file segments and the memory segments side by side.
+            let (mut fi, mut foff, mut mi, mut moff) = (0usize, 0u64, 0usize, 0u64);
+            'io: while fi < io.file.len() && mi < io.mem.len() {
+                let (fstart, flen) = io.file[fi];
+                let (region, mlen) = io.mem[mi];
+                let piece = (flen - foff).min(mlen - moff);
+                if piece > 0 {
+                    let at = fstart + foff;
+                    let mr = RemoteRegion { key: region.key, offset: region.offset.checked_add(moff).ok_or(Status::BadRegion)? };
+                    if io.write {
+                        let mut wrote_at = at;
+                        match self.t.pull_sync(mr, piece as usize, &mut |src| {
+                            let (n, off) = write_at(fd.as_fd(), src, at, append.as_deref()).map_err(|s| std::io::Error::from_raw_os_error(s.to_errno()))?;
+                            wrote_at = off;
+                            Ok(n)
+                        }) {
+                            Ok(Some(n)) => results[i].1 += n as u64,
+                            Ok(None) => {
+                                let tag = self.next_tag;
+                                self.next_tag += 1;
+                                pulls.push((tag, PendingWrite { hdr: *h, fd: fd.clone(), offset: at, stable: false, append: append.clone(), batch: Some((btag, i)) }, mr, piece as usize));
+                            }
+                            Err(PutError::Fill(e)) => {
+                                results[i].0 = fsops::io_st(e);
+                                break 'io;
+                            }
+                            Err(PutError::Transport(_)) => {
+                                results[i].0 = Status::BadRegion;
+                                break 'io;
+                            }
+                        }
+                        let _ = wrote_at;
+                    } else {
+                        match self.t.put(mr, piece as usize, &mut |buf| fsops::pread_full(fd.as_fd(), buf, at)) {
+                            Ok(n) => {
+                                results[i].1 += n as u64;
+                                if (n as u64) < piece {
+                                    break 'io; // end of file
+                                }
+                            }
+                            Err(PutError::Fill(e)) => {
+                                results[i].0 = fsops::io_st(e);
+                                break 'io;
+                            }
+                            Err(PutError::Transport(_)) => {
+                                results[i].0 = Status::BadRegion;
+                                break 'io;
+                            }
+                        }
+                    }
+                }
+                foff += piece;
+                moff += piece;
+                if foff == flen {
+                    fi += 1;
+                    foff = 0;
+                }
+                if moff == mlen {
+                    mi += 1;
+                    moff = 0;
+                }
+            }
+        }
+        let bytes: u64 = results.iter().map(|r| r.1).sum();
+        sh.stats.direct_bytes.fetch_add(bytes, Relaxed);
+        if pulls.is_empty() {
+            let _ = self.send_batch_reply(sh, sc, h, flags, &results);
+            return Ok(Done::Replied);
+        }
+        // Writes over a provider without synchronous pulls (TCP): finish when every
+        // piece has arrived.
+        let n = pulls.len();
+        for (tag, pw, mr, len) in pulls {
+            if let Err(e) = self.t.pull(mr, len, tag) {
+                debug!("batch pull failed: {e}");
+                return Err(Status::TransferFailed);
+            }
+            self.pending.insert(tag, pw);
+        }
+        self.batches.insert(btag, PendingBatch { hdr: *h, flags, results, pulls_left: n });
+        Ok(Done::Deferred)
+    }
+
+    /// Execute a chain: elements run in order; a current file handle and open id flow
+    /// from one to the next (CURRENT_FH / CURRENT_OPEN_ID); execution stops at the first
+    /// element that fails, and the reply carries every executed element's reply.
+    fn chain(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, elements: &[u8]) -> Result<Done, Status> {
+        let elems = dafs_proto::types::unpack_messages(elements, CHAIN_LEN_MAX).map_err(|_| Status::BadXdr)?;
+        let max = self.t.max_msg_size();
+        let mut cur_fh: Option<dafs_proto::FileHandle> = None;
+        let mut cur_open: Option<u64> = None;
+        self.capture = Some(Vec::new());
+        let mut executed = 0u32;
+        let mut failed = u32::MAX;
+        for (i, m) in elems.iter().enumerate() {
+            executed += 1;
+            let outcome = match dafs_proto::decode_request(m, max) {
+                Err((sub_h, _)) => {
+                    let sub_h = sub_h.unwrap_or(*h);
+                    Err((sub_h, Status::BadXdr))
+                }
+                Ok((sub_h, req)) => match substitute(req, cur_fh, cur_open) {
+                    Err(e) => Err((sub_h, e)),
+                    Ok(req) if !chainable(&req) => Err((sub_h, Status::NotChainable)),
+                    Ok(req) => match self.execute(sh, sc, &sub_h, req) {
+                        Ok(Done::Replied) => Ok(()),
+                        Ok(Done::Pending(_)) | Ok(Done::Deferred) => Err((sub_h, Status::NotChainable)),
+                        Err(e) => Err((sub_h, e)),
+                    },
+                },
+            };
+            if let Err((sub_h, status)) = outcome {
+                let _ = self.send(sh, sc, &sub_h, &Reply::Error(status));
+                failed = i as u32;
+                break;
+            }
+            // Pick up the handle / open id this element produced.
+            let cap = self.capture.as_ref().unwrap();
+            if let Some(last) = dafs_proto::types::unpack_messages(cap, CHAIN_LEN_MAX).ok().and_then(|v| v.last().copied()) {
+                if let Ok((_, r)) = dafs_proto::decode_reply(last, max) {
+                    match r {
+                        Reply::Handle { fh, .. } => cur_fh = Some(fh),
+                        Reply::Open { open_id, fh, .. } => {
+                            cur_fh = Some(fh);
+                            cur_open = Some(open_id);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let replies = self.capture.take().unwrap();
+        let _ = self.send(sh, sc, h, &Reply::Chain { executed, failed, replies: &replies });
+        Ok(Done::Replied)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn open(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, fh: dafs_proto::FileHandle, flags: u32, mode: u32, name: &[u8], key: &[u8]) -> Result<Done, Status> {
         let read = flags & open_flags::READ != 0;
         let write = flags & open_flags::WRITE != 0;
         let mut of = match (read, write) {
@@ -757,7 +1063,18 @@ impl Conn {
         if write || flags & open_flags::CREATE != 0 {
             self.check_writable(sh, d.export)?;
         }
-        let (file, handle) = if name.is_empty() {
+        let unlinked = flags & open_flags::UNLINKED != 0;
+        if flags & open_flags::DELETE_ON_CLOSE != 0 && (name.is_empty() || unlinked) {
+            return Err(Status::Inval); // the name to delete must be known
+        }
+        let (file, handle) = if unlinked {
+            // An anonymous file in the directory: O_TMPFILE; PUBLISH links it in.
+            let tmp = rfs::openat(d.fd.as_fd(), c".", OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC, Mode::from_raw_mode(mode)).map_err(st)?;
+            let path_fd = fsops::reopen(tmp.as_fd(), OFlags::PATH)?;
+            // Enter it by descriptor; its handle answers STALE until published.
+            let (handle, _) = sh.handles.insert(path_fd, d.export)?;
+            (tmp, handle)
+        } else if name.is_empty() {
             let st0 = fsops::fstat(d.fd.as_fd())?;
             match FileType::from_mode(st0.st_mode) {
                 FileType::Directory => return Err(Status::IsDir),
@@ -783,8 +1100,33 @@ impl Conn {
         }
         let s = self.session.as_mut().expect("session");
         let open_id = s.next_open_id;
+        let file_key = (stat.st_dev, stat.st_ino);
+        let dir_fd = d.fd.clone();
+        let append_lock = sh.open_table.admit(
+            file_key,
+            openstate::OpenRequest {
+                session: s.id,
+                open_id,
+                read,
+                write,
+                deny_read: flags & open_flags::DENY_READ != 0,
+                deny_write: flags & open_flags::DENY_WRITE != 0,
+                key,
+                delete_on_close: (flags & open_flags::DELETE_ON_CLOSE != 0).then(|| (dir_fd.clone(), name.to_vec())),
+            },
+        )?;
         s.next_open_id += 1;
-        s.opens.insert(open_id, OpenFile { fd: Arc::new(file), read, write });
+        s.opens.insert(
+            open_id,
+            OpenFile {
+                fd: Arc::new(file),
+                read,
+                write,
+                file: file_key,
+                append: (flags & open_flags::APPEND != 0).then_some(append_lock),
+                unlinked: unlinked.then(|| (dir_fd, name.to_vec(), d.export)),
+            },
+        );
         let _ = self.send(sh, sc, h, &Reply::Open { open_id, fh: handle, attr: fsops::attr_from_stat(&stat) });
         Ok(Done::Replied)
     }
@@ -805,6 +1147,84 @@ impl Conn {
             Ok(())
         }
     }
+}
+
+/// pwrite, or — for an append-mode open — an atomic append: under the file's append
+/// lock, at the end of file. Returns (bytes, offset written at).
+fn write_at(fd: std::os::fd::BorrowedFd, data: &[u8], offset: u64, append: Option<&Mutex<()>>) -> Result<(usize, u64), Status> {
+    match append {
+        None => Ok((fsops::pwrite_full(fd, data, offset).map_err(fsops::io_st)?, offset)),
+        Some(lock) => {
+            let _g = lock.lock().unwrap_or_else(|e| e.into_inner());
+            let end = fsops::fstat(fd)?.st_size as u64;
+            check_range(end, data.len() as u64)?;
+            Ok((fsops::pwrite_full(fd, data, end).map_err(fsops::io_st)?, end))
+        }
+    }
+}
+
+/// The lock-table key of a handle; locks apply to regular files only.
+fn lockable(sh: &Shared, fh: &dafs_proto::FileHandle) -> Result<(u64, u64), Status> {
+    let d = sh.handles.resolve(fh)?;
+    let s = fsops::fstat(d.fd.as_fd())?;
+    match FileType::from_mode(s.st_mode) {
+        FileType::Regular => Ok((s.st_dev, s.st_ino)),
+        FileType::Directory => Err(Status::IsDir),
+        _ => Err(Status::Inval),
+    }
+}
+
+/// Ops that may appear in a chain: everything that completes synchronously and is not
+/// itself a session or multi-op request.
+fn chainable(r: &Request) -> bool {
+    !matches!(
+        r,
+        Request::SessionCreate { .. } | Request::SessionAuth { .. } | Request::SessionDestroy | Request::Chain { .. } | Request::BatchIo { .. } | Request::Reserved(_)
+    )
+}
+
+/// Replace CURRENT_FH / CURRENT_OPEN_ID with the chain's current values.
+fn substitute(r: Request, fh: Option<dafs_proto::FileHandle>, open: Option<u64>) -> Result<Request, Status> {
+    let f = |x: dafs_proto::FileHandle| -> Result<dafs_proto::FileHandle, Status> {
+        if x == CURRENT_FH { fh.ok_or(Status::BadHandle) } else { Ok(x) }
+    };
+    let o = |x: u64| -> Result<u64, Status> {
+        if x == CURRENT_OPEN_ID { open.ok_or(Status::BadOpenId) } else { Ok(x) }
+    };
+    use Request as R;
+    Ok(match r {
+        R::Lookup { dir, path, follow } => R::Lookup { dir: f(dir)?, path, follow },
+        R::LookupParent { fh } => R::LookupParent { fh: f(fh)? },
+        R::GetAttr { fh } => R::GetAttr { fh: f(fh)? },
+        R::SetAttr { fh, set } => R::SetAttr { fh: f(fh)?, set },
+        R::Access { fh, mask } => R::Access { fh: f(fh)?, mask },
+        R::Create { dir, ftype, mode, exclusive, name } => R::Create { dir: f(dir)?, ftype, mode, exclusive, name },
+        R::Open { fh, flags, mode, name, key } => R::Open { fh: f(fh)?, flags, mode, name, key },
+        R::Close { open_id } => R::Close { open_id: o(open_id)? },
+        R::ReadInline { open_id, offset, len } => R::ReadInline { open_id: o(open_id)?, offset, len },
+        R::WriteInline { open_id, offset, stable, data } => R::WriteInline { open_id: o(open_id)?, offset, stable, data },
+        R::ReadDirect { open_id, offset, len, region } => R::ReadDirect { open_id: o(open_id)?, offset, len, region },
+        R::WriteDirect { open_id, offset, len, stable, region } => R::WriteDirect { open_id: o(open_id)?, offset, len, stable, region },
+        R::ReadDir { dir, cookie, max_entries, max_bytes } => R::ReadDir { dir: f(dir)?, cookie, max_entries, max_bytes },
+        R::Remove { dir, name } => R::Remove { dir: f(dir)?, name },
+        R::RmDir { dir, name } => R::RmDir { dir: f(dir)?, name },
+        R::Rename { from_dir, from_name, to_dir, to_name } => R::Rename { from_dir: f(from_dir)?, from_name, to_dir: f(to_dir)?, to_name },
+        R::Link { fh, dir, name } => R::Link { fh: f(fh)?, dir: f(dir)?, name },
+        R::Symlink { dir, name, target } => R::Symlink { dir: f(dir)?, name, target },
+        R::ReadLink { fh } => R::ReadLink { fh: f(fh)? },
+        R::Commit { open_id, offset, len } => R::Commit { open_id: o(open_id)?, offset, len },
+        R::FsStat { fh } => R::FsStat { fh: f(fh)? },
+        R::CacheHint { open_id, offset, len, hint } => R::CacheHint { open_id: o(open_id)?, offset, len, hint },
+        R::Lock { fh, offset, len, ltype } => R::Lock { fh: f(fh)?, offset, len, ltype },
+        R::LockTest { fh, offset, len, ltype } => R::LockTest { fh: f(fh)?, offset, len, ltype },
+        R::Unlock { fh, offset, len } => R::Unlock { fh: f(fh)?, offset, len },
+        R::GetNamedAttr { fh, name } => R::GetNamedAttr { fh: f(fh)?, name },
+        R::SetNamedAttr { fh, flags, name, value } => R::SetNamedAttr { fh: f(fh)?, flags, name, value },
+        R::ListNamedAttr { fh } => R::ListNamedAttr { fh: f(fh)? },
+        R::RemoveNamedAttr { fh, name } => R::RemoveNamedAttr { fh: f(fh)?, name },
+        R::Publish { open_id } => R::Publish { open_id: o(open_id)? },
+        other => other,
+    })
 }
 
 fn check_range(offset: u64, len: u64) -> Result<(), Status> {

@@ -15,6 +15,9 @@ pub mod config;
 mod conn;
 pub mod fsops;
 pub mod handles;
+pub mod locks;
+mod nattr;
+pub mod openstate;
 pub mod stats;
 
 use std::os::fd::OwnedFd;
@@ -41,6 +44,8 @@ pub struct Shared {
     /// `O_PATH` descriptors of the export roots, indexed like `cfg.exports`.
     pub roots: Vec<OwnedFd>,
     pub handles: handles::HandleTable,
+    pub locks: locks::LockTable,
+    pub open_table: openstate::OpenTable,
     pub stats: stats::ServerStats,
     pub sessions_live: AtomicUsize,
     /// This host's identity, offered to clients for the same-host check.
@@ -124,6 +129,8 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
     let shared = Arc::new(Shared {
         handles: handles::HandleTable::new(u64::from_le_bytes(instance), cfg.handles_max),
         roots,
+        locks: Default::default(),
+        open_table: Default::default(),
         stats: Default::default(),
         sessions_live: AtomicUsize::new(0),
         host_id: dafs_transport::shm::host_id(),
