@@ -1344,7 +1344,9 @@ impl Client {
 
     /// Open a file.
     pub fn open(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
-        let m = if opts.flags & open_flags::CREATE != 0 {
+        // Opens that create, or that act on the name later (delete-on-close), name the
+        // file in its directory; others open the looked-up handle.
+        let m = if opts.flags & (open_flags::CREATE | open_flags::DELETE_ON_CLOSE) != 0 {
             let (parent, name) = split_parent(path)?;
             let dir = self.dir_of(&parent)?;
             self.call(&Request::Open { fh: dir, flags: opts.flags, mode: opts.mode, name: name.as_bytes(), key: opts.key_bytes() })?
