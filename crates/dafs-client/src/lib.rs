@@ -23,6 +23,44 @@
 //! c.close(f)?;
 //! # Ok::<(), dafs_client::Error>(())
 //! ```
+//!
+//! ## DAFS semantics beyond NFS
+//!
+//! Batch I/O ([`Client::submit_batch`]), request chains ([`Chain`],
+//! [`Client::open_and_read`], [`Client::create_and_write`]), cache hints
+//! ([`Client::cache_hint`]), byte-range locks, extended open modes and named attributes:
+//!
+//! ```no_run
+//! use dafs_client::{Client, ClientConfig, OpenOptions};
+//! use dafs_client::dafs_proto::types::{cache_hint, nattr_flags};
+//! use std::time::Duration;
+//! let mut c = Client::connect("127.0.0.1:7420", ClientConfig::default())?;
+//!
+//! // Atomic append from many clients: the server picks (and returns) the offset.
+//! let log = c.open("app.log", OpenOptions::write_only().create(true).append(true))?;
+//! let at = c.append(&log, b"one record\n")?;
+//!
+//! // Byte-range locks (advisory, owned by this session): try, or wait bounded.
+//! let db = c.open("table.db", OpenOptions::read_write().create(true))?;
+//! c.lock(&db, 0, 4096, true)?;                       // exclusive, non-blocking
+//! c.lock_wait(&db, 8192, 0, false, Duration::from_secs(1))?; // shared, to the end
+//! c.unlock(&db, 0, 0)?;                              // everything this session holds
+//!
+//! // Create-unlinked: stage a file, then give it its name (or close to abort).
+//! let tmp = c.open("result.dat", OpenOptions::read_write().unlinked(true))?;
+//! c.pwrite(&tmp, b"complete contents", 0)?;
+//! c.publish(&tmp)?;
+//!
+//! // Open key and share reservations (the Oracle Disk Manager identify pattern).
+//! let owned = c.open("datafile", OpenOptions::read_write().create(true).key(b"instance-7").deny_write(true))?;
+//!
+//! // Hints and named attributes.
+//! c.cache_hint(&db, 0, 0, cache_hint::RANDOM)?;
+//! c.set_nattr("table.db", "schema-version", b"3", nattr_flags::CREATE)?;
+//! assert_eq!(c.get_nattr("table.db", "schema-version")?, b"3");
+//! # let _ = (at, owned);
+//! # Ok::<(), dafs_client::Error>(())
+//! ```
 
 mod error;
 
