@@ -382,6 +382,11 @@ fn open_with_key_and_share_reservations() {
     // Share reservations.
     let w = a.open("db", OpenOptions::read_write().deny_write(true)).unwrap();
     assert_eq!(status(b.open("db", OpenOptions::write_only()).unwrap_err()), Status::ShareDenied);
+    // A refused open has no effect: truncation is applied only once admitted.
+    assert_eq!(status(b.open("db", OpenOptions::write_only().truncate(true)).unwrap_err()), Status::ShareDenied);
+    assert_eq!(std::fs::read(srv.dir().join("db")).unwrap(), b"payload");
+    // Keys longer than 64 bytes are refused by the client.
+    assert!(matches!(b.open("db", OpenOptions::read().key(&[1u8; 65])), Err(Error::InvalidArgument(_))));
     let r = b.open("db", OpenOptions::read()).unwrap();
     assert_eq!(status(b.open("db", OpenOptions::read().deny_read(true)).unwrap_err()), Status::ShareDenied, "a reads already");
     b.close(r).unwrap();

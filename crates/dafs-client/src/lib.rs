@@ -229,13 +229,23 @@ impl OpenOptions {
     pub fn deny_write(mut self, on: bool) -> Self { self.set(open_flags::DENY_WRITE, on); self }
     /// Open key (at most 64 bytes): the first opener of a file sets it, every later
     /// opener must present the same key (`BadKey` otherwise) while any open lasts.
+    /// A key longer than 64 bytes makes the open fail with `InvalidArgument`.
     pub fn key(mut self, key: &[u8]) -> Self {
-        let n = key.len().min(OPEN_KEY_MAX);
-        self.key[..n].copy_from_slice(&key[..n]);
-        self.key_len = n as u8;
+        if key.len() > OPEN_KEY_MAX {
+            self.key_len = u8::MAX; // refused at open()
+            return self;
+        }
+        self.key[..key.len()].copy_from_slice(key);
+        self.key_len = key.len() as u8;
         self
     }
-    fn key_bytes(&self) -> &[u8] { &self.key[..self.key_len as usize] }
+    fn check(&self) -> Result<()> {
+        if self.key_len as usize > OPEN_KEY_MAX {
+            return Err(Error::InvalidArgument("open key longer than 64 bytes"));
+        }
+        Ok(())
+    }
+    fn key_bytes(&self) -> &[u8] { &self.key[..(self.key_len as usize).min(OPEN_KEY_MAX)] }
     pub fn create(mut self, on: bool) -> Self { self.set(open_flags::CREATE, on); self }
     /// Create, failing with `EXIST` if the file exists (implies `create`).
     pub fn exclusive(mut self, on: bool) -> Self {
@@ -337,6 +347,8 @@ pub struct ChainOutcome {
 #[derive(Debug, Clone, Default)]
 pub struct Chain {
     elems: Vec<Vec<u8>>,
+    /// An element could not be encoded (too large): the chain is refused when run.
+    invalid: bool,
 }
 
 impl Chain {
@@ -349,8 +361,10 @@ impl Chain {
     pub fn push(mut self, req: &Request) -> Self {
         let mut b = Vec::new();
         let h = Header::request(req.opcode(), 0, 0, 0, 0);
-        // Element size errors surface when the chain is sent.
-        let _ = dafs_proto::encode_request(&h, req, &mut b, limits::MSG_SIZE_MAX as usize);
+        // Element size errors surface when the chain is run.
+        if dafs_proto::encode_request(&h, req, &mut b, limits::MSG_SIZE_MAX as usize).is_err() {
+            self.invalid = true;
+        }
         self.elems.push(b);
         self
     }
@@ -1382,6 +1396,7 @@ impl Client {
 
     /// Open a file.
     pub fn open(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
+        opts.check()?;
         // Opens that create, or that act on the name later (delete-on-close), name the
         // file in its directory; others open the looked-up handle.
         let m = if opts.flags & (open_flags::CREATE | open_flags::DELETE_ON_CLOSE) != 0 {
@@ -1653,6 +1668,9 @@ impl Client {
     pub fn run_chain(&mut self, chain: &Chain) -> Result<ChainOutcome> {
         if chain.is_empty() {
             return Err(Error::InvalidArgument("empty chain"));
+        }
+        if chain.invalid {
+            return Err(Error::InvalidArgument("a chain element does not fit in a message"));
         }
         if chain.len() > dafs_proto::types::CHAIN_LEN_MAX {
             return Err(Error::Status(Status::TooMany));

@@ -238,7 +238,6 @@ impl Status {
             24 | 23 => Status::Limit,
             95 => Status::NotSupp,
             61 => Status::NoAttr,
-            11 => Status::Denied,
             _ => Status::Io,
         }
     }

@@ -571,7 +571,8 @@ pub fn unpack_messages(mut b: &[u8], max: usize) -> Result<Vec<&[u8]>, DecodeErr
     Ok(out)
 }
 
-/// Validate a named-attribute name: 1..=200 bytes, printable ASCII without '/'.
+/// Validate a named-attribute name: 1..=200 bytes of printable ASCII other than space
+/// (0x21..=0x7e).
 pub fn validate_nattr_name(n: &[u8]) -> Result<(), DecodeError> {
     if n.is_empty() || n.len() > NATTR_NAME_MAX || n.iter().any(|&c| !(0x21..0x7f).contains(&c)) {
         return Err(DecodeError::BadValue("named attribute name"));

@@ -1041,11 +1041,11 @@ impl Conn {
             (false, true) => OFlags::WRONLY,
             _ => OFlags::RDONLY,
         };
-        if flags & open_flags::TRUNCATE != 0 {
-            if !write {
-                return Err(Status::Inval);
-            }
-            of |= OFlags::TRUNC;
+        // O_TRUNC is applied only after the open is admitted (share reservations, key):
+        // a refused open must not have truncated a file another session holds.
+        let truncate = flags & open_flags::TRUNCATE != 0;
+        if truncate && !write {
+            return Err(Status::Inval);
         }
         if flags & open_flags::CREATE != 0 {
             of |= OFlags::CREATE;
@@ -1115,6 +1115,13 @@ impl Conn {
                 delete_on_close: (flags & open_flags::DELETE_ON_CLOSE != 0).then(|| (dir_fd.clone(), name.to_vec())),
             },
         )?;
+        if truncate {
+            if let Err(e) = rfs::ftruncate(&file, 0) {
+                sh.open_table.release(file_key, s.id, open_id);
+                return Err(st(e));
+            }
+        }
+        let stat = if truncate { fsops::fstat(file.as_fd())? } else { stat };
         s.next_open_id += 1;
         s.opens.insert(
             open_id,

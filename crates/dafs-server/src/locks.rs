@@ -21,9 +21,11 @@ pub struct LockEntry {
     pub ltype: u32,
 }
 
+/// `[offset, offset+len)`, or to the end of the 64-bit space for `len == 0`. None for an
+/// overflowing or empty range.
 pub fn range(offset: u64, len: u64) -> Option<(u64, u64)> {
     let end = if len == 0 { u64::MAX } else { offset.checked_add(len)? };
-    if end <= offset && len != 0 {
+    if end <= offset {
         return None;
     }
     Some((offset, end))
@@ -66,10 +68,12 @@ impl LockTable {
         if let Some(c) = Self::conflict(list, owner, r, ltype) {
             return LockResult::Conflict(c);
         }
-        remove_range(list, owner, r);
-        if list.len() >= LOCKS_PER_FILE_MAX {
+        // Checked before anything changes: a refused lock leaves the owner's locks as
+        // they were. (Replacing can split one lock into two, hence the +1.)
+        if list.len() + 1 >= LOCKS_PER_FILE_MAX {
             return LockResult::Limit;
         }
+        remove_range(list, owner, r);
         list.push(LockEntry { owner, start: r.0, end: r.1, ltype });
         LockResult::Granted
     }
@@ -161,6 +165,7 @@ mod tests {
         assert!(matches!(t.lock(F, 1, range(u64::MAX - 10, 5).unwrap(), X), LockResult::Granted));
         assert!(matches!(t.lock(F, 2, whole, S), LockResult::Conflict(_)));
         assert!(range(u64::MAX, 5).is_none(), "overflowing range is invalid");
+        assert!(range(u64::MAX, 0).is_none(), "empty range is invalid");
         assert_eq!(t.release_owner(1), 1);
         assert!(matches!(t.lock(F, 2, whole, S), LockResult::Granted));
     }

@@ -24,12 +24,22 @@ struct FileState {
     key: Option<Vec<u8>>,
     /// Directory and name to unlink when the last open closes.
     delete_on_close: Option<(Arc<OwnedFd>, Vec<u8>)>,
-    append: Arc<Mutex<()>>,
 }
 
-#[derive(Default)]
+/// Append serialisation: a fixed array of mutexes picked by inode. A file's mutex never
+/// changes (unlike per-file state, which goes at the last close while a write may still
+/// be arriving), and the array bounds memory whatever the number of files.
+const APPEND_STRIPES: usize = 64;
+
 pub struct OpenTable {
     files: Mutex<HashMap<(u64, u64), FileState>>,
+    append: Vec<Arc<Mutex<()>>>,
+}
+
+impl Default for OpenTable {
+    fn default() -> Self {
+        OpenTable { files: Mutex::new(HashMap::new()), append: (0..APPEND_STRIPES).map(|_| Arc::new(Mutex::new(()))).collect() }
+    }
 }
 
 pub struct OpenRequest<'a> {
@@ -68,7 +78,8 @@ impl OpenTable {
             st.delete_on_close = r.delete_on_close;
         }
         st.opens.push(OpenEntry { session: r.session, open_id: r.open_id, read: r.read, write: r.write, deny_read: r.deny_read, deny_write: r.deny_write });
-        Ok(st.append.clone())
+        let stripe = (file.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ file.1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+        Ok(self.append[stripe as usize % APPEND_STRIPES].clone())
     }
 
     /// An open ended. On the file's last close, performs a pending delete-on-close.
