@@ -226,13 +226,18 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
     let mut conns: Vec<Option<Conn>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut sc = Scratch::default();
-    let spin = Duration::from_micros(sh.cfg.spin_us);
+    // Adaptive: spinning pays only while requests follow each other within the budget.
+    let mut spin = dafs_transport::wait::AdaptiveSpin::new(Duration::from_micros(sh.cfg.spin_us));
     let mut last_activity = Instant::now();
     loop {
         // Bounded spin, then sleep: while spinning, poll epoll without blocking and look
         // at shared-memory rings directly; before sleeping, ask every ring-based peer for
         // a doorbell (and do not sleep if input arrived meanwhile).
-        let mut timeout = if !spin.is_zero() && last_activity.elapsed() < spin { Some(Duration::ZERO) } else { Some(Duration::from_millis(500)) };
+        let spinning = !spin.budget().is_zero() && last_activity.elapsed() < spin.budget();
+        if spinning {
+            dafs_transport::wait::spin_pause();
+        }
+        let mut timeout = if spinning { Some(Duration::ZERO) } else { Some(Duration::from_millis(500)) };
         let mut armed = false;
         if timeout != Some(Duration::ZERO) {
             armed = true;
@@ -254,12 +259,14 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
             }
         }
         if !events.is_empty() {
+            spin.record(last_activity.elapsed());
             last_activity = Instant::now();
         }
         // Ring input is not signalled through epoll while the peer sees us awake.
         for idx in 0..conns.len() {
             let pending = conns[idx].as_ref().is_some_and(|c| c.t.input_pending());
             if pending {
+                spin.record(last_activity.elapsed());
                 last_activity = Instant::now();
                 let fate = conns[idx].as_mut().unwrap().drive(&sh, &mut sc);
                 if fate == ConnFate::Close {

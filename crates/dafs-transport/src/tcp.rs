@@ -157,7 +157,7 @@ pub struct TcpClient {
     recv_state: ClientRecv,
     out: OutQueue,
     pool: Vec<Vec<u8>>,
-    spin: Duration,
+    spin: crate::wait::AdaptiveSpin,
     stats: TransportStats,
     peer: SocketAddr,
 }
@@ -188,7 +188,7 @@ impl TcpClient {
             recv_state: ClientRecv::Header,
             out: OutQueue::default(),
             pool: Vec::new(),
-            spin: spin_budget_from_env(),
+            spin: crate::wait::AdaptiveSpin::new(spin_budget_from_env()),
             stats: TransportStats::default(),
             peer,
         })
@@ -348,12 +348,17 @@ impl ClientTransport for TcpClient {
             Wait::Timeout(d) => Some(start + d),
             Wait::Forever => None,
         };
-        let spin_end = start + self.spin;
+        let spin = self.spin.budget();
+        let spin_end = start + spin;
+        let mut slept = false;
         loop {
             self.out.flush(&mut self.sock, &mut self.pool)?;
             if let Some(m) = self.progress()? {
-                if start.elapsed() < self.spin {
-                    self.stats.waits_spun += 1;
+                if wait != Wait::NoWait {
+                    self.spin.record(start.elapsed());
+                    if !slept {
+                        self.stats.waits_spun += 1;
+                    }
                 }
                 return Ok(Some(m));
             }
@@ -362,10 +367,11 @@ impl ClientTransport for TcpClient {
                 return Ok(None);
             }
             if now < spin_end {
-                std::hint::spin_loop();
+                crate::wait::spin_pause();
                 continue;
             }
             self.stats.waits_slept += 1;
+            slept = true;
             sleep_on_fd(self.sock.as_fd(), !self.out.q.is_empty(), deadline)?;
         }
     }
@@ -376,7 +382,7 @@ impl ClientTransport for TcpClient {
         }
     }
 
-    fn set_spin(&mut self, spin: Duration) { self.spin = spin; }
+    fn set_spin(&mut self, spin: Duration) { self.spin.set_max(spin); }
 
     unsafe fn register(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64, TransportError> {
         self.registry.insert(ptr, len, access, false)

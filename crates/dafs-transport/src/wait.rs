@@ -43,3 +43,79 @@ pub fn sleep_on_fd(fd: BorrowedFd<'_>, want_write: bool, deadline: Option<Instan
         Err(e) => Err(e.into()),
     }
 }
+
+/// Adaptive spin budget. Spinning pays only when the awaited event comes within the
+/// budget; when the machine is contended (the peer is not running), a spin burns the
+/// CPU the peer needs and the wait ends in a sleep anyway. So the budget follows recent
+/// waits: a wait that ended within the maximum budget (spinning would have caught it)
+/// grows it back toward the maximum; a longer one halves it, down to zero (pure sleep,
+/// like a blocking client). One long wait does not disable spinning for long: it takes a
+/// few in a row.
+#[derive(Debug, Clone, Copy)]
+pub struct AdaptiveSpin {
+    max: Duration,
+    cur: Duration,
+}
+
+impl AdaptiveSpin {
+    pub fn new(max: Duration) -> Self {
+        AdaptiveSpin { max, cur: max }
+    }
+    /// The budget for the next wait.
+    pub fn budget(&self) -> Duration {
+        self.cur
+    }
+    pub fn max(&self) -> Duration {
+        self.max
+    }
+    pub fn set_max(&mut self, max: Duration) {
+        self.max = max;
+        self.cur = self.cur.min(max);
+        if self.cur.is_zero() {
+            self.cur = max;
+        }
+    }
+    /// Record how long a wait took in total (spin plus sleep).
+    pub fn record(&mut self, waited: Duration) {
+        if waited <= self.max {
+            self.cur = (self.cur * 2).max(Duration::from_micros(2)).min(self.max);
+        } else {
+            self.cur /= 2;
+            if self.cur < Duration::from_micros(1) {
+                self.cur = Duration::ZERO;
+            }
+        }
+    }
+}
+
+/// One spin iteration. Deliberately not sched_yield: on a machine loaded with unrelated
+/// CPU-bound work, a yield hands the CPU to them for a whole timeslice (milliseconds,
+/// measured), while a thread that sleeps gets wakeup preemption. Contention is handled
+/// by [`AdaptiveSpin`] turning spinning off instead.
+#[inline]
+pub fn spin_pause() {
+    std::hint::spin_loop();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adaptive_spin_follows_waits() {
+        let mut s = AdaptiveSpin::new(Duration::from_micros(50));
+        assert_eq!(s.budget(), Duration::from_micros(50));
+        for _ in 0..10 {
+            s.record(Duration::from_micros(500));
+        }
+        assert_eq!(s.budget(), Duration::ZERO, "long waits turn spinning off");
+        s.record(Duration::from_micros(5));
+        assert!(s.budget() >= Duration::from_micros(2), "a short wait turns it back on");
+        for _ in 0..10 {
+            s.record(Duration::from_micros(5));
+        }
+        assert_eq!(s.budget(), Duration::from_micros(50));
+        s.set_max(Duration::ZERO);
+        assert_eq!(s.budget(), Duration::ZERO);
+    }
+}

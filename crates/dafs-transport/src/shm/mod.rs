@@ -145,7 +145,7 @@ pub struct ShmClient {
     next_key: u64,
     overflow: VecDeque<Vec<u8>>,
     pool: Vec<Vec<u8>>,
-    spin: Duration,
+    spin: crate::wait::AdaptiveSpin,
     stats: TransportStats,
 }
 
@@ -173,7 +173,7 @@ impl ShmClient {
             next_key: 1,
             overflow: VecDeque::new(),
             pool: Vec::new(),
-            spin: spin_budget_from_env(),
+            spin: crate::wait::AdaptiveSpin::new(spin_budget_from_env()),
             stats: TransportStats::default(),
         };
         let ack = me.wait_ctl(K_HELLO_ACK, Instant::now() + timeout)?;
@@ -277,13 +277,17 @@ impl ClientTransport for ShmClient {
             Wait::Timeout(d) => Some(start + d),
             Wait::Forever => None,
         };
-        let spin_end = start + self.spin;
+        let spin_end = start + self.spin.budget();
         let mut spins: u32 = 0;
+        let mut slept = false;
         loop {
             self.flush_overflow()?;
             if let Some(m) = self.try_pop()? {
-                if start.elapsed() <= self.spin {
-                    self.stats.waits_spun += 1;
+                if wait != Wait::NoWait {
+                    self.spin.record(start.elapsed());
+                    if !slept {
+                        self.stats.waits_spun += 1;
+                    }
                 }
                 return Ok(Some(m));
             }
@@ -298,13 +302,14 @@ impl ClientTransport for ShmClient {
                 return Ok(None);
             }
             if now < spin_end {
-                std::hint::spin_loop();
+                crate::wait::spin_pause();
                 continue;
             }
             if !self.s2c.arm_sleep() {
                 continue;
             }
             self.stats.waits_slept += 1;
+            slept = true;
             let r = sleep_on_fd(self.sock.as_fd(), false, deadline);
             self.s2c.disarm_sleep();
             r?;
@@ -322,7 +327,7 @@ impl ClientTransport for ShmClient {
         }
     }
 
-    fn set_spin(&mut self, spin: Duration) { self.spin = spin; }
+    fn set_spin(&mut self, spin: Duration) { self.spin.set_max(spin); }
 
     unsafe fn register(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64, TransportError> {
         if ptr.is_null() || len == 0 {
