@@ -62,6 +62,8 @@ enum Cmd {
     Mv { from: String, to: String },
     /// Round-trip a NULL request and print the negotiated session parameters.
     Ping { url: String },
+    /// Performance harness: local files, DAFS over TCP and shared memory, NFS (see docs/benchmarks.md).
+    Bench(dafs_bench::BenchArgs),
 }
 
 fn main() {
@@ -136,6 +138,7 @@ fn type_char(t: FileType) -> char {
 fn run(cli: &Cli) -> Result<(), Fail> {
     match &cli.cmd {
         Cmd::Serve(a) => serve::run(a).map_err(|e| Fail(2, e)),
+        Cmd::Bench(a) => dafs_bench::run(a).map_err(|e| Fail(1, e)),
         Cmd::Ls { url, long } => {
             let (mut c, path) = connect(cli, url)?;
             let attr = c.stat(&path).map_err(|e| op_err(&path, e))?;

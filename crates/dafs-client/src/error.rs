@@ -35,6 +35,12 @@ impl Error {
     pub fn errno(&self) -> i32 {
         match self {
             Error::Status(s) => s.to_errno(),
+            // Keep the operating system's errno where there is one (ECONNREFUSED, ...).
+            Error::Transport(TransportError::Io(e)) => e.raw_os_error().unwrap_or(libc::EIO),
+            Error::Transport(TransportError::TooBig { .. }) => libc::EMSGSIZE,
+            Error::Transport(TransportError::BadRegion) => libc::EFAULT,
+            Error::Transport(TransportError::RegistrationLimit) => libc::ENOMEM,
+            Error::Transport(TransportError::NotRegistrable) => libc::EINVAL,
             Error::Transport(_) | Error::Disconnected => libc::ENOTCONN,
             Error::Protocol(_) => libc::EPROTO,
             Error::WouldBlock => libc::EAGAIN,

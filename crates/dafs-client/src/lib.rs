@@ -968,6 +968,9 @@ impl Client {
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
+                        // Out of time, but still look at what has arrived (a zero timeout
+                        // means "poll").
+                        while !self.dead && self.progress(Wait::NoWait)? {}
                         break;
                     }
                     Wait::Timeout(d - now)
@@ -1885,8 +1888,17 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        // Best effort: tell the server the session is over (it also ends with the
-        // connection). Never block in drop.
+        // I/O still in flight may name application memory (registered with
+        // register_raw, or reached by address on shared memory): wait for it, bounded,
+        // so the server never writes there after the client is gone.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.dead && self.inflight.iter().any(Option::is_some) {
+            let now = Instant::now();
+            if now >= deadline || self.progress(Wait::Timeout(deadline - now)).is_err() {
+                break;
+            }
+        }
+        // Then tell the server the session is over (it also ends with the connection).
         if !self.dead {
             if let Some((slot, seq)) = self.slots.acquire() {
                 let h = Header::request(Opcode::SessionDestroy, self.session_id, slot, seq, slot);

@@ -92,8 +92,9 @@ pub struct TransportStats {
     pub vm_registrations: u64,
 }
 
-/// Client end of a connection.
-pub trait ClientTransport {
+/// Client end of a connection. `Send`: a client may move between threads (one at a
+/// time), e.g. behind a mutex in a language binding.
+pub trait ClientTransport: Send {
     /// Largest message this endpoint sends or accepts.
     fn max_msg_size(&self) -> usize;
     /// Lower (never raise above the provider maximum) the message size after negotiation.

@@ -147,6 +147,13 @@ enum ClientRecv {
     Put { ptr: *mut u8, len: usize, got: usize },
 }
 
+// SAFETY: the raw pointers a TcpClient holds (placement targets in `ClientRecv::Put`,
+// registry entries, queued `Out::Mem`) point into memory the registration contract keeps
+// valid; they are used only by whichever single thread currently owns the client.
+unsafe impl Send for TcpClient {}
+// SAFETY: as above; registrations move with the registry's owner.
+unsafe impl Send for crate::registry::Registry {}
+
 /// Client endpoint of the TCP provider.
 pub struct TcpClient {
     sock: TcpStream,

@@ -131,6 +131,10 @@ enum ClientRegion {
     Vm,
 }
 
+// SAFETY: the mappings and rings a ShmClient holds are plain shared memory used by the
+// one thread that currently owns the client.
+unsafe impl Send for ShmClient {}
+
 /// Client endpoint of the shared-memory provider.
 pub struct ShmClient {
     sock: UnixStream,
