@@ -537,16 +537,16 @@ impl PyClient {
     // ------------------------------------------------------------------ files
 
     /// Open: returns (file id, size at open).
-    #[pyo3(signature = (path, read, write, create=false, exclusive=false, truncate=false, mode=0o644))]
+    #[pyo3(signature = (path, read, write, create=false, exclusive=false, truncate=false, mode=0o644, append=false))]
     #[allow(clippy::too_many_arguments)]
-    fn open(&self, py: Python<'_>, path: String, read: bool, write: bool, create: bool, exclusive: bool, truncate: bool, mode: u32) -> PyResult<(u64, u64)> {
+    fn open(&self, py: Python<'_>, path: String, read: bool, write: bool, create: bool, exclusive: bool, truncate: bool, mode: u32, append: bool) -> PyResult<(u64, u64)> {
         let opts = match (read, write) {
             (true, false) => OpenOptions::read(),
             (false, true) => OpenOptions::write_only(),
             (true, true) => OpenOptions::read_write(),
             (false, false) => return Err(PyValueError::new_err("open: neither read nor write")),
         };
-        let opts = opts.create(create).exclusive(exclusive).truncate(truncate).mode(mode);
+        let opts = opts.create(create).exclusive(exclusive).truncate(truncate).mode(mode).append(append);
         let p = path.clone();
         let r = self.run_nogil(py, move |inner| {
             let f = inner.c.0.open(&p, opts)?;
@@ -607,6 +607,30 @@ impl PyClient {
             // SAFETY: `pb` keeps the buffer exported until after this closure returns.
             let s = unsafe { std::slice::from_raw_parts(ptr.get() as *const u8, len) };
             inner.c.0.pwrite(f, s, offset)
+        })?;
+        drop(pb);
+        r.map_err(|e| to_pyerr(e, None, None))
+    }
+
+    /// Append all of `data` atomically (the file was opened with append=True): the server
+    /// writes it at the end of file as of that moment, across all clients, and returns
+    /// the offset it chose. Data larger than max_io_size is appended in pieces, each
+    /// atomic on its own.
+    fn append(&self, py: Python<'_>, fid: u64, data: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let pb = byte_buffer(data, false, "write()")?;
+        let len = pb.len_bytes();
+        let ptr = SendPtr(pb.buf_ptr() as *mut u8);
+        let r = self.run_nogil(py, move |inner| {
+            let f = inner.files.get(&fid).ok_or_else(bad_fid)?;
+            // SAFETY: `pb` keeps the buffer exported until after this closure returns.
+            let s = unsafe { std::slice::from_raw_parts(ptr.get() as *const u8, len) };
+            let max = inner.c.0.max_io_size();
+            let mut first = None;
+            for piece in s.chunks(max.max(1)) {
+                let off = inner.c.0.append(f, piece)?;
+                first.get_or_insert(off);
+            }
+            Ok::<_, Error>(first.unwrap_or(0))
         })?;
         drop(pb);
         r.map_err(|e| to_pyerr(e, None, None))

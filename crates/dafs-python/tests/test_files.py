@@ -137,6 +137,34 @@ def test_r_plus_buffered_random(client, wd):
         assert f.read() == b"012abc6789"
 
 
+def test_append_is_atomic_across_clients(server, client, wd):
+    import dafs
+    path = f"{wd}/shared.log"
+    other = dafs.Client(server.addr, provider="tcp")
+    try:
+        a = client.open(path, "ab")
+        b = other.open(path, "ab")
+        for i in range(50):
+            (a if i % 2 else b).write(bytes([65 + i % 26]) * (10 + i))
+        a.close()
+        b.close()
+    finally:
+        other.close()
+    data = client.open(path, "rb").read()
+    assert len(data) == sum(10 + i for i in range(50))
+    # Every record is intact and contiguous: runs of one letter of the expected lengths.
+    runs, prev, count = [], None, 0
+    for ch in data:
+        if ch == prev:
+            count += 1
+        else:
+            if prev is not None:
+                runs.append(count)
+            prev, count = ch, 1
+    runs.append(count)
+    assert sorted(runs) == sorted(10 + i for i in range(50))
+
+
 def test_append_mode(client, wd):
     path = f"{wd}/log"
     with client.open(path, "w", encoding="ascii") as f:

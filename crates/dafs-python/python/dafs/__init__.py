@@ -224,9 +224,10 @@ class Client:
         :data:`DEFAULT_BUFFER_SIZE` (or that many) bytes, wrapped in an
         ``io.TextIOWrapper`` in text mode. ``perms``: permission bits of a created file.
 
-        Append mode writes at the end of the file as it was at open, then after what this
-        object wrote: the protocol has no atomic append yet, so appends from several
-        clients (or objects) at once can overwrite each other.
+        Append mode writes atomically at the end of the file: the server picks the
+        offset at the moment of each write, so appends from several clients (or objects)
+        at once never overwrite each other (each write of up to ``max_io_size`` bytes
+        stays contiguous).
         """
         if not isinstance(mode, str):
             raise TypeError(f"open() argument 'mode' must be str, not {type(mode).__name__}")
@@ -459,7 +460,7 @@ class File(io.RawIOBase):
         read, write, create, excl, trunc, append, self.mode = self._MODES[key]
         self.name = _path(path)
         self._client = client
-        fid, size = client._c.open(self.name, read, write, create, excl, trunc, perms)
+        fid, size = client._c.open(self.name, read, write, create, excl, trunc, perms, append)
         self._fid = fid
         self._readable, self._writable, self._append = read, write, append
         self._pos = size if append else 0
@@ -545,14 +546,18 @@ class File(io.RawIOBase):
         """Write all of ``b`` (any C-contiguous buffer) at the position (in append mode:
         at the end, see :meth:`Client.open`). Returns ``len(b)`` in bytes."""
         self._check_writable()
-        off = self._end if self._append else self._pos
-        n = self._client._c.pwrite(self._fid, b, off)
         if self._append:
+            # Atomic append: the server picks the offset (the end of file right now,
+            # whoever else is appending) and tells us where the data went.
+            n = memoryview(b).nbytes
+            off = self._client._c.append(self._fid, b) if n else self._end
             self._end = off + n
             self._pos = self._end
-        else:
-            self._pos = off + n
-            self._end = max(self._end, self._pos)
+            return n
+        off = self._pos
+        n = self._client._c.pwrite(self._fid, b, off)
+        self._pos = off + n
+        self._end = max(self._end, self._pos)
         return n
 
     def pwrite(self, b, offset: int) -> int:
