@@ -126,10 +126,14 @@ fn read_some<R: Read>(r: &mut R, dst: &mut [u8]) -> Result<Option<usize>, Transp
 }
 
 fn take_buf(pool: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
-    // Prefer a pooled buffer that is already long enough (no re-zeroing).
-    let mut buf = match pool.iter().position(|b| b.len() >= len) {
+    // Best fit: the smallest pooled buffer already long enough (nothing to zero), so a
+    // small message never takes — and later re-zeroes — a large transfer buffer. Else
+    // the longest one, grown (zeroing only the difference).
+    let fit = pool.iter().enumerate().filter(|(_, b)| b.len() >= len).min_by_key(|(_, b)| b.len()).map(|(i, _)| i);
+    let pick = fit.or_else(|| pool.iter().enumerate().max_by_key(|(_, b)| b.len()).map(|(i, _)| i));
+    let mut buf = match pick {
         Some(i) => pool.swap_remove(i),
-        None => pool.pop().unwrap_or_default(),
+        None => Vec::new(),
     };
     if buf.len() < len {
         buf.resize(len, 0);
@@ -577,11 +581,10 @@ impl ServerConn for TcpServerConn {
         }
     }
 
-    fn recycle(&mut self, mut buf: Vec<u8>) {
+    fn recycle(&mut self, buf: Vec<u8>) {
+        // Kept at its current length: restoring the capacity would zero-fill it on every
+        // request (take_buf picks by length, best fit).
         if self.pool.len() < POOL_MAX {
-            // restore the full length so the next take_buf needs no re-zeroing
-            let cap = buf.capacity();
-            buf.resize(cap, 0);
             self.pool.push(buf);
         }
     }
