@@ -916,8 +916,13 @@ impl Client {
 
     /// Create a completion group.
     pub fn create_cg(&mut self) -> CgId {
-        let id = self.next_cg;
-        self.next_cg += 1;
+        // Never 0 (the blocking calls' own group) and never an id still in use, even
+        // after 2^32 creations.
+        let mut id = self.next_cg;
+        while id == self.internal_cg.0 || self.cgs.contains_key(&id) {
+            id = id.wrapping_add(1);
+        }
+        self.next_cg = id.wrapping_add(1);
         self.cgs.insert(id, Cg::default());
         CgId(id)
     }
@@ -990,6 +995,14 @@ impl Client {
             self.progress(Wait::Forever)?;
         }
         Ok(self.cgs.get_mut(&cg.0).unwrap().done.drain(..).collect())
+    }
+
+    /// Completion groups the application may submit to (not the internal one).
+    fn check_user_cg(&self, cg: CgId) -> Result<()> {
+        if cg == self.internal_cg {
+            return Err(Error::InvalidArgument("completion group 0 is internal to the library"));
+        }
+        self.check_cg(cg)
     }
 
     fn check_cg(&self, cg: CgId) -> Result<()> {
@@ -1075,11 +1088,13 @@ impl Client {
 
     /// Submit a read of `buf`'s length at `offset`. Completes on `cg`.
     pub fn submit_read(&mut self, f: &File, offset: u64, buf: IoBuf, cg: CgId, user_data: u64) -> Result<ReqId> {
+        self.check_user_cg(cg)?;
         self.submit(f.open_id, offset, buf, cg, user_data, true, false)
     }
 
     /// Submit a write of `buf` at `offset`. `stable`: durable before the reply.
     pub fn submit_write(&mut self, f: &File, offset: u64, buf: IoBuf, cg: CgId, user_data: u64) -> Result<ReqId> {
+        self.check_user_cg(cg)?;
         self.submit(f.open_id, offset, buf, cg, user_data, false, false)
     }
 
@@ -1613,7 +1628,7 @@ impl Client {
     /// # Ok::<(), dafs_client::Error>(())
     /// ```
     pub fn submit_batch(&mut self, f: &File, ios: Vec<BatchIoDesc>, cg: CgId, user_data: u64, mode: BatchCompletion) -> Result<ReqId> {
-        self.check_cg(cg)?;
+        self.check_user_cg(cg)?;
         if ios.is_empty() {
             return Err(Error::InvalidArgument("empty batch"));
         }

@@ -107,6 +107,23 @@ impl OutQueue {
     }
 }
 
+/// Writes with MSG_NOSIGNAL: a peer that went away is an EPIPE error, never a SIGPIPE.
+/// Rust binaries ignore SIGPIPE, but C programs (and Python) embedding the client
+/// library do not, and would die on a write to a dead server.
+struct NoSignal<'a, S: AsFd>(&'a S);
+
+impl<S: AsFd> Write for NoSignal<'_, S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        rustix::net::send(self.0, buf, rustix::net::SendFlags::NOSIGNAL).map_err(io::Error::from)
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        rustix::net::sendmsg(self.0, bufs, &mut rustix::net::SendAncillaryBuffer::default(), rustix::net::SendFlags::NOSIGNAL).map_err(io::Error::from)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 fn is_disconnect(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted | io::ErrorKind::UnexpectedEof)
 }
@@ -295,7 +312,7 @@ impl TcpClient {
                         self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
                     }
                 }
-                self.out.flush(&mut self.sock, &mut self.pool)?;
+                self.out.flush(&mut NoSignal(&self.sock), &mut self.pool)?;
             }
             FrameKind::GetResp => return Err(TransportError::Protocol("GET_RESP sent to a client")),
         }
@@ -319,9 +336,9 @@ impl ClientTransport for TcpClient {
             let mut written = 0;
             while written < total {
                 let r = if written < h.len() {
-                    self.sock.write_vectored(&[IoSlice::new(&h[written..]), IoSlice::new(msg)])
+                    NoSignal(&self.sock).write_vectored(&[IoSlice::new(&h[written..]), IoSlice::new(msg)])
                 } else {
-                    self.sock.write(&msg[written - h.len()..])
+                    NoSignal(&self.sock).write(&msg[written - h.len()..])
                 };
                 match r {
                     Ok(0) => return Err(TransportError::Closed),
@@ -348,7 +365,7 @@ impl ClientTransport for TcpClient {
         buf[..msg.len()].copy_from_slice(msg);
         self.out.push(Out::Header { bytes: h, pos: 0 });
         self.out.push(Out::Owned { buf, len: msg.len(), pos: 0 });
-        self.out.flush(&mut self.sock, &mut self.pool)?;
+        self.out.flush(&mut NoSignal(&self.sock), &mut self.pool)?;
         Ok(())
     }
 
@@ -363,7 +380,7 @@ impl ClientTransport for TcpClient {
         let spin_end = start + spin;
         let mut slept = false;
         loop {
-            self.out.flush(&mut self.sock, &mut self.pool)?;
+            self.out.flush(&mut NoSignal(&self.sock), &mut self.pool)?;
             if let Some(m) = self.progress()? {
                 if wait != Wait::NoWait {
                     self.spin.record(start.elapsed());
@@ -633,7 +650,7 @@ impl ServerConn for TcpServerConn {
     }
 
     fn flush(&mut self) -> Result<bool, TransportError> {
-        self.out.flush(&mut self.sock, &mut self.pool)
+        self.out.flush(&mut NoSignal(&self.sock), &mut self.pool)
     }
 
     fn backlog_bytes(&self) -> usize { self.out.bytes + self.pull_bytes }
