@@ -20,14 +20,16 @@ case "$PREFIX" in /*) ;; *) PREFIX="$PWD/$PREFIX" ;; esac
 LIBDIR=${LIBDIR:-$PREFIX/lib}
 INCLUDEDIR=$PREFIX/include
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
-REL=$TARGET_DIR/release
+# DAFS_PROFILE=debug installs the dev-profile build (the test suite uses it: no second build)
+PROFILE=${DAFS_PROFILE:-release}
+REL=$TARGET_DIR/$PROFILE
 
 if [ -z "${DAFS_NO_BUILD:-}" ]; then
     if ! command -v cargo >/dev/null 2>&1; then
         source scripts/ensure-deps.sh
     fi
-    echo "==> cargo build --release -p dafs-capi"
-    cargo build --release -p dafs-capi -q
+    echo "==> cargo build ($PROFILE) -p dafs-capi"
+    if [ "$PROFILE" = release ]; then cargo build --release -p dafs-capi -q; else cargo build -p dafs-capi -q; fi
 fi
 for f in libdafs.so libdafs.a; do
     [ -f "$REL/$f" ] || { echo "install-capi: $REL/$f missing (build first)" >&2; exit 1; }

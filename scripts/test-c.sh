@@ -77,9 +77,12 @@ if [ ! -f "$FIO_SRC/config-host.h" ]; then
 fi
 
 # ---------------------------------------------------------------- build
-echo "==> cargo build --release -p dafs-capi -p dafs-cli"
-cargo build --release -q -p dafs-capi -p dafs-cli
-REL=$CARGO_TARGET_DIR/release
+# The dev profile by default: scripts/test.sh has just built it for the Rust tests, so this
+# costs no second build (DAFS_PROFILE=release to test the release build).
+export DAFS_PROFILE=${DAFS_PROFILE:-debug}
+echo "==> cargo build ($DAFS_PROFILE) -p dafs-capi -p dafs-cli"
+if [ "$DAFS_PROFILE" = release ]; then cargo build --release -q -p dafs-capi -p dafs-cli; else cargo build -q -p dafs-capi -p dafs-cli; fi
+REL=$CARGO_TARGET_DIR/$DAFS_PROFILE
 PREFIX=$BUILD/prefix
 rm -rf "$PREFIX"
 DAFS_NO_BUILD=1 scripts/install-capi.sh "$PREFIX" >/dev/null

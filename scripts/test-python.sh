@@ -64,9 +64,14 @@ fi
 export PATH="$venv/bin:$PATH" # the maturin build backend runs `maturin`
 
 # --- build ---------------------------------------------------------------------------------
-echo "==> cargo build --release -p dafs-cli"
-cargo build --release -q -p dafs-cli
-echo "==> pip install ./crates/dafs-python (maturin, release)"
+# dafsd from the dev profile by default (scripts/test.sh has just built it).
+profile=${DAFS_PROFILE:-debug}
+echo "==> cargo build ($profile) -p dafs-cli"
+if [ "$profile" = release ]; then cargo build --release -q -p dafs-cli; else cargo build -q -p dafs-cli; fi
+# The extension in the same profile: with the dev profile maturin reuses what the
+# workspace build compiled (pyo3 and the client), instead of a second, release build.
+if [ "$profile" = release ]; then export MATURIN_PEP517_ARGS=""; else export MATURIN_PEP517_ARGS="--profile dev"; fi
+echo "==> pip install ./crates/dafs-python (maturin, $profile)"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
     --force-reinstall --no-deps ./crates/dafs-python
 
@@ -74,7 +79,7 @@ echo "==> pip install ./crates/dafs-python (maturin, release)"
 echo "==> pytest crates/dafs-python/tests"
 log=$(mktemp /tmp/dafs-test-python.XXXXXX.log)
 set +e
-DAFSD="$CARGO_TARGET_DIR/release/dafsd" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+DAFSD="$CARGO_TARGET_DIR/$profile/dafsd" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
     -rfEs crates/dafs-python/tests 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
