@@ -133,7 +133,9 @@ typedef struct dafs_options_t {
 } dafs_options_t;
 
 /* dafs_open flags: the same values as Linux's O_* (so O_RDWR|O_CREAT work too). Any
- * other bit gives -EINVAL. DAFS_O_EXCL implies DAFS_O_CREAT. */
+ * other bit gives -EINVAL. DAFS_O_EXCL implies DAFS_O_CREAT. DAFS_O_APPEND: every
+ * write appends atomically at the end of file (the server picks the offset); write
+ * with dafs_append, which only such files accept. */
 #define DAFS_O_RDONLY  00
 #define DAFS_O_WRONLY  01
 #define DAFS_O_RDWR    02
@@ -141,6 +143,7 @@ typedef struct dafs_options_t {
 #define DAFS_O_CREAT   0100
 #define DAFS_O_EXCL    0200
 #define DAFS_O_TRUNC   01000
+#define DAFS_O_APPEND  02000
 
 /* dafs_attr_t.type */
 #define DAFS_TYPE_REG  1
@@ -207,6 +210,43 @@ typedef struct dafs_stats_t {
     uint64_t reserved[8];
 } dafs_stats_t;
 
+/* dafs_batch_submit modes: how a batch reports completion. */
+#define DAFS_BATCH_PER_IO      0 /* one completion per I/O, with that I/O's user_data and
+                                    result (bytes, or -errno for that I/O alone) */
+#define DAFS_BATCH_PER_BATCH   1 /* one completion for the whole batch, with the batch's
+                                    user_data: total bytes, or the first I/O's -errno */
+#define DAFS_BATCH_ERRORS_ONLY 2 /* one completion per FAILED I/O (its user_data and
+                                    -errno), then one for the batch: the first -errno,
+                                    or >= 0 if all succeeded (the server reports only
+                                    failures, so no byte count: currently 0) */
+
+/* A file segment of a batched I/O: `len` bytes at file offset `offset`. */
+typedef struct dafs_file_seg_t {
+    uint64_t offset;
+    uint64_t len;
+} dafs_file_seg_t;
+
+/* A memory segment of a batched I/O: bytes [offset, offset + len) of a registered
+ * region of the submitting client. */
+typedef struct dafs_mem_seg_t {
+    dafs_region_t region;
+    size_t offset;
+    size_t len;
+} dafs_mem_seg_t;
+
+/* One I/O of a batch. The file segments and the memory segments are scattered
+ * independently (a gather of several file ranges into one buffer, a scatter of one
+ * file range into several buffer pieces, or both); both lists must be non-empty and
+ * their total lengths equal, at most dafs_max_io_size(). */
+typedef struct dafs_batch_io_t {
+    int write;                        /* 0 = read (file -> memory), non-zero = write */
+    const dafs_file_seg_t *file_segs; /* n_file_segs entries (caller-owned, copied) */
+    size_t n_file_segs;
+    const dafs_mem_seg_t *mem_segs;   /* n_mem_segs entries (caller-owned, copied) */
+    size_t n_mem_segs;
+    uint64_t user_data;               /* this I/O's completion (PER_IO, ERRORS_ONLY) */
+} dafs_batch_io_t;
+
 /* dafs_readdir callback: called once per entry (not "." or ".."). `name` is valid only
  * during the call. Return 0 to continue, non-zero to stop (dafs_readdir then returns
  * that value). */
@@ -260,6 +300,9 @@ DAFS_API size_t dafs_max_io_size(const dafs_client_t *client);
 /* Request slots granted by the server: the most requests in flight at once. */
 DAFS_API uint32_t dafs_slots(const dafs_client_t *client);
 
+/* Most I/Os one dafs_batch_submit may carry (granted by the server; 0 for NULL). */
+DAFS_API uint32_t dafs_batch_max(const dafs_client_t *client);
+
 /* Copy the client's counters into *out. Returns 0 or -errno. */
 DAFS_API int dafs_stats(const dafs_client_t *client, dafs_stats_t *out);
 
@@ -298,6 +341,15 @@ DAFS_API int dafs_fsync(dafs_client_t *client, dafs_file_t *file);
 
 /* Fresh attributes of an open file into *out. Returns 0 or -errno. */
 DAFS_API int dafs_fstat(dafs_client_t *client, dafs_file_t *file, dafs_attr_t *out);
+
+/* Append all `len` bytes of `buf` atomically to a file opened with DAFS_O_APPEND: the
+ * server writes them at the end of file as of that moment, across all clients, so
+ * records appended concurrently never overlap or interleave. Stores the offset the
+ * server chose in *offset_out (may be NULL if not wanted). `buf` is only used during
+ * the call. Returns `len` or -errno: -EINVAL if the file was not opened with
+ * DAFS_O_APPEND or len > dafs_max_io_size() (a larger append would not be atomic).
+ * len 0 returns 0 and leaves *offset_out untouched. Not durable until dafs_fsync. */
+DAFS_API ssize_t dafs_append(dafs_client_t *client, dafs_file_t *file, const void *buf, size_t len, uint64_t *offset_out);
 
 /* ---------------------------------------------------------------------------------- */
 /* Memory registration                                                                */
@@ -375,6 +427,20 @@ DAFS_API int dafs_pread_nb_buf(dafs_client_t *client, dafs_file_t *file, dafs_cg
 /* Non-blocking write from plain memory. The bytes are copied before this returns, so
  * `buf` may be reused at once. Same costs and errors as dafs_pread_nb_buf. */
 DAFS_API int dafs_pwrite_nb_buf(dafs_client_t *client, dafs_file_t *file, dafs_cg_t cg, const void *buf, size_t len, uint64_t file_offset, uint64_t user_data);
+
+/* Submit `n_ios` I/Os (ios[0..n_ios)) on one file as ONE request, completing on `cg`
+ * as `mode` (DAFS_BATCH_*) says; `user_data` is the batch's own (PER_BATCH,
+ * ERRORS_ONLY). Memory is registered regions only; the in-flight rule of "Memory"
+ * applies to every memory segment until the batch's last completion is reaped (the
+ * regions stay -EBUSY until then). The descriptor and segment arrays are copied: they
+ * may be reused as soon as this returns. A batch takes one request slot. Returns 0
+ * once submitted, or -errno: -E2BIG n_ios > dafs_batch_max(); -EINVAL n_ios 0, unknown
+ * mode, NULL arrays, an I/O with no file or memory segment or with unequal totals, a
+ * segment outside its region, unknown region/cg, or an I/O larger than
+ * dafs_max_io_size(); -EAGAIN, -EBADF, -ENOTCONN as for dafs_pread_nb. Failures of
+ * single I/Os (e.g. -EBADF for a write on a file opened read-only) are reported in
+ * their completions, not here. */
+DAFS_API int dafs_batch_submit(dafs_client_t *client, dafs_file_t *file, dafs_cg_t cg, const dafs_batch_io_t *ios, size_t n_ios, int mode, uint64_t user_data);
 
 /* ---------------------------------------------------------------------------------- */
 /* Namespace                                                                          */

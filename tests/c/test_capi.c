@@ -29,6 +29,9 @@ _Static_assert(sizeof(dafs_options_t) == 72, "dafs_options_t layout");
 _Static_assert(sizeof(dafs_attr_t) == 88, "dafs_attr_t layout");
 _Static_assert(sizeof(dafs_completion_t) == 24, "dafs_completion_t layout");
 _Static_assert(sizeof(dafs_stats_t) == 208, "dafs_stats_t layout");
+_Static_assert(sizeof(dafs_file_seg_t) == 16, "dafs_file_seg_t layout");
+_Static_assert(sizeof(dafs_mem_seg_t) == 24, "dafs_mem_seg_t layout");
+_Static_assert(sizeof(dafs_batch_io_t) == 48, "dafs_batch_io_t layout");
 _Static_assert(sizeof(dafs_region_t) == 8 && sizeof(dafs_cg_t) == 4, "id types");
 
 static const char *tcp_target, *shm_target;
@@ -709,6 +712,215 @@ static int t_connection_loss(void) {
     return 0;
 }
 
+/* Wait for exactly `n` completions of `cg` (and no more arrive) into cq[0..n). */
+static int wait_exactly(dafs_client_t *c, dafs_cg_t cg, int n, dafs_completion_t *cq, int cap) {
+    int got = 0;
+    while (got < n) {
+        int k = dafs_cg_wait(c, cg, 1, (unsigned)(cap - got), 10000, cq + got);
+        CHECK(k >= 1);
+        got += k;
+    }
+    CHECK_EQ(got, n);
+    CHECK_EQ(dafs_cg_outstanding(c, cg), 0);
+    CHECK_EQ(dafs_cg_poll(c, cg, cq + got, (unsigned)(cap - got)), 0);
+    return 0;
+}
+
+static int batch_io(dafs_client_t *c, const char *name) {
+    const size_t flen = 1 << 20;
+    unsigned char *ref = malloc(flen), *back = malloc(flen);
+    CHECK(ref && back);
+    fill(ref, flen, 21);
+    CHECK(dafs_batch_max(c) >= 4);
+    CHECK_EQ(dafs_batch_max(NULL), 0);
+    dafs_file_t *f;
+    OK(dafs_open(c, path(name), DAFS_O_RDWR | DAFS_O_CREAT | DAFS_O_TRUNC, 0644, &f));
+    CHECK_EQ(dafs_pwrite(c, f, ref, flen, 0), flen);
+    unsigned char *mem;
+    dafs_region_t reg;
+    OK(dafs_alloc_registered(c, 1 << 20, (void **)&mem, &reg));
+    dafs_cg_t cg;
+    OK(dafs_cg_create(c, &cg));
+    dafs_completion_t cq[16];
+
+    /* gather: two file ranges into one region range; scatter: one file range into two
+     * region pieces (and a small one, below the inline threshold) */
+    dafs_file_seg_t g_fs[2] = {{0, 4096}, {300000, 5000}};
+    dafs_mem_seg_t g_ms[1] = {{reg, 1000, 9096}};
+    dafs_file_seg_t s_fs[1] = {{70001, 12000}};
+    dafs_mem_seg_t s_ms[2] = {{reg, 65536, 4000}, {reg, 200000, 8000}};
+    dafs_file_seg_t t_fs[1] = {{123, 10}};
+    dafs_mem_seg_t t_ms[1] = {{reg, 500000, 10}};
+    dafs_batch_io_t rd[3] = {
+        {0, g_fs, 2, g_ms, 1, 11},
+        {0, s_fs, 1, s_ms, 2, 12},
+        {0, t_fs, 1, t_ms, 1, 13},
+    };
+    OK(dafs_batch_submit(c, f, cg, rd, 3, DAFS_BATCH_PER_IO, 99));
+    if (wait_exactly(c, cg, 3, cq, 16)) return 1;
+    for (int i = 0; i < 3; i++) {
+        long long want = cq[i].user_data == 11 ? 9096 : cq[i].user_data == 12 ? 12000 : cq[i].user_data == 13 ? 10 : -1;
+        CHECK_EQ(cq[i].result, want);
+    }
+    CHECK(memcmp(mem + 1000, ref, 4096) == 0);
+    CHECK(memcmp(mem + 1000 + 4096, ref + 300000, 5000) == 0);
+    CHECK(memcmp(mem + 65536, ref + 70001, 4000) == 0);
+    CHECK(memcmp(mem + 200000, ref + 70001 + 4000, 8000) == 0);
+    CHECK(memcmp(mem + 500000, ref + 123, 10) == 0);
+
+    /* batched write (a gather from the region to two file ranges, and a plain one),
+     * PER_BATCH: one completion with the total; check by reading back */
+    fill(mem, 40000, 22);
+    dafs_file_seg_t w_fs[2] = {{8192, 10000}, {500000, 6000}};
+    dafs_mem_seg_t w_ms[1] = {{reg, 0, 16000}};
+    dafs_file_seg_t w2_fs[1] = {{900000, 20000}};
+    dafs_mem_seg_t w2_ms[2] = {{reg, 16000, 15000}, {reg, 35000, 5000}};
+    dafs_batch_io_t wr[2] = {{1, w_fs, 2, w_ms, 1, 21}, {1, w2_fs, 1, w2_ms, 2, 22}};
+    OK(dafs_batch_submit(c, f, cg, wr, 2, DAFS_BATCH_PER_BATCH, 77));
+    CHECK_EQ(dafs_unregister(c, reg), -EBUSY); /* pinned while in flight */
+    if (wait_exactly(c, cg, 1, cq, 16)) return 1;
+    CHECK_EQ(cq[0].user_data, 77);
+    CHECK_EQ(cq[0].result, 36000);
+    memcpy(ref + 8192, mem, 10000);
+    memcpy(ref + 500000, mem + 10000, 6000);
+    memcpy(ref + 900000, mem + 16000, 15000);
+    memcpy(ref + 915000, mem + 35000, 5000);
+    CHECK_EQ(dafs_pread(c, f, back, flen, 0), flen);
+    CHECK(memcmp(back, ref, flen) == 0);
+
+    /* ERRORS_ONLY without errors: just the batch's completion */
+    OK(dafs_batch_submit(c, f, cg, rd, 3, DAFS_BATCH_ERRORS_ONLY, 55));
+    if (wait_exactly(c, cg, 1, cq, 16)) return 1;
+    CHECK_EQ(cq[0].user_data, 55);
+    CHECK(cq[0].result >= 0); /* success; the server reports no byte counts here */
+
+    /* argument errors */
+    CHECK_EQ(dafs_batch_submit(c, f, cg, rd, 3, 3, 0), -EINVAL);
+    CHECK_EQ(dafs_batch_submit(c, f, cg, rd, 3, -1, 0), -EINVAL);
+    CHECK_EQ(dafs_batch_submit(c, f, cg, rd, 0, DAFS_BATCH_PER_IO, 0), -EINVAL);
+    CHECK_EQ(dafs_batch_submit(c, f, cg, NULL, 2, DAFS_BATCH_PER_IO, 0), -EINVAL);
+    CHECK_EQ(dafs_batch_submit(c, f, 0, rd, 3, DAFS_BATCH_PER_IO, 0), -EINVAL);
+    CHECK_EQ(dafs_batch_submit(c, NULL, cg, rd, 3, DAFS_BATCH_PER_IO, 0), -EBADF);
+    dafs_mem_seg_t bad_ms[1] = {{reg, 0, 9095}}; /* one byte short of the file segments */
+    dafs_batch_io_t bad[1] = {{0, g_fs, 2, bad_ms, 1, 1}};
+    CHECK_EQ(dafs_batch_submit(c, f, cg, bad, 1, DAFS_BATCH_PER_IO, 0), -EINVAL);
+    bad[0].mem_segs = NULL; /* NULL with a non-zero count */
+    CHECK_EQ(dafs_batch_submit(c, f, cg, bad, 1, DAFS_BATCH_PER_IO, 0), -EINVAL);
+    bad[0].mem_segs = g_ms;
+    bad[0].n_mem_segs = 0; /* no memory segment */
+    CHECK_EQ(dafs_batch_submit(c, f, cg, bad, 1, DAFS_BATCH_PER_IO, 0), -EINVAL);
+    dafs_mem_seg_t out_ms[1] = {{reg, (1 << 20) - 100, 9096}}; /* outside the region */
+    bad[0].mem_segs = out_ms;
+    bad[0].n_mem_segs = 1;
+    CHECK_EQ(dafs_batch_submit(c, f, cg, bad, 1, DAFS_BATCH_PER_IO, 0), -EINVAL);
+    size_t too_many = (size_t)dafs_batch_max(c) + 1;
+    dafs_batch_io_t *many = calloc(too_many, sizeof *many);
+    CHECK(many);
+    for (size_t i = 0; i < too_many; i++) many[i] = rd[2];
+    CHECK_EQ(dafs_batch_submit(c, f, cg, many, too_many, DAFS_BATCH_PER_IO, 0), -E2BIG);
+    OK(dafs_batch_submit(c, f, cg, many, too_many - 1, DAFS_BATCH_PER_BATCH, 5)); /* the max is fine */
+    if (wait_exactly(c, cg, 1, cq, 16)) return 1;
+    CHECK_EQ(cq[0].result, (long long)(10 * (too_many - 1)));
+    free(many);
+    CHECK_EQ(dafs_cg_outstanding(c, cg), 0);
+    OK(dafs_close(c, f));
+
+    /* one failing I/O: a write on a file opened read-only fails alone (-EBADF) */
+    OK(dafs_open(c, path(name), DAFS_O_RDONLY, 0, &f));
+    dafs_batch_io_t mix[4] = {rd[0], rd[1], wr[0], rd[2]};
+    OK(dafs_batch_submit(c, f, cg, mix, 4, DAFS_BATCH_PER_IO, 1));
+    if (wait_exactly(c, cg, 4, cq, 16)) return 1;
+    int failed = 0;
+    for (int i = 0; i < 4; i++) {
+        if (cq[i].user_data == 21) { CHECK_EQ(cq[i].result, -EBADF); failed++; }
+        else CHECK(cq[i].result > 0);
+    }
+    CHECK_EQ(failed, 1);
+    OK(dafs_batch_submit(c, f, cg, mix, 4, DAFS_BATCH_PER_BATCH, 2));
+    if (wait_exactly(c, cg, 1, cq, 16)) return 1;
+    CHECK_EQ(cq[0].user_data, 2);
+    CHECK_EQ(cq[0].result, -EBADF);
+    OK(dafs_batch_submit(c, f, cg, mix, 4, DAFS_BATCH_ERRORS_ONLY, 3));
+    if (wait_exactly(c, cg, 2, cq, 16)) return 1;
+    CHECK_EQ(cq[0].user_data, 21); /* the failed I/O first, then the batch */
+    CHECK_EQ(cq[0].result, -EBADF);
+    CHECK_EQ(cq[1].user_data, 3);
+    CHECK_EQ(cq[1].result, -EBADF);
+    OK(dafs_close(c, f));
+    OK(dafs_cg_destroy(c, cg));
+    OK(dafs_unregister(c, reg));
+    free(ref);
+    free(back);
+    return 0;
+}
+
+static int t_batch_tcp(void) {
+    dafs_client_t *c = connect_tcp();
+    CHECK(c);
+    if (batch_io(c, "batch-tcp")) return 1;
+    OK(dafs_disconnect(c));
+    return 0;
+}
+
+static int t_batch_shm(void) {
+    dafs_client_t *c = NULL;
+    OK(dafs_connect(shm_target ? shm_target : tcp_target, NULL, &c));
+    if (batch_io(c, "batch-shm")) return 1;
+    OK(dafs_disconnect(c));
+    return 0;
+}
+
+static int t_append_two_clients(void) {
+    dafs_client_t *a = connect_tcp(), *b = NULL;
+    CHECK(a);
+    OK(dafs_connect(shm_target ? shm_target : tcp_target, NULL, &b));
+    dafs_file_t *fa, *fb, *plain;
+    OK(dafs_open(a, path("log"), DAFS_O_WRONLY | DAFS_O_CREAT | DAFS_O_TRUNC | DAFS_O_APPEND, 0644, &fa));
+    OK(dafs_open(b, path("log"), DAFS_O_WRONLY | DAFS_O_APPEND, 0, &fb));
+    enum { N = 12 };
+    size_t lens[N], total = 0, big = dafs_inline_threshold(a) + 3000;
+    uint64_t offs[N];
+    unsigned char *rec = malloc(big + 4096);
+    CHECK(rec);
+    for (int i = 0; i < N; i++) {
+        lens[i] = i == 5 ? big : 100 + 37 * (size_t)i; /* one above the inline threshold */
+        fill(rec, lens[i], 100 + (unsigned)i);
+        dafs_client_t *c = i % 2 ? b : a;
+        dafs_file_t *f = i % 2 ? fb : fa;
+        offs[i] = ~0ull;
+        CHECK_EQ(dafs_append(c, f, rec, lens[i], &offs[i]), lens[i]);
+        CHECK_EQ(offs[i], total); /* contiguous: each record right after the last */
+        total += lens[i];
+    }
+    uint64_t o = 12345;
+    CHECK_EQ(dafs_append(a, fa, rec, 0, &o), 0);
+    CHECK_EQ(o, 12345);
+    CHECK_EQ(dafs_append(a, fa, NULL, 10, &o), -EINVAL);
+    CHECK_EQ(dafs_append(a, fa, "xyz", 3, NULL), 3); /* offset_out is optional */
+    total += 3;
+    CHECK_EQ(dafs_append(b, fa, "xyz", 3, &o), -EBADF); /* another client's file */
+    OK(dafs_open(a, path("log"), DAFS_O_RDWR, 0, &plain));
+    CHECK_EQ(dafs_append(a, plain, "xyz", 3, &o), -EINVAL); /* not opened for append */
+    dafs_attr_t at;
+    OK(dafs_fstat(a, plain, &at));
+    CHECK_EQ(at.size, total);
+    unsigned char *all = malloc(total), *want = malloc(big + 4096);
+    CHECK(all && want);
+    CHECK_EQ(dafs_pread(a, plain, all, total, 0), total);
+    for (int i = 0; i < N; i++) {
+        fill(want, lens[i], 100 + (unsigned)i);
+        if (memcmp(all + offs[i], want, lens[i]) != 0) FAIL("record %d differs at offset %llu", i, (unsigned long long)offs[i]);
+    }
+    CHECK(memcmp(all + total - 3, "xyz", 3) == 0);
+    OK(dafs_close(a, plain));
+    OK(dafs_close(a, fa));
+    OK(dafs_close(b, fb));
+    OK(dafs_disconnect(a));
+    OK(dafs_disconnect(b));
+    free(rec); free(all); free(want);
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------- */
 
 struct test { const char *name; int (*fn)(void); };
@@ -731,6 +943,9 @@ static const struct test tests[] = {
     {"bad_file_handles", t_bad_file_handles},
     {"metadata", t_metadata},
     {"concurrent_misuse_is_refused", t_concurrent_misuse_is_refused},
+    {"batch_tcp", t_batch_tcp},
+    {"batch_shm", t_batch_shm},
+    {"append_two_clients", t_append_two_clients},
     {"connection_loss", t_connection_loss},
 };
 

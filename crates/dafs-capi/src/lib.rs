@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use dafs_client::{CgId, Client, ClientConfig, Completion, File, IoBuf, OpenOptions, Provider, RegionId};
+use dafs_client::{BatchCompletion, BatchIoDesc, CgId, Client, ClientConfig, Completion, File, IoBuf, OpenOptions, Provider, RegionId};
 use dafs_proto::Attr;
 
 // ---------------------------------------------------------------------------------------
@@ -48,6 +48,11 @@ pub const DAFS_O_ACCMODE: c_int = 0o3;
 pub const DAFS_O_CREAT: c_int = 0o100;
 pub const DAFS_O_EXCL: c_int = 0o200;
 pub const DAFS_O_TRUNC: c_int = 0o1000;
+pub const DAFS_O_APPEND: c_int = 0o2000;
+
+pub const DAFS_BATCH_PER_IO: c_int = 0;
+pub const DAFS_BATCH_PER_BATCH: c_int = 1;
+pub const DAFS_BATCH_ERRORS_ONLY: c_int = 2;
 
 pub const DAFS_CQE_EOF: u32 = 1;
 
@@ -115,6 +120,32 @@ pub struct dafs_stats_t {
     pub reserved: [u64; 8],
 }
 
+/// One file segment of a batched I/O.
+#[repr(C)]
+pub struct dafs_file_seg_t {
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// One memory segment (a range of a registered region) of a batched I/O.
+#[repr(C)]
+pub struct dafs_mem_seg_t {
+    pub region: dafs_region_t,
+    pub offset: usize,
+    pub len: usize,
+}
+
+/// One I/O of a batch (`dafs_batch_submit`).
+#[repr(C)]
+pub struct dafs_batch_io_t {
+    pub write: c_int,
+    pub file_segs: *const dafs_file_seg_t,
+    pub n_file_segs: usize,
+    pub mem_segs: *const dafs_mem_seg_t,
+    pub n_mem_segs: usize,
+    pub user_data: u64,
+}
+
 pub type dafs_readdir_fn = Option<unsafe extern "C" fn(arg: *mut c_void, name: *const c_char, fileid: u64, type_: u32) -> c_int>;
 
 /// Opaque client handle (`dafs_client_t` in C).
@@ -127,6 +158,8 @@ pub struct dafs_client_t {
 /// Opaque open-file handle (`dafs_file_t` in C).
 pub struct dafs_file_t {
     file: File,
+    /// Opened with DAFS_O_APPEND (dafs_append refuses other files).
+    append: bool,
 }
 
 struct Inner {
@@ -144,6 +177,7 @@ struct Inner {
 const EINVAL: c_int = libc::EINVAL;
 const EBADF: c_int = libc::EBADF;
 const EBUSY: c_int = libc::EBUSY;
+const E2BIG: c_int = libc::E2BIG;
 const PANICKED: c_int = libc::ENOTRECOVERABLE;
 
 type R<T> = Result<T, c_int>;
@@ -430,6 +464,11 @@ pub extern "C" fn dafs_slots(client: *const dafs_client_t) -> u32 {
 }
 
 #[no_mangle]
+pub extern "C" fn dafs_batch_max(client: *const dafs_client_t) -> u32 {
+    guarded(0, || query(client, 0, |c| c.batch_max()))
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn dafs_stats(client: *const dafs_client_t, out: *mut dafs_stats_t) -> c_int {
     neg(with_client(client, |inner| {
         if out.is_null() {
@@ -474,7 +513,7 @@ pub extern "C" fn dafs_null(client: *mut dafs_client_t) -> c_int {
 // ---------------------------------------------------------------------------------------
 
 fn open_options(flags: c_int, mode: u32) -> R<OpenOptions> {
-    let known = DAFS_O_ACCMODE | DAFS_O_CREAT | DAFS_O_EXCL | DAFS_O_TRUNC;
+    let known = DAFS_O_ACCMODE | DAFS_O_CREAT | DAFS_O_EXCL | DAFS_O_TRUNC | DAFS_O_APPEND;
     if flags & !known != 0 {
         return Err(EINVAL);
     }
@@ -484,7 +523,11 @@ fn open_options(flags: c_int, mode: u32) -> R<OpenOptions> {
         DAFS_O_RDWR => OpenOptions::read_write(),
         _ => return Err(EINVAL),
     };
-    Ok(o.create(flags & DAFS_O_CREAT != 0).exclusive(flags & DAFS_O_EXCL != 0).truncate(flags & DAFS_O_TRUNC != 0).mode(mode))
+    Ok(o.create(flags & DAFS_O_CREAT != 0)
+        .exclusive(flags & DAFS_O_EXCL != 0)
+        .truncate(flags & DAFS_O_TRUNC != 0)
+        .append(flags & DAFS_O_APPEND != 0)
+        .mode(mode))
 }
 
 #[no_mangle]
@@ -498,7 +541,7 @@ pub unsafe extern "C" fn dafs_open(client: *mut dafs_client_t, path: *const c_ch
         let path = cstr(path)?;
         let opts = open_options(flags, mode)?;
         let file = inner.client.open(path, opts).map_err(errno)?;
-        let p = Box::into_raw(Box::new(dafs_file_t { file }));
+        let p = Box::into_raw(Box::new(dafs_file_t { file, append: flags & DAFS_O_APPEND != 0 }));
         inner.files.insert(p as usize);
         // SAFETY: as above.
         unsafe { out.write(p) };
@@ -561,6 +604,30 @@ pub unsafe extern "C" fn dafs_fstat(client: *mut dafs_client_t, file: *mut dafs_
         }
         let a = inner.client.fstat(f).map_err(errno)?;
         write_attr(out, &a)
+    }))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dafs_append(client: *mut dafs_client_t, file: *mut dafs_file_t, buf: *const c_void, len: usize, offset_out: *mut u64) -> isize {
+    neg_ssize(with_file(client, file, |inner, f| {
+        // SAFETY: `file` was validated by with_file (a live handle of this client).
+        if !unsafe { (*file).append } {
+            return Err(EINVAL);
+        }
+        if len == 0 {
+            return Ok(0);
+        }
+        if buf.is_null() || len > isize::MAX as usize {
+            return Err(EINVAL);
+        }
+        // SAFETY: the caller passes `len` readable bytes at `buf` (documented).
+        let b = unsafe { std::slice::from_raw_parts(buf as *const u8, len) };
+        let off = inner.client.append(f, b).map_err(errno)?;
+        if !offset_out.is_null() {
+            // SAFETY: non-null; caller-owned storage.
+            unsafe { offset_out.write(off) };
+        }
+        Ok(len as isize)
     }))
 }
 
@@ -787,6 +854,65 @@ pub unsafe extern "C" fn dafs_pwrite_nb_buf(client: *mut dafs_client_t, file: *m
     }))
 }
 
+/// A C array as a slice: NULL is allowed only when `n` is 0.
+///
+/// SAFETY: a non-null `p` points to `n` initialised elements (the caller's contract).
+unsafe fn c_slice<'a, T>(p: *const T, n: usize) -> R<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: see above.
+    Ok(unsafe { std::slice::from_raw_parts(p, n) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dafs_batch_submit(client: *mut dafs_client_t, file: *mut dafs_file_t, cg: dafs_cg_t, ios: *const dafs_batch_io_t, n_ios: usize, mode: c_int, user_data: u64) -> c_int {
+    neg(with_file(client, file, |inner, f| {
+        let cg = check_cg(cg)?;
+        let mode = match mode {
+            DAFS_BATCH_PER_IO => BatchCompletion::PerIo,
+            DAFS_BATCH_PER_BATCH => BatchCompletion::PerBatch,
+            DAFS_BATCH_ERRORS_ONLY => BatchCompletion::ErrorsOnly,
+            _ => return Err(EINVAL),
+        };
+        if n_ios == 0 {
+            return Err(EINVAL);
+        }
+        if n_ios > inner.client.batch_max() as usize {
+            return Err(E2BIG);
+        }
+        // SAFETY: the caller passes n_ios descriptors, each with its segment arrays
+        // (documented); everything is copied here, nothing is kept after the call.
+        let c_ios = unsafe { c_slice(ios, n_ios) }?;
+        let mut descs = Vec::with_capacity(n_ios);
+        for io in c_ios {
+            // SAFETY: as above.
+            let fs = unsafe { c_slice(io.file_segs, io.n_file_segs) }?;
+            // SAFETY: as above.
+            let ms = unsafe { c_slice(io.mem_segs, io.n_mem_segs) }?;
+            if fs.is_empty() || ms.is_empty() {
+                return Err(EINVAL);
+            }
+            // Totals must match (checked without overflow; the library checks again).
+            let ft = fs.iter().try_fold(0u64, |t, s| t.checked_add(s.len)).ok_or(EINVAL)?;
+            let mt = ms.iter().try_fold(0u64, |t, s| t.checked_add(s.len as u64)).ok_or(EINVAL)?;
+            if ft != mt || fs.iter().any(|s| s.offset.checked_add(s.len).is_none()) {
+                return Err(EINVAL);
+            }
+            descs.push(BatchIoDesc {
+                write: io.write != 0,
+                file: fs.iter().map(|s| (s.offset, s.len)).collect(),
+                mem: ms.iter().map(|s| (RegionId(s.region), s.offset, s.len)).collect(),
+                user_data: io.user_data,
+            });
+        }
+        inner.client.submit_batch(f, descs, cg, user_data, mode).map(|_| 0).map_err(errno)
+    }))
+}
+
 // ---------------------------------------------------------------------------------------
 // Namespace
 // ---------------------------------------------------------------------------------------
@@ -966,6 +1092,9 @@ mod tests {
         assert_eq!(size_of::<super::dafs_attr_t>(), 88);
         assert_eq!(size_of::<super::dafs_completion_t>(), 24);
         assert_eq!(size_of::<super::dafs_stats_t>(), 208);
+        assert_eq!(size_of::<super::dafs_file_seg_t>(), 16);
+        assert_eq!(size_of::<super::dafs_mem_seg_t>(), 24);
+        assert_eq!(size_of::<super::dafs_batch_io_t>(), 48);
     }
 
     #[test]
@@ -994,6 +1123,12 @@ mod tests {
         assert!(open_options(DAFS_O_ACCMODE, 0).is_err());
         assert!(open_options(0x4000_0000, 0).is_err());
         assert!(open_options(DAFS_O_RDWR | DAFS_O_CREAT | DAFS_O_EXCL | DAFS_O_TRUNC, 0o600).is_ok());
+        assert!(open_options(DAFS_O_WRONLY | DAFS_O_APPEND, 0).is_ok());
+        unsafe {
+            assert_eq!(dafs_batch_submit(std::ptr::null_mut(), std::ptr::null_mut(), 1, std::ptr::null(), 0, 0, 0), -libc::EINVAL);
+            assert_eq!(dafs_append(std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null(), 0, std::ptr::null_mut()), -(libc::EINVAL as isize));
+        }
+        assert_eq!(dafs_batch_max(std::ptr::null()), 0);
         assert_eq!(check_cg(0).err(), Some(libc::EINVAL));
     }
 }
