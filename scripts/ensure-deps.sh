@@ -14,7 +14,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
 fi
 
-# Rust: use the rustup toolchain when present (dafs needs Rust >= 1.82).
+# Rust: use the rustup toolchain when present (dafs needs Rust >= 1.87).
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
     export PATH="$HOME/.cargo/bin:$PATH"
 fi
@@ -22,11 +22,11 @@ if command -v rustup >/dev/null 2>&1; then
     rustup show active-toolchain >/dev/null 2>&1 || rustup default stable
 fi
 if ! command -v cargo >/dev/null 2>&1; then
-    echo "error: no Rust toolchain found. Install Rust >= 1.82 with rustup, then rerun." >&2
+    echo "error: no Rust toolchain found. Install Rust >= 1.87 with rustup, then rerun." >&2
     exit 1
 fi
 ver=$(rustc --version | awk '{print $2}')
-if [ "$(printf '%s\n1.82.0\n' "$ver" | sort -V | head -n1)" != "1.82.0" ]; then
-    echo "error: rustc $ver is too old; dafs needs >= 1.82 (rustup update stable)." >&2
+if [ "$(printf '%s\n1.87.0\n' "$ver" | sort -V | head -n1)" != "1.87.0" ]; then
+    echo "error: rustc $ver is too old; dafs needs >= 1.87 (rustup update stable)." >&2
     exit 1
 fi

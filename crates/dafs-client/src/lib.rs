@@ -1313,10 +1313,10 @@ impl Client {
         }
         // Bytes transferred: contiguous from the start up to the first short chunk.
         let mut total = 0;
-        for i in 0..nchunks {
+        for (i, &count) in counts.iter().enumerate() {
             let want = chunk.min(len - i * chunk);
-            total += counts[i];
-            if counts[i] < want {
+            total += count;
+            if count < want {
                 if !read {
                     return Err(Error::Protocol("short write".into()));
                 }

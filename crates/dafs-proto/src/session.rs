@@ -40,7 +40,7 @@ pub struct ServerSlots {
 
 impl ServerSlots {
     pub fn new(granted: u32) -> Self {
-        assert!(granted >= 1 && granted <= crate::limits::SLOTS_MAX);
+        assert!((1..=crate::limits::SLOTS_MAX).contains(&granted));
         ServerSlots { slots: vec![ServerSlot::default(); granted as usize], target_highest: granted - 1, busy_count: 0 }
     }
     pub fn granted(&self) -> u32 { self.slots.len() as u32 }
@@ -97,7 +97,7 @@ pub struct ClientSlots {
 
 impl ClientSlots {
     pub fn new(granted: u32) -> Self {
-        assert!(granted >= 1 && granted <= crate::limits::SLOTS_MAX);
+        assert!((1..=crate::limits::SLOTS_MAX).contains(&granted));
         ClientSlots {
             next_seq: vec![1; granted as usize],
             in_use: vec![false; granted as usize],

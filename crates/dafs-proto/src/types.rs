@@ -527,7 +527,7 @@ impl BatchResult {
         out.extend_from_slice(&self.count.to_le_bytes());
     }
     pub fn parse_all(b: &[u8]) -> Result<Vec<BatchResult>, DecodeError> {
-        if b.len() % Self::WIRE_LEN != 0 {
+        if !b.len().is_multiple_of(Self::WIRE_LEN) {
             return Err(DecodeError::BadValue("batch results length"));
         }
         b.chunks_exact(Self::WIRE_LEN)

@@ -321,7 +321,7 @@ fn build_request(p: &Parts) -> Request<'_> {
             for i in 0..n {
                 let len = (p.b % 100_000) + 1;
                 BatchIo {
-                    write: (p.y + i) % 2 == 0,
+                    write: (p.y + i).is_multiple_of(2),
                     file: vec![(p.a % (1 << 40), len)],
                     mem: vec![(RemoteRegion { key: p.c ^ i as u64, offset: 0 }, len / 2), (RemoteRegion { key: p.c, offset: 4096 }, len - len / 2)],
                 }

@@ -71,6 +71,10 @@ impl HandleTable {
         }
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn len(&self) -> usize {
         let g = self.inner.lock().unwrap();
         g.by_inode.len()

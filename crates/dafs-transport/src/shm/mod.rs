@@ -298,7 +298,7 @@ impl ClientTransport for ShmClient {
             // A dead server must be noticed even while spinning: look at the socket
             // now and then (it only carries doorbells and EOF here).
             spins = spins.wrapping_add(1);
-            if spins % 1024 == 0 {
+            if spins.is_multiple_of(1024) {
                 while self.ctl.next(&self.sock)?.is_some() {}
             }
             let now = Instant::now();
