@@ -626,15 +626,7 @@ impl Conn {
                     return Err(Status::OpenMode);
                 }
                 let fd = of.fd.as_fd();
-                let n = match self.t.put(region, len as usize, &mut |buf| fsops::pread_full(fd, buf, offset)) {
-                    Ok(n) => n,
-                    Err(PutError::Fill(e)) => return Err(fsops::io_st(e)),
-                    Err(PutError::Transport(TransportError::BadRegion)) => return Err(Status::BadRegion),
-                    Err(PutError::Transport(e)) => {
-                        debug!("placement failed: {e}");
-                        return Err(Status::TransferFailed);
-                    }
-                };
+                let n = self.t.put(region, len as usize, &mut |buf| fsops::pread_full(fd, buf, offset)).map_err(placement_status)?;
                 sh.stats.bytes_read.fetch_add(n as u64, Relaxed);
                 sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
                 reply_fate(self, sc, &Reply::ReadDirect { count: n as u32, eof: n < len as usize })
@@ -670,12 +662,7 @@ impl Conn {
                             return reply_fate(self, sc, &Reply::Write { count: n as u32, stable, offset: at });
                         }
                         Ok(None) => {}
-                        Err(PutError::Fill(e)) => return Err(fsops::io_st(e)),
-                        Err(PutError::Transport(TransportError::BadRegion)) => return Err(Status::BadRegion),
-                        Err(PutError::Transport(e)) => {
-                            debug!("direct pull failed: {e}");
-                            return Err(Status::TransferFailed);
-                        }
+                        Err(e) => return Err(placement_status(e)),
                     }
                 }
                 let of = self.open_file(open_id, false)?;
@@ -906,11 +893,8 @@ impl Conn {
                     let at = fstart + foff;
                     let mr = RemoteRegion { key: region.key, offset: region.offset.checked_add(moff).ok_or(Status::BadRegion)? };
                     if io.write {
-                        let mut wrote_at = at;
                         match self.t.pull_sync(mr, piece as usize, &mut |src| {
-                            let (n, off) = write_at(fd.as_fd(), src, at, append.as_deref()).map_err(|s| std::io::Error::from_raw_os_error(s.to_errno()))?;
-                            wrote_at = off;
-                            Ok(n)
+                            write_at(fd.as_fd(), src, at, append.as_deref()).map(|(n, _)| n).map_err(|s| std::io::Error::from_raw_os_error(s.to_errno()))
                         }) {
                             Ok(Some(n)) => results[i].1 += n as u64,
                             Ok(None) => {
@@ -918,16 +902,11 @@ impl Conn {
                                 self.next_tag += 1;
                                 pulls.push((tag, PendingWrite { hdr: *h, fd: fd.clone(), offset: at, stable: false, append: append.clone(), batch: Some((btag, i)) }, mr, piece as usize));
                             }
-                            Err(PutError::Fill(e)) => {
-                                results[i].0 = fsops::io_st(e);
-                                break 'io;
-                            }
-                            Err(PutError::Transport(_)) => {
-                                results[i].0 = Status::BadRegion;
+                            Err(e) => {
+                                results[i].0 = placement_status(e);
                                 break 'io;
                             }
                         }
-                        let _ = wrote_at;
                     } else {
                         match self.t.put(mr, piece as usize, &mut |buf| fsops::pread_full(fd.as_fd(), buf, at)) {
                             Ok(n) => {
@@ -936,12 +915,8 @@ impl Conn {
                                     break 'io; // end of file
                                 }
                             }
-                            Err(PutError::Fill(e)) => {
-                                results[i].0 = fsops::io_st(e);
-                                break 'io;
-                            }
-                            Err(PutError::Transport(_)) => {
-                                results[i].0 = Status::BadRegion;
+                            Err(e) => {
+                                results[i].0 = placement_status(e);
                                 break 'io;
                             }
                         }
@@ -1152,6 +1127,19 @@ impl Conn {
             Err(Status::RoFs)
         } else {
             Ok(())
+        }
+    }
+}
+
+/// The status for a failed placement or pull: the file's error, a region the client
+/// did not register for it, or a transport failure (nothing was written to the file).
+fn placement_status(e: PutError) -> Status {
+    match e {
+        PutError::Fill(e) => fsops::io_st(e),
+        PutError::Transport(TransportError::BadRegion) => Status::BadRegion,
+        PutError::Transport(e) => {
+            debug!("direct transfer failed: {e}");
+            Status::TransferFailed
         }
     }
 }
