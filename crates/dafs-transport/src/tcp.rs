@@ -320,6 +320,20 @@ impl TcpClient {
     }
 }
 
+impl crate::wait::WaitSteps for TcpClient {
+    fn poll_once(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
+        self.out.flush(&mut NoSignal(&self.sock), &mut self.pool)?;
+        self.progress()
+    }
+    fn sleep(&mut self, deadline: Option<Instant>) -> Result<(), TransportError> {
+        // Also for POLLOUT while output is queued: the kernel taking it is progress.
+        Ok(sleep_on_fd(self.sock.as_fd(), !self.out.q.is_empty(), deadline)?)
+    }
+    fn spin_and_stats(&mut self) -> (&mut crate::wait::AdaptiveSpin, &mut TransportStats) {
+        (&mut self.spin, &mut self.stats)
+    }
+}
+
 impl ClientTransport for TcpClient {
     fn max_msg_size(&self) -> usize { self.max_msg }
     fn set_max_msg_size(&mut self, n: usize) { self.max_msg = n.min(limits::MSG_SIZE_MAX as usize); }
@@ -370,38 +384,7 @@ impl ClientTransport for TcpClient {
     }
 
     fn recv(&mut self, wait: Wait) -> Result<Option<Vec<u8>>, TransportError> {
-        let start = Instant::now();
-        let deadline = match wait {
-            Wait::NoWait => Some(start),
-            Wait::Timeout(d) => Some(start + d),
-            Wait::Forever => None,
-        };
-        let spin = self.spin.budget();
-        let spin_end = start + spin;
-        let mut slept = false;
-        loop {
-            self.out.flush(&mut NoSignal(&self.sock), &mut self.pool)?;
-            if let Some(m) = self.progress()? {
-                if wait != Wait::NoWait {
-                    self.spin.record(start.elapsed());
-                    if !slept {
-                        self.stats.waits_spun += 1;
-                    }
-                }
-                return Ok(Some(m));
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
-            }
-            if now < spin_end {
-                crate::wait::spin_pause();
-                continue;
-            }
-            self.stats.waits_slept += 1;
-            slept = true;
-            sleep_on_fd(self.sock.as_fd(), !self.out.q.is_empty(), deadline)?;
-        }
+        crate::wait::wait_for_message(self, wait)
     }
 
     fn recycle(&mut self, buf: Vec<u8>) {

@@ -97,6 +97,69 @@ pub fn spin_pause() {
     std::hint::spin_loop();
 }
 
+/// The provider-specific steps of a client's wait for its next message.
+pub trait WaitSteps {
+    /// Make progress without blocking (flush output, read input); the next complete
+    /// message, if there is one.
+    fn poll_once(&mut self) -> Result<Option<Vec<u8>>, crate::TransportError>;
+    /// Called during the spin phase every so often, for checks too costly for every
+    /// iteration (a dead peer seen on a side channel).
+    fn spin_check(&mut self) -> Result<(), crate::TransportError> {
+        Ok(())
+    }
+    /// About to sleep: arrange to be woken. False if input arrived meanwhile (poll again).
+    fn prepare_sleep(&mut self) -> bool {
+        true
+    }
+    /// Sleep until woken or `deadline`.
+    fn sleep(&mut self, deadline: Option<Instant>) -> Result<(), crate::TransportError>;
+    fn spin_and_stats(&mut self) -> (&mut AdaptiveSpin, &mut crate::TransportStats);
+}
+
+/// Bounded adaptive spin, then sleep, until a message arrives or `wait` runs out: the
+/// one receive loop of every client provider.
+pub fn wait_for_message<W: WaitSteps>(w: &mut W, wait: crate::Wait) -> Result<Option<Vec<u8>>, crate::TransportError> {
+    let start = Instant::now();
+    let deadline = match wait {
+        crate::Wait::NoWait => Some(start),
+        crate::Wait::Timeout(d) => Some(start + d),
+        crate::Wait::Forever => None,
+    };
+    let spin_end = start + w.spin_and_stats().0.budget();
+    let mut slept = false;
+    let mut spins: u32 = 0;
+    loop {
+        if let Some(m) = w.poll_once()? {
+            if wait != crate::Wait::NoWait {
+                let (spin, stats) = w.spin_and_stats();
+                spin.record(start.elapsed());
+                if !slept {
+                    stats.waits_spun += 1;
+                }
+            }
+            return Ok(Some(m));
+        }
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(None);
+        }
+        if now < spin_end {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1024) {
+                w.spin_check()?;
+            }
+            spin_pause();
+            continue;
+        }
+        if !w.prepare_sleep() {
+            continue;
+        }
+        w.spin_and_stats().1.waits_slept += 1;
+        slept = true;
+        w.sleep(deadline)?;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

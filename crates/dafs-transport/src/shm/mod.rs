@@ -255,6 +255,36 @@ impl ShmClient {
     }
 }
 
+impl crate::wait::WaitSteps for ShmClient {
+    fn poll_once(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
+        self.flush_overflow()?;
+        self.try_pop()
+    }
+    /// A dead server must be noticed even while spinning: the socket carries only
+    /// doorbells and EOF here.
+    fn spin_check(&mut self) -> Result<(), TransportError> {
+        while self.ctl.next(&self.sock)?.is_some() {}
+        Ok(())
+    }
+    fn prepare_sleep(&mut self) -> bool {
+        self.s2c.arm_sleep()
+    }
+    fn sleep(&mut self, deadline: Option<Instant>) -> Result<(), TransportError> {
+        let r = sleep_on_fd(self.sock.as_fd(), false, deadline);
+        self.s2c.disarm_sleep();
+        r?;
+        while let Some(c) = self.ctl.next(&self.sock)? {
+            if c.kind != K_DOORBELL {
+                return Err(TransportError::Protocol("unexpected control record from server"));
+            }
+        }
+        Ok(())
+    }
+    fn spin_and_stats(&mut self) -> (&mut crate::wait::AdaptiveSpin, &mut TransportStats) {
+        (&mut self.spin, &mut self.stats)
+    }
+}
+
 impl ClientTransport for ShmClient {
     fn max_msg_size(&self) -> usize { self.max_msg }
     fn set_max_msg_size(&mut self, n: usize) { self.max_msg = n.min(limits::MSG_SIZE_MAX as usize); }
@@ -275,54 +305,7 @@ impl ClientTransport for ShmClient {
     }
 
     fn recv(&mut self, wait: Wait) -> Result<Option<Vec<u8>>, TransportError> {
-        let start = Instant::now();
-        let deadline = match wait {
-            Wait::NoWait => Some(start),
-            Wait::Timeout(d) => Some(start + d),
-            Wait::Forever => None,
-        };
-        let spin_end = start + self.spin.budget();
-        let mut spins: u32 = 0;
-        let mut slept = false;
-        loop {
-            self.flush_overflow()?;
-            if let Some(m) = self.try_pop()? {
-                if wait != Wait::NoWait {
-                    self.spin.record(start.elapsed());
-                    if !slept {
-                        self.stats.waits_spun += 1;
-                    }
-                }
-                return Ok(Some(m));
-            }
-            // A dead server must be noticed even while spinning: look at the socket
-            // now and then (it only carries doorbells and EOF here).
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(1024) {
-                while self.ctl.next(&self.sock)?.is_some() {}
-            }
-            let now = Instant::now();
-            if deadline.is_some_and(|d| now >= d) {
-                return Ok(None);
-            }
-            if now < spin_end {
-                crate::wait::spin_pause();
-                continue;
-            }
-            if !self.s2c.arm_sleep() {
-                continue;
-            }
-            self.stats.waits_slept += 1;
-            slept = true;
-            let r = sleep_on_fd(self.sock.as_fd(), false, deadline);
-            self.s2c.disarm_sleep();
-            r?;
-            while let Some(c) = self.ctl.next(&self.sock)? {
-                if c.kind != K_DOORBELL {
-                    return Err(TransportError::Protocol("unexpected control record from server"));
-                }
-            }
-        }
+        crate::wait::wait_for_message(self, wait)
     }
 
     fn recycle(&mut self, buf: Vec<u8>) {
