@@ -142,6 +142,27 @@ fn read_some<R: Read>(r: &mut R, dst: &mut [u8]) -> Result<Option<usize>, Transp
     }
 }
 
+/// Accumulates one 32-byte frame header from a non-blocking stream (both ends).
+struct HeaderReader {
+    buf: [u8; FRAME_HEADER_LEN],
+    got: usize,
+}
+
+impl HeaderReader {
+    fn new() -> Self {
+        HeaderReader { buf: [0; FRAME_HEADER_LEN], got: 0 }
+    }
+    /// Ok(None) while the header is incomplete (the stream would block).
+    fn poll<R: Read>(&mut self, r: &mut R) -> Result<Option<FrameHeader>, TransportError> {
+        while self.got < FRAME_HEADER_LEN {
+            let Some(n) = read_some(r, &mut self.buf[self.got..])? else { return Ok(None) };
+            self.got += n;
+        }
+        self.got = 0;
+        FrameHeader::decode(&self.buf).map(Some).map_err(TransportError::Protocol)
+    }
+}
+
 fn take_buf(pool: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
     // Best fit: the smallest pooled buffer already long enough (nothing to zero), so a
     // small message never takes — and later re-zeroes — a large transfer buffer. Else
@@ -180,8 +201,7 @@ pub struct TcpClient {
     sock: TcpStream,
     max_msg: usize,
     registry: Registry,
-    hdr: [u8; FRAME_HEADER_LEN],
-    hdr_got: usize,
+    hdr: HeaderReader,
     recv_state: ClientRecv,
     out: OutQueue,
     pool: Vec<Vec<u8>>,
@@ -211,8 +231,7 @@ impl TcpClient {
             sock,
             max_msg: limits::MSG_SIZE_MAX as usize,
             registry: Registry::new(REGIONS_MAX),
-            hdr: [0; FRAME_HEADER_LEN],
-            hdr_got: 0,
+            hdr: HeaderReader::new(),
             recv_state: ClientRecv::Header,
             out: OutQueue::default(),
             pool: Vec::new(),
@@ -229,13 +248,7 @@ impl TcpClient {
         loop {
             match &mut self.recv_state {
                 ClientRecv::Header => {
-                    let Some(n) = read_some(&mut self.sock, &mut self.hdr[self.hdr_got..])? else { return Ok(None) };
-                    self.hdr_got += n;
-                    if self.hdr_got < FRAME_HEADER_LEN {
-                        continue;
-                    }
-                    self.hdr_got = 0;
-                    let fh = FrameHeader::decode(&self.hdr).map_err(TransportError::Protocol)?;
+                    let Some(fh) = self.hdr.poll(&mut self.sock)? else { return Ok(None) };
                     self.on_frame_header(fh)?;
                 }
                 ClientRecv::Msg { buf, len, got } => {
@@ -459,8 +472,7 @@ pub struct TcpServerConn {
     sock: mio::net::TcpStream,
     peer: String,
     max_msg: usize,
-    hdr: [u8; FRAME_HEADER_LEN],
-    hdr_got: usize,
+    hdr: HeaderReader,
     recv_state: ServerRecv,
     out: OutQueue,
     pool: Vec<Vec<u8>>,
@@ -475,8 +487,7 @@ impl TcpServerConn {
             sock,
             peer,
             max_msg: limits::MSG_SIZE_MAX as usize,
-            hdr: [0; FRAME_HEADER_LEN],
-            hdr_got: 0,
+            hdr: HeaderReader::new(),
             recv_state: ServerRecv::Header,
             out: OutQueue::default(),
             pool: Vec::new(),
@@ -512,13 +523,7 @@ impl ServerConn for TcpServerConn {
         loop {
             match &mut self.recv_state {
                 ServerRecv::Header => {
-                    let Some(n) = read_some(&mut self.sock, &mut self.hdr[self.hdr_got..])? else { return Ok(None) };
-                    self.hdr_got += n;
-                    if self.hdr_got < FRAME_HEADER_LEN {
-                        continue;
-                    }
-                    self.hdr_got = 0;
-                    let fh = FrameHeader::decode(&self.hdr).map_err(TransportError::Protocol)?;
+                    let Some(fh) = self.hdr.poll(&mut self.sock)? else { return Ok(None) };
                     let len = fh.len as usize;
                     match fh.kind {
                         FrameKind::Msg => {
