@@ -2,6 +2,7 @@
 //! (inline/direct, region/Vec), completion groups, slot limits, EOF, and the promise
 //! that the library starts no threads.
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeSet;
@@ -679,17 +680,5 @@ fn server_death_fails_in_flight_io(p: Provider) {
     assert!(t.elapsed() < Duration::from_secs(2));
 }
 
-/// Every test above runs once per provider: TCP, and shared memory (what a client on
-/// the server's host gets by default).
-macro_rules! for_each_provider {
-    ($($name:ident),* $(,)?) => {
-        mod tcp {
-            $( #[test] fn $name() { super::$name(super::Provider::Tcp) } )*
-        }
-        mod shm {
-            $( #[test] fn $name() { super::$name(super::Provider::Auto) } )*
-        }
-    };
-}
 
 for_each_provider!(registered_memory, submit_paths_and_counters, completion_groups, slots_are_credits_and_submit_never_blocks, eof_semantics, max_io_size_is_enforced, no_hidden_threads, server_reads_and_writes_race_free_with_many_in_flight, server_death_fails_in_flight_io, close_after_submitted_io, huge_offsets);

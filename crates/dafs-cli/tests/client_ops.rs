@@ -1,6 +1,7 @@
 //! Every client operation against a real `dafsd`, with its error paths, checked against
 //! the exported directory on disk.
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeSet;
@@ -1085,18 +1086,6 @@ fn two_clients_share_files(p: Provider) {
     assert_eq!(status(b.getattr(fh)), Status::Stale);
 }
 
-/// The data-path tests above run once per provider: TCP, and shared memory (what a
-/// client on the server's host gets by default).
-macro_rules! for_each_provider {
-    ($($name:ident),* $(,)?) => {
-        mod tcp {
-            $( #[test] fn $name() { super::$name(super::Provider::Tcp) } )*
-        }
-        mod shm {
-            $( #[test] fn $name() { super::$name(super::Provider::Auto) } )*
-        }
-    };
-}
 
 for_each_provider!(data_path_blocking, open_mode_is_enforced, closed_open_id_is_bad, authentication, two_clients_share_files);
 

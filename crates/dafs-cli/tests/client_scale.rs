@@ -2,6 +2,7 @@
 //! truncation would show), single I/Os larger than `max_io_size()`, and a directory
 //! with over ten thousand entries.
 
+#[macro_use]
 mod common;
 
 use std::collections::BTreeSet;
@@ -193,16 +194,6 @@ fn io_larger_than_max_io_size(p: Provider) {
     c.close(f).unwrap();
 }
 
-macro_rules! for_each_provider {
-    ($($name:ident),* $(,)?) => {
-        mod tcp {
-            $( #[test] fn $name() { super::$name(super::Provider::Tcp) } )*
-        }
-        mod shm {
-            $( #[test] fn $name() { super::$name(super::Provider::Auto) } )*
-        }
-    };
-}
 
 for_each_provider!(sparse_file_past_1gib, offsets_past_4gib, io_larger_than_max_io_size);
 

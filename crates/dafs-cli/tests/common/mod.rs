@@ -233,3 +233,18 @@ pub fn pattern(off: u64, len: usize, seed: u8) -> Vec<u8> {
         (x ^ (x >> 8) ^ (x >> 16) ^ (x >> 24)) as u8 ^ seed
     }).collect()
 }
+
+/// Define one `#[test]` per listed function and provider: `tcp::NAME` with
+/// `Provider::Tcp`, `shm::NAME` with `Provider::Auto` (what a client on the server's host
+/// gets by default). The test file must have `Provider` in scope.
+#[allow(unused_macros)]
+macro_rules! for_each_provider {
+    ($($name:ident),* $(,)?) => {
+        mod tcp {
+            $( #[test] fn $name() { super::$name(super::Provider::Tcp) } )*
+        }
+        mod shm {
+            $( #[test] fn $name() { super::$name(super::Provider::Auto) } )*
+        }
+    };
+}
