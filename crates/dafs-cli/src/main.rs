@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use dafs_client::{Client, ClientConfig, Error, OpenOptions};
 use dafs_proto::FileType;
 
+mod admin;
 mod serve;
 
 #[derive(Parser, Debug)]
@@ -64,6 +65,8 @@ enum Cmd {
     Ping { url: String },
     /// Performance harness: local files, DAFS over TCP and shared memory, NFS (see docs/benchmarks.md).
     Bench(dafs_bench::BenchArgs),
+    /// Administer a running dafsd (sessions, fencing, counters) through its admin socket.
+    Admin(admin::AdminArgs),
 }
 
 fn main() {
@@ -139,6 +142,7 @@ fn run(cli: &Cli) -> Result<(), Fail> {
     match &cli.cmd {
         Cmd::Serve(a) => serve::run(a).map_err(|e| Fail(2, e)),
         Cmd::Bench(a) => dafs_bench::run(a).map_err(|e| Fail(1, e)),
+        Cmd::Admin(a) => admin::run(a).map_err(|(code, msg)| Fail(code, msg)),
         Cmd::Ls { url, long } => {
             let (mut c, path) = connect(cli, url)?;
             let attr = c.stat(&path).map_err(|e| op_err(&path, e))?;

@@ -51,6 +51,50 @@ pub struct ServeArgs {
     /// Disable the shared-memory provider.
     #[arg(long)]
     pub no_shm: bool,
+    /// Seconds a session outlives a broken connection (its client may reconnect and
+    /// resume); 0 ends sessions with their connection. Default 90.
+    #[arg(long)]
+    pub lease_secs: Option<u64>,
+    /// Largest reply kept per slot in the reply cache (bytes). Default 4096.
+    #[arg(long)]
+    pub reply_cache_slot_bytes: Option<usize>,
+    /// Most sessions one client id may have connected at once. Default 16.
+    #[arg(long)]
+    pub max_connections_per_client: Option<usize>,
+    /// Most connections open at once. Default 1024.
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// A connection whose queued replies and pulls exceed this many bytes is not read
+    /// until it drains (memory per client connection). Default 32 MiB.
+    #[arg(long)]
+    pub max_client_memory: Option<usize>,
+    /// Client ids (or prefixes ending in '*') allowed to attach to the default export;
+    /// repeat for more. Default: all.
+    #[arg(long = "allow-client", value_name = "CLIENT_ID")]
+    pub allow_clients: Vec<String>,
+    /// Whose identity requests run with: server (dafsd's own), asserted (the client's
+    /// SET_CRED, root only), squash (always the anonymous ids). Default server.
+    #[arg(long, value_name = "MODE")]
+    pub identity: Option<String>,
+    /// Anonymous uid for squashed requests. Default 65534.
+    #[arg(long)]
+    pub anon_uid: Option<u32>,
+    /// Anonymous gid for squashed requests. Default 65534.
+    #[arg(long)]
+    pub anon_gid: Option<u32>,
+    /// With --identity asserted: let uid 0 stay root (default: squash it to anon).
+    #[arg(long)]
+    pub no_root_squash: bool,
+    /// Unix socket for `dafs admin`. Default: next to the shared-memory socket, named
+    /// dafsd-PID.admin.sock.
+    #[arg(long, value_name = "PATH")]
+    pub admin_socket: Option<PathBuf>,
+    /// Disable the admin socket.
+    #[arg(long)]
+    pub no_admin: bool,
+    /// Serve Prometheus metrics (GET /metrics) on this address, e.g. 127.0.0.1:9420.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -71,6 +115,20 @@ struct FileConfig {
     shm_socket: Option<PathBuf>,
     #[serde(default)]
     no_shm: bool,
+    lease_secs: Option<u64>,
+    reply_cache_slot_bytes: Option<usize>,
+    max_connections_per_client: Option<usize>,
+    max_connections: Option<usize>,
+    max_client_memory: Option<usize>,
+    identity: Option<String>,
+    anon_uid: Option<u32>,
+    anon_gid: Option<u32>,
+    #[serde(default)]
+    no_root_squash: bool,
+    admin_socket: Option<PathBuf>,
+    #[serde(default)]
+    no_admin: bool,
+    metrics_listen: Option<String>,
     #[serde(default)]
     exports: Vec<FileExport>,
 }
@@ -82,6 +140,8 @@ struct FileExport {
     path: PathBuf,
     #[serde(default)]
     read_only: bool,
+    #[serde(default)]
+    clients: Vec<String>,
 }
 
 pub fn read_secret(path: &PathBuf) -> Result<Vec<u8>, String> {
@@ -103,10 +163,14 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     };
     let mut exports = Vec::new();
     if let Some(d) = &a.dir {
-        exports.push(Export { name: "export".into(), path: d.clone(), read_only: a.read_only });
+        let mut e = Export::new("export", d.clone(), a.read_only);
+        e.clients = a.allow_clients.clone();
+        exports.push(e);
     }
     for e in &fc.exports {
-        exports.push(Export { name: e.name.clone(), path: e.path.clone(), read_only: e.read_only });
+        let mut x = Export::new(e.name.clone(), e.path.clone(), e.read_only);
+        x.clients = e.clients.clone();
+        exports.push(x);
     }
     for spec in &a.exports {
         let (name, rest) = spec.split_once('=').ok_or_else(|| format!("--export {spec}: expected NAME=DIR"))?;
@@ -114,7 +178,7 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
             Some(p) => (p, true),
             None => (rest, false),
         };
-        exports.push(Export { name: name.into(), path: path.into(), read_only: ro });
+        exports.push(Export::new(name, path, ro));
     }
     if exports.is_empty() {
         return Err("nothing to export: give a DIR (or --export NAME=DIR, or exports in --config)".into());
@@ -138,7 +202,20 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     pick!(spin_us, a.spin_us, fc.spin_us);
     pick!(direct_max, None, fc.direct_max);
     pick!(handles_max, None, fc.handles_max);
-    pick!(backlog_bytes_max, None, fc.backlog_bytes_max);
+    pick!(backlog_bytes_max, a.max_client_memory, fc.max_client_memory.or(fc.backlog_bytes_max));
+    pick!(lease_secs, a.lease_secs, fc.lease_secs);
+    pick!(reply_cache_slot_bytes, a.reply_cache_slot_bytes, fc.reply_cache_slot_bytes);
+    pick!(connections_per_client_max, a.max_connections_per_client, fc.max_connections_per_client);
+    pick!(connections_max, a.max_connections, fc.max_connections);
+    let anon_uid = a.anon_uid.or(fc.anon_uid).unwrap_or(65534);
+    let anon_gid = a.anon_gid.or(fc.anon_gid).unwrap_or(65534);
+    cfg.identity = match a.identity.as_deref().or(fc.identity.as_deref()).unwrap_or("server") {
+        "server" => dafs_server::cred::Identity::Server,
+        "asserted" => dafs_server::cred::Identity::Asserted { root_squash: !(a.no_root_squash || fc.no_root_squash), anon_uid, anon_gid },
+        "squash" => dafs_server::cred::Identity::Squash { anon_uid, anon_gid },
+        other => return Err(format!("identity {other:?}: expected server, asserted or squash")),
+    };
+    cfg.metrics_listen = a.metrics_listen.clone().or(fc.metrics_listen.clone());
     cfg.shm_socket = if a.no_shm || fc.no_shm {
         None
     } else {
@@ -146,6 +223,12 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
             let dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|d| d.is_dir()).unwrap_or_else(|| PathBuf::from("/tmp"));
             dir.join(format!("dafsd-{}.sock", std::process::id()))
         }))
+    };
+    let runtime_dir = || std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|d| d.is_dir()).unwrap_or_else(|| PathBuf::from("/tmp"));
+    cfg.admin_socket = if a.no_admin || fc.no_admin {
+        None
+    } else {
+        Some(a.admin_socket.clone().or(fc.admin_socket.clone()).unwrap_or_else(|| runtime_dir().join(format!("dafsd-{}.admin.sock", std::process::id()))))
     };
     if let Some(p) = a.secret_file.as_ref().or(fc.secret_file.as_ref()) {
         cfg.secret = Some(read_secret(p)?);
@@ -157,11 +240,18 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
 /// Run the server until SIGINT/SIGTERM. Prints `dafsd listening on ADDR` first.
 pub fn run(a: &ServeArgs) -> Result<(), String> {
     let cfg = build_config(a)?;
+    let admin = cfg.admin_socket.clone();
     let exports: Vec<String> = cfg.exports.iter().map(|e| format!("{}={}{}", e.name, e.path.display(), if e.read_only { " (ro)" } else { "" })).collect();
     let handle = dafs_server::start(cfg)?;
     println!("dafsd listening on {}", handle.local_addr());
     if let Some(p) = handle.shm_path() {
         println!("shared memory: dafs+shm://{p}");
+    }
+    if let Some(p) = admin {
+        println!("admin: {}", p.display());
+    }
+    if let Some(m) = handle.metrics_addr() {
+        println!("metrics: http://{m}/metrics");
     }
     println!("exports: {}", exports.join(", "));
     use std::io::Write;

@@ -373,7 +373,7 @@ fn bad_headers_and_bodies() {
     let s = raw.create(65536, 4, AuthMethod::None).expect("session");
     assert_eq!(s.slots, 4);
     let root = raw.root();
-    let r = raw.call(0, &Request::Reserved(Opcode::SessionBind));
+    let r = raw.call(0, &Request::Reserved(Opcode::Callback));
     assert_eq!(status(&r), Status::NotSupp);
     // An implemented op without its body is malformed, not unsupported.
     let r = raw.call(1, &Request::Reserved(Opcode::Lock));
@@ -398,9 +398,10 @@ fn bad_headers_and_bodies() {
     }));
     assert_eq!(hdr.status, Status::BadXdr);
     assert_eq!((hdr.slot_id, hdr.sequence_id), (0, raw.seq[0] - 1), "the reply names the request's slot and sequence id");
-    // Replaying the same (now valid) message on the consumed sequence id is misordered.
+    // The same (now valid) message on the consumed sequence id is not a retransmission
+    // of what executed there (the malformed message): refused, not executed.
     let r = raw.roundtrip(&m);
-    assert_eq!(status(&r), Status::SeqMisordered);
+    assert_eq!(status(&r), Status::SeqFalseRetry);
     // A heap reference whose offset overflows.
     m = raw.next(0, &Request::Lookup { dir: root, path: b"abc", follow: true });
     m[88..92].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -499,18 +500,21 @@ fn session_and_slot_rules() {
     }
     // None of the refusals consumed anything: seq 1 executes.
     assert_eq!(status(&raw.call(0, &Request::Null)), Status::Ok);
-    // Replay of seq 1 (no reply cache yet): SEQ_MISORDERED.
+    // Retransmission of seq 1: NULL is idempotent, so it is executed again.
     let r = raw.call_with(sid, 0, 1, &Request::Null);
-    assert_eq!(status(&r), Status::SeqMisordered, "replay");
-    assert_eq!(status(&raw.call(0, &Request::Null)), Status::Ok, "seq 2 after the replay");
+    assert_eq!(status(&r), Status::Ok, "replay of an idempotent op");
+    // A different request on the same slot and sequence id is refused.
+    let r = raw.call_with(sid, 0, 1, &Request::GetRootHandle { export: b"" });
+    assert_eq!(status(&r), Status::SeqFalseRetry, "false retry");
+    assert_eq!(status(&raw.call(0, &Request::Null)), Status::Ok, "seq 2 after the replays");
 
     // Slot busy: a WRITE_DIRECT whose pull we do not answer keeps slot 0 busy.
     let root = raw.root();
     let open_id = raw.open(root, b"pulled", open_flags::READ | open_flags::WRITE | open_flags::CREATE);
     let data = common::pattern(0, 100, 3);
     let busy_seq = raw.seq[0];
-    let m = raw.next(0, &Request::WriteDirect { open_id, offset: 0, len: 100, stable: false, region: RemoteRegion { key: 777, offset: 40 } });
-    raw.send_msg(&m);
+    let wd = raw.next(0, &Request::WriteDirect { open_id, offset: 0, len: 100, stable: false, region: RemoteRegion { key: 777, offset: 40 } });
+    raw.send_msg(&wd);
     let (get, payload) = raw.frame();
     assert_eq!((get.kind, get.len, get.key, get.offset), (FrameKind::Get, 100, 777, 40), "{get:?}");
     assert!(payload.is_empty());
@@ -521,9 +525,10 @@ fn session_and_slot_rules() {
     assert_eq!(h.status, Status::SlotBusy);
     assert_eq!(Status::SlotBusy.describe(), "too many outstanding requests (slot busy)");
     assert_eq!((h.slot_id, h.sequence_id), (0, busy_seq + 1));
-    // Same slot, same sequence id (a retransmission while executing).
-    let r = raw.call_with(sid, 0, busy_seq, &Request::Null);
-    assert_eq!(status(&r), Status::SlotBusy);
+    // Same slot, same sequence id (a duplicate while executing): dropped without an
+    // answer; the original's reply answers it.
+    raw.send_msg(&wd);
+    raw.expect_silent(Duration::from_millis(200), "a duplicate of an executing request gets no reply of its own");
     // Other slots are unaffected.
     assert_eq!(status(&raw.call(1, &Request::GetAttr { fh: root })), Status::Ok);
     assert_eq!(status(&raw.call(3, &Request::Null)), Status::Ok);
@@ -534,6 +539,13 @@ fn session_and_slot_rules() {
     assert_eq!((h.slot_id, h.sequence_id), (0, busy_seq));
     assert_eq!(reply, Reply::Write { count: 100, stable: false, offset: 0 });
     assert_eq!(std::fs::read(srv.dir().join("pulled")).unwrap(), data);
+    // A retransmission of the completed WRITE_DIRECT is answered from the reply cache,
+    // byte for byte: no second pull (no GET frame comes), no second write (the file is
+    // changed behind the server's back to prove it).
+    std::fs::write(srv.dir().join("pulled"), b"changed").unwrap();
+    assert_eq!(raw.roundtrip(&wd), r, "the cached reply, exactly");
+    assert_eq!(std::fs::read(srv.dir().join("pulled")).unwrap(), b"changed");
+    std::fs::write(srv.dir().join("pulled"), &data).unwrap();
     assert_eq!(status(&raw.call(0, &Request::Null)), Status::Ok, "slot 0 free again");
 
     // A refused pull (GET_RESP with key 1 = bad region): BAD_REGION, nothing written.
@@ -1018,7 +1030,8 @@ mod fake_server {
 
 #[test]
 fn session_create_parameters() {
-    let srv = TestServer::start(&["--max-sessions", "2"]);
+    // Lease 0: a session ends with its connection (the default keeps it for 90 s).
+    let srv = TestServer::start(&["--max-sessions", "2", "--lease-secs", "0"]);
     let mut raw = Raw::connect(&srv);
     assert_eq!(raw.create(limits::MSG_SIZE_MIN - 1, 4, AuthMethod::None).err(), Some(Status::Inval));
     assert_eq!(raw.create(0, 4, AuthMethod::None).err(), Some(Status::Inval));

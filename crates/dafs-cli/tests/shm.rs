@@ -184,6 +184,9 @@ fn killed_client_mid_io_is_cleaned_up() {
     let mut cfg = dafs_server::ServerConfig::new(export.path());
     cfg.listen = "127.0.0.1:0".into();
     cfg.shm_socket = Some(sock.clone());
+    // A killed client's session is released when its lease expires (a live client
+    // would reconnect and resume it within the lease).
+    cfg.lease_secs = 1;
     let srv = dafs_server::start(cfg).unwrap();
     let maps_before = count_maps("dafs-region");
     for round in 0..3 {

@@ -94,6 +94,13 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Which provider to use for `host:port` targets (see [`Provider`]).
     pub provider: Provider,
+    /// When the connection breaks, reconnect by itself, re-bind the session and resend
+    /// what was in flight (exactly-once through the server's reply cache). Off: the
+    /// first transport error fails every request and the client.
+    pub reconnect: bool,
+    /// How long to keep trying to reconnect before giving up (should stay below the
+    /// server's lease, 90 s by default).
+    pub reconnect_timeout: Duration,
 }
 
 /// Provider choice for TCP targets.
@@ -116,6 +123,8 @@ impl Default for ClientConfig {
             export: String::new(),
             connect_timeout: Duration::from_secs(5),
             provider: Provider::Auto,
+            reconnect: true,
+            reconnect_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -180,6 +189,12 @@ pub struct ClientStats {
     /// Times a submit found every slot busy.
     pub slot_waits: u64,
     pub errors: u64,
+    /// Times the connection broke and the session was re-bound to a new one.
+    pub reconnects: u64,
+    /// Requests sent again after a reconnect.
+    pub retransmits: u64,
+    /// Replies that matched no request in flight (answers to duplicates), dropped.
+    pub stale_replies: u64,
     pub transport: TransportStats,
 }
 
@@ -192,6 +207,8 @@ pub struct File {
     pub attr: Attr,
     /// Position for [`Client::read`] / [`Client::write`].
     pub pos: u64,
+    /// Path and options it was opened with, for [`Client::reopen`] after a session loss.
+    origin: Option<(String, OpenOptions)>,
 }
 
 impl File {
@@ -457,9 +474,17 @@ pub struct Client {
     sync_done: Option<(u64, Vec<u8>)>,
     /// Internal completion group used by the blocking wrappers.
     internal_cg: CgId,
-    sendbuf: Vec<u8>,
+    /// Per slot: the encoded request in flight on it, kept for retransmission after a
+    /// reconnect (the buffer is reused; it grows to the largest request sent there).
+    reqbufs: Vec<Vec<u8>>,
     stats: ClientStats,
     dead: bool,
+    /// Why the client is dead: the session itself is gone (lease expired, fenced,
+    /// server restarted) — [`Client::reestablish`] starts a new one.
+    dead_status: Option<Status>,
+    cfg: ClientConfig,
+    /// The nonce the next SESSION_BIND proves over (from SESSION_CREATE, then each bind).
+    bind_nonce: [u8; 32],
     /// Requests in flight that complete quickly (metadata, inline, small direct): only
     /// for those is spinning before sleeping worth its CPU.
     small_inflight: u32,
@@ -583,9 +608,12 @@ impl Client {
             next_req: 1,
             sync_done: None,
             internal_cg: CgId(0),
-            sendbuf: Vec::with_capacity(max_msg as usize),
+            reqbufs: (0..slots).map(|_| Vec::new()).collect(),
             stats: ClientStats::default(),
             dead: false,
+            dead_status: None,
+            cfg: cfg.clone(),
+            bind_nonce: server_nonce,
             small_inflight: 0,
             base_spin,
             spin_now: base_spin,
@@ -636,6 +664,63 @@ impl Client {
         s
     }
 
+    /// Why the client stopped working, if it did: `Some(BadSession)` when the server no
+    /// longer knows the session (its lease expired, the server restarted, or an
+    /// administrator ended it), `Some(Fenced)` when this client is fenced.
+    pub fn session_lost(&self) -> Option<Status> {
+        if self.dead { self.dead_status } else { None }
+    }
+
+    /// Start a new session with the same server and configuration after the old one is
+    /// gone ([`Client::session_lost`]), keeping registered memory. Open files of the old
+    /// session are invalid: re-open them with [`Client::reopen`]. Byte-range locks are
+    /// gone too (the server released them with the session).
+    pub fn reestablish(&mut self) -> Result<()> {
+        if self.inflight.iter().any(Option::is_some) {
+            return Err(Error::InvalidArgument("requests still in flight"));
+        }
+        self.t.reconnect(self.cfg.connect_timeout)?;
+        let cfg = self.cfg.clone();
+        // A fresh client on the same transport, then keep what outlives sessions.
+        let t = std::mem::replace(&mut self.t, Box::new(NoTransport));
+        let (mut fresh, _) = Self::establish(t, &cfg)?;
+        std::mem::swap(&mut fresh.regions, &mut self.regions);
+        std::mem::swap(&mut fresh.cgs, &mut self.cgs);
+        fresh.next_cg = self.next_cg;
+        fresh.next_req = self.next_req;
+        fresh.stats = self.stats;
+        fresh.stats.reconnects += 1;
+        // The old state is dead (or will be: its transport is a placeholder), so its
+        // destructor sends nothing.
+        let mut old = std::mem::replace(self, fresh);
+        old.dead = true;
+        drop(old);
+        Ok(())
+    }
+
+    /// The credential (uid, gid, supplementary groups) this session's following requests
+    /// run with, on a server whose `identity` is `asserted` (NOTSUPP otherwise).
+    pub fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]) -> Result<()> {
+        if groups.len() > limits::CRED_GROUPS_MAX {
+            return Err(Error::InvalidArgument("more than 16 supplementary groups"));
+        }
+        let packed: Vec<u8> = groups.iter().flat_map(|g| g.to_le_bytes()).collect();
+        let m = self.call(&Request::SetCred { uid, gid, groups: &packed })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Open the file `f` names again, by the path and options it was opened with (after
+    /// [`Client::reestablish`]); the position carries over. Creation and truncation are
+    /// not repeated.
+    pub fn reopen(&mut self, f: &File) -> Result<File> {
+        let (path, opts) = f.origin.clone().ok_or(Error::InvalidArgument("file was not opened by path"))?;
+        let mut opts = opts;
+        opts.flags &= !(open_flags::CREATE | open_flags::EXCLUSIVE | open_flags::TRUNCATE | open_flags::UNLINKED);
+        let mut nf = self.open(&path, opts)?;
+        nf.pos = f.pos;
+        Ok(nf)
+    }
+
     // ------------------------------------------------------------------ progress engine
 
     fn fail_all(&mut self, why: &str) {
@@ -648,7 +733,10 @@ impl Client {
         for i in 0..self.inflight.len() {
             if let Some(slot) = self.inflight[i].take() {
                 match slot.what {
-                    Inflight::Io(io) => self.finish_io(io, Err(Error::Disconnected), false),
+                    Inflight::Io(io) => {
+                        let e = self.dead_error();
+                        self.finish_io(io, Err(e), false)
+                    }
                     Inflight::Batch(b) => self.finish_batch(b, None),
                     Inflight::Sync { .. } => {}
                 }
@@ -659,7 +747,7 @@ impl Client {
     /// Receive and route one reply. Returns false if nothing arrived within `wait`.
     fn progress(&mut self, wait: Wait) -> Result<bool> {
         if self.dead {
-            return Err(Error::Disconnected);
+            return Err(self.dead_error());
         }
         let spin = if self.small_inflight > 0 { self.base_spin } else { Duration::ZERO };
         if spin != self.spin_now {
@@ -669,6 +757,11 @@ impl Client {
         let msg = match self.t.recv(wait) {
             Ok(Some(m)) => m,
             Ok(None) => return Ok(false),
+            Err(e) if e.is_fatal() => {
+                // Recovered: requests were resent; their replies come on later calls.
+                self.connection_broke(e)?;
+                return Ok(true);
+            }
             Err(e) => {
                 self.fail_all(&e.to_string());
                 return Err(Error::Transport(e));
@@ -685,9 +778,16 @@ impl Client {
     fn route(&mut self, msg: &[u8]) -> Result<()> {
         let (h, reply) = dafs_proto::decode_reply(msg, self.max_msg).map_err(|e| Error::Protocol(e.to_string()))?;
         let i = h.slot_id as usize;
-        let Some(Some(slot)) = self.inflight.get(i) else { return Err(Error::Protocol(format!("reply on idle slot {i}"))) };
-        if slot.seq != h.sequence_id || h.session_id != self.session_id {
-            return Err(Error::Protocol("reply does not match the request on its slot".into()));
+        if h.session_id != self.session_id || i >= self.inflight.len() {
+            return Err(Error::Protocol("reply for another session or beyond the granted slots".into()));
+        }
+        let matches = self.inflight[i].as_ref().is_some_and(|slot| slot.seq == h.sequence_id);
+        if !matches {
+            // An answer to a duplicate of a request already answered (a retransmission
+            // that crossed the original reply): nothing waits for it. Dropping it is
+            // safe; it never touches application memory.
+            self.stats.stale_replies += 1;
+            return Ok(());
         }
         let slot = self.inflight[i].take().expect("checked above");
         if is_small(&slot.what) {
@@ -847,11 +947,19 @@ impl Client {
         }
     }
 
+    /// The error every call returns once the client is dead.
+    fn dead_error(&self) -> Error {
+        match self.dead_status {
+            Some(st) => Error::Status(st),
+            None => Error::Disconnected,
+        }
+    }
+
     /// Get a slot, making progress (never sleeping longer than needed) if `block`.
     fn acquire_slot(&mut self, block: bool) -> Result<(u32, u32)> {
         loop {
             if self.dead {
-                return Err(Error::Disconnected);
+                return Err(self.dead_error());
             }
             if let Some(s) = self.slots.acquire() {
                 return Ok(s);
@@ -870,22 +978,173 @@ impl Client {
 
     fn send_on_slot(&mut self, slot: u32, seq: u32, req: &Request, what: Inflight) -> Result<()> {
         let h = Header::request(req.opcode(), self.session_id, slot, seq, self.slots.highest_in_use());
-        self.sendbuf.clear();
-        if let Err(e) = dafs_proto::encode_request(&h, req, &mut self.sendbuf, self.max_msg) {
+        let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
+        buf.clear();
+        let enc = dafs_proto::encode_request(&h, req, &mut buf, self.max_msg);
+        self.reqbufs[slot as usize] = buf;
+        if let Err(e) = enc {
             self.slots.abandon(slot);
             return Err(Error::Protocol(e.to_string()));
         }
-        if let Err(e) = self.t.send(&self.sendbuf) {
-            self.slots.abandon(slot);
-            self.fail_all(&e.to_string());
-            return Err(Error::Transport(e));
-        }
+        self.send_slot_buf(slot, seq, what)
+    }
+
+    /// Send the request encoded in `reqbufs[slot]` and record it in flight. A broken
+    /// connection here is recovered like one noticed while receiving: the request is in
+    /// flight and is resent after the session is re-bound.
+    fn send_slot_buf(&mut self, slot: u32, seq: u32, what: Inflight) -> Result<()> {
+        let sent = self.t.send(&self.reqbufs[slot as usize]);
         self.stats.requests += 1;
         if is_small(&what) {
             self.small_inflight += 1;
         }
         self.inflight[slot as usize] = Some(Slot { seq, what });
+        if let Err(e) = sent {
+            if !e.is_fatal() {
+                // Refused before anything was sent (e.g. too big): nothing in flight.
+                let slot_state = self.inflight[slot as usize].take().unwrap();
+                if is_small(&slot_state.what) {
+                    self.small_inflight -= 1;
+                }
+                self.slots.abandon(slot);
+                self.inflight_undo(slot_state.what);
+                return Err(Error::Transport(e));
+            }
+            self.connection_broke(e)?;
+        }
         Ok(())
+    }
+
+    /// Undo the bookkeeping of a request that was never sent (its memory is released
+    /// without a completion: the submit call itself fails).
+    fn inflight_undo(&mut self, what: Inflight) {
+        if let Inflight::Io(io) = what {
+            match io.target {
+                Target::Region { id, .. } => {
+                    if let Some(r) = self.regions.get_mut(&id.0) {
+                        r.busy -= 1;
+                    }
+                }
+                Target::Vec { temp_key: Some(k), .. } => {
+                    let _ = self.t.deregister(k);
+                }
+                Target::Vec { .. } => {}
+            }
+        }
+    }
+
+    /// The transport failed: recover the session on a new connection (if configured) or
+    /// fail everything in flight.
+    fn connection_broke(&mut self, e: dafs_transport::TransportError) -> Result<()> {
+        if self.cfg.reconnect && !self.dead {
+            match self.recover(&e) {
+                Ok(()) => return Ok(()),
+                Err(err) => {
+                    tracing::debug!("session recovery failed: {err}");
+                    let why = format!("{e}; recovery failed: {err}");
+                    if let Error::Status(st) = &err {
+                        self.dead_status = Some(*st);
+                    }
+                    self.fail_all(&why);
+                    return Err(err);
+                }
+            }
+        }
+        self.fail_all(&e.to_string());
+        Err(Error::Transport(e))
+    }
+
+    /// Reconnect, re-bind the session (SESSION_BIND, authenticated like the session) and
+    /// resend every request in flight with its original slot and sequence id: the
+    /// server executes those it never executed and answers the others from its reply
+    /// cache, so each takes effect exactly once.
+    fn recover(&mut self, cause: &dafs_transport::TransportError) -> Result<()> {
+        tracing::info!(session = format_args!("{:016x}", self.session_id), "connection lost ({cause}); reconnecting");
+        let deadline = Instant::now() + self.cfg.reconnect_timeout;
+        let mut backoff = Duration::from_millis(5);
+        let mut last_err;
+        let mut refused = 0;
+        loop {
+            match self.try_bind() {
+                Ok(()) => break,
+                // Nobody listens: the server process is gone. A restarted server would
+                // not know the session anyway, so do not wait out the whole timeout.
+                Err(Error::Transport(dafs_transport::TransportError::Io(e)))
+                    if matches!(e.raw_os_error(), Some(libc::ECONNREFUSED) | Some(libc::ENOENT)) && {
+                        refused += 1;
+                        refused >= 3
+                    } =>
+                {
+                    return Err(Error::Transport(dafs_transport::TransportError::Io(e)));
+                }
+                // The session is gone (lease expired, server restarted) or refused:
+                // retrying cannot help.
+                Err(Error::Status(st)) if st != Status::Delay => return Err(Error::Status(st)),
+                Err(e @ Error::Auth(_)) => return Err(e),
+                Err(e) => last_err = e,
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(last_err);
+            }
+            std::thread::sleep(backoff.min(deadline - now));
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+        }
+        self.stats.reconnects += 1;
+        // Resend in slot order (any order is correct: slots are independent).
+        for slot in 0..self.inflight.len() {
+            if self.inflight[slot].is_some() {
+                self.stats.retransmits += 1;
+                let buf = std::mem::take(&mut self.reqbufs[slot]);
+                let r = self.t.send(&buf);
+                self.reqbufs[slot] = buf;
+                if let Err(e) = r {
+                    // Broke again at once: the caller's next progress recovers again.
+                    tracing::debug!("resend failed: {e}");
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One attempt: new connection, SESSION_BIND, wait for its answer.
+    fn try_bind(&mut self) -> Result<()> {
+        self.t.reconnect(self.cfg.connect_timeout)?;
+        let mut client_nonce = [0u8; 32];
+        let mut proof = [0u8; 32];
+        if let Some(secret) = &self.cfg.secret {
+            getrandom::getrandom(&mut client_nonce).map_err(|e| Error::Auth(e.to_string()))?;
+            proof = auth::bind_proof(secret, self.session_id, &self.bind_nonce, &client_nonce, self.cfg.client_id.as_bytes());
+        }
+        let h = Header::request(Opcode::SessionBind, self.session_id, 0, 0, 0);
+        let mut buf = Vec::new();
+        dafs_proto::encode_request(&h, &Request::SessionBind { client_nonce, proof, client_id: self.cfg.client_id.as_bytes() }, &mut buf, self.max_msg)
+            .map_err(|e| Error::Protocol(e.to_string()))?;
+        self.t.send(&buf)?;
+        let msg = self.t.recv(Wait::Timeout(self.cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
+        let (rh, reply) = dafs_proto::decode_reply(&msg, self.max_msg).map_err(|e| Error::Protocol(e.to_string()))?;
+        if rh.opcode != Opcode::SessionBind || rh.session_id != self.session_id {
+            return Err(Error::Protocol("unexpected reply to SESSION_BIND".into()));
+        }
+        match reply {
+            Reply::SessionBind { slots, target_highest, next_nonce, server_proof } => {
+                if slots != self.slots.granted() {
+                    return Err(Error::Protocol("bound session has a different slot count".into()));
+                }
+                if let Some(secret) = &self.cfg.secret {
+                    let expect = auth::bind_server_proof(secret, self.session_id, &client_nonce, &next_nonce, self.cfg.client_id.as_bytes());
+                    if expect != server_proof {
+                        return Err(Error::Auth("the server could not prove it holds the shared secret".into()));
+                    }
+                }
+                self.bind_nonce = next_nonce;
+                self.slots.set_target(target_highest);
+                Ok(())
+            }
+            Reply::Error(st) => Err(Error::Status(st)),
+            _ => Err(Error::Protocol("bad SESSION_BIND reply".into())),
+        }
     }
 
     /// Synchronous request: send, then make progress until its reply arrives.
@@ -1018,6 +1277,24 @@ impl Client {
         Ok(RegionId(key))
     }
 
+    /// Register with the transport; if the connection turns out to be broken, recover the
+    /// session (when configured) and register on the new connection.
+    ///
+    /// # Safety
+    /// As [`ClientTransport::register`].
+    unsafe fn register_recovering(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64> {
+        // SAFETY: the caller's contract.
+        match unsafe { self.t.register(ptr, len, access) } {
+            Ok(k) => Ok(k),
+            Err(e) if e.is_fatal() && self.cfg.reconnect && !self.dead => {
+                self.connection_broke(e)?;
+                // SAFETY: the caller's contract.
+                Ok(unsafe { self.t.register(ptr, len, access) }?)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Register a buffer the application owns; it is handed back by [`Client::unregister`].
     pub fn register(&mut self, mut vec: Vec<u8>) -> Result<RegionId> {
         if vec.is_empty() {
@@ -1026,7 +1303,7 @@ impl Client {
         let (ptr, len) = (vec.as_mut_ptr(), vec.len());
         // SAFETY: the Vec is moved into the region table and not touched (nor its heap
         // buffer moved or freed) until it is unregistered.
-        let key = unsafe { self.t.register(ptr, len, Access::READ_WRITE)? };
+        let key = unsafe { self.register_recovering(ptr, len, Access::READ_WRITE)? };
         self.regions.insert(key, RegionInfo { key, ptr, len, vec: Some(vec), busy: 0 });
         Ok(RegionId(key))
     }
@@ -1040,7 +1317,7 @@ impl Client {
         if ptr.is_null() || len == 0 {
             return Err(Error::InvalidArgument("null or empty region"));
         }
-        let key = self.t.register(ptr, len, Access::READ_WRITE)?;
+        let key = self.register_recovering(ptr, len, Access::READ_WRITE)?;
         self.regions.insert(key, RegionInfo { key, ptr, len, vec: None, busy: 0 });
         Ok(RegionId(key))
     }
@@ -1057,7 +1334,12 @@ impl Client {
             Ok(()) => {}
             // The connection is gone, and with it the server's access to the memory: it is
             // the application's again (its Vec must not be lost with the connection).
-            Err(e) if self.dead || e.is_fatal() => self.fail_all(&e.to_string()),
+            // With reconnection on, the next call re-binds the session.
+            Err(e) if self.dead || e.is_fatal() => {
+                if !self.cfg.reconnect {
+                    self.fail_all(&e.to_string())
+                }
+            }
             // Still registered: keep it in the table so the caller can retry.
             Err(e) => return Err(e.into()),
         }
@@ -1131,7 +1413,8 @@ impl Client {
                     self.stats.off_direct_path += 1;
                     // SAFETY: the Vec is owned by the in-flight request until completion,
                     // which deregisters before handing it back.
-                    match unsafe { self.t.register(v.as_mut_ptr(), v.len(), Access::READ_WRITE) } {
+                    let r = unsafe { self.register_recovering(v.as_mut_ptr(), v.len(), Access::READ_WRITE) };
+                    match r {
                         Ok(k) => temp_key = Some(k),
                         Err(e) => {
                             self.slots.abandon(slot);
@@ -1168,26 +1451,17 @@ impl Client {
                 Target::Vec { buf, .. } => buf,
             };
             let h = Header::request(Opcode::WriteInline, self.session_id, slot, seq, self.slots.highest_in_use());
-            self.sendbuf.clear();
-            let enc = dafs_proto::encode_request(&h, &Request::WriteInline { open_id, offset, stable, data }, &mut self.sendbuf, self.max_msg);
+            let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
+            buf.clear();
+            let enc = dafs_proto::encode_request(&h, &Request::WriteInline { open_id, offset, stable, data }, &mut buf, self.max_msg);
+            self.reqbufs[slot as usize] = buf;
             match enc {
                 Err(e) => {
                     self.slots.abandon(slot);
+                    self.inflight_undo(Inflight::Io(io));
                     Err(Error::Protocol(e.to_string()))
                 }
-                Ok(_) => match self.t.send(&self.sendbuf) {
-                    Ok(()) => {
-                        self.stats.requests += 1;
-                        self.small_inflight += 1; // inline writes are small by definition
-                        self.inflight[slot as usize] = Some(Slot { seq, what: Inflight::Io(io) });
-                        Ok(())
-                    }
-                    Err(e) => {
-                        self.slots.abandon(slot);
-                        self.fail_all(&e.to_string());
-                        Err(Error::Transport(e))
-                    }
-                },
+                Ok(_) => self.send_slot_buf(slot, seq, Inflight::Io(io)),
             }
         };
         match res {
@@ -1242,7 +1516,7 @@ impl Client {
         let (region, temp) = if direct {
             self.stats.off_direct_path += 1;
             // SAFETY: see above; the memory outlives the registration (deregistered below).
-            let key = unsafe { self.t.register(ptr, len, Access::READ_WRITE)? };
+            let key = unsafe { self.register_recovering(ptr, len, Access::READ_WRITE)? };
             self.regions.insert(key, RegionInfo { key, ptr, len, vec: None, busy: 0 });
             (Some(RegionId(key)), true)
         } else {
@@ -1426,7 +1700,7 @@ impl Client {
             self.call(&Request::Open { fh, flags: opts.flags, mode: opts.mode, name: b"", key: opts.key_bytes() })?
         };
         match self.decode(&m)?.1 {
-            Reply::Open { open_id, fh, attr } => Ok(File { open_id, fh, attr, pos: 0 }),
+            Reply::Open { open_id, fh, attr } => Ok(File { open_id, fh, attr, pos: 0, origin: Some((path.to_string(), opts)) }),
             _ => Err(Error::Protocol("bad OPEN reply".into())),
         }
     }
@@ -1738,7 +2012,7 @@ impl Client {
             return Err(e);
         }
         match (&out.replies[1], &out.replies[2]) {
-            (ChainReply::Open { open_id, fh, attr }, ChainReply::Data { data, eof }) => Ok((File { open_id: *open_id, fh: *fh, attr: *attr, pos: data.len() as u64 }, data.clone(), *eof)),
+            (ChainReply::Open { open_id, fh, attr }, ChainReply::Data { data, eof }) => Ok((File { open_id: *open_id, fh: *fh, attr: *attr, pos: data.len() as u64, origin: Some((path.to_string(), OpenOptions::read())) }, data.clone(), *eof)),
             _ => Err(Error::Protocol("unexpected chain replies".into())),
         }
     }
@@ -1838,7 +2112,7 @@ impl Client {
         }
         self.stats.off_direct_path += 1;
         // SAFETY: registered only for this synchronous call, which holds the borrow.
-        let key = unsafe { self.t.register(data.as_ptr() as *mut u8, data.len(), dafs_transport::Access { remote_write: false, remote_read: true })? };
+        let key = unsafe { self.register_recovering(data.as_ptr() as *mut u8, data.len(), dafs_transport::Access { remote_write: false, remote_read: true })? };
         let r = self.call(&Request::WriteDirect { open_id: f.open_id, offset: 0, len: data.len() as u32, stable: false, region: RemoteRegion { key, offset: 0 } });
         let _ = self.t.deregister(key);
         let m = r?;
@@ -1903,6 +2177,8 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
+        // Never reconnect from a destructor: a dead server must not hold it up.
+        self.cfg.reconnect = false;
         // I/O still in flight may name application memory (registered with
         // register_raw, or reached by address on shared memory): wait for it, bounded,
         // so the server never writes there after the client is gone.
@@ -1917,13 +2193,36 @@ impl Drop for Client {
         if !self.dead {
             if let Some((slot, seq)) = self.slots.acquire() {
                 let h = Header::request(Opcode::SessionDestroy, self.session_id, slot, seq, slot);
-                self.sendbuf.clear();
-                if dafs_proto::encode_request(&h, &Request::SessionDestroy, &mut self.sendbuf, self.max_msg).is_ok() {
-                    let _ = self.t.send(&self.sendbuf);
+                let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
+                buf.clear();
+                if dafs_proto::encode_request(&h, &Request::SessionDestroy, &mut buf, self.max_msg).is_ok() {
+                    let _ = self.t.send(&buf);
                 }
             }
         }
     }
+}
+
+/// Placeholder transport of a client whose transport moved to a new session.
+struct NoTransport;
+
+impl ClientTransport for NoTransport {
+    fn max_msg_size(&self) -> usize { limits::MSG_SIZE_MIN as usize }
+    fn set_max_msg_size(&mut self, _n: usize) {}
+    fn send(&mut self, _msg: &[u8]) -> std::result::Result<(), dafs_transport::TransportError> { Err(dafs_transport::TransportError::Closed) }
+    fn recv(&mut self, _wait: Wait) -> std::result::Result<Option<Vec<u8>>, dafs_transport::TransportError> { Err(dafs_transport::TransportError::Closed) }
+    fn recycle(&mut self, _buf: Vec<u8>) {}
+    fn set_spin(&mut self, _spin: Duration) {}
+    unsafe fn register(&mut self, _ptr: *mut u8, _len: usize, _access: Access) -> std::result::Result<u64, dafs_transport::TransportError> {
+        Err(dafs_transport::TransportError::Closed)
+    }
+    fn deregister(&mut self, _key: u64) -> std::result::Result<(), dafs_transport::TransportError> { Err(dafs_transport::TransportError::Closed) }
+    fn alloc_registered(&mut self, _len: usize) -> std::result::Result<(u64, *mut u8), dafs_transport::TransportError> {
+        Err(dafs_transport::TransportError::Closed)
+    }
+    fn provider(&self) -> &'static str { "none" }
+    fn stats(&self) -> TransportStats { TransportStats::default() }
+    fn raw_fd(&self) -> std::os::fd::RawFd { -1 }
 }
 
 /// Split a URL into (connect target, path inside the export):

@@ -45,6 +45,23 @@ pub fn verify_server(secret: &[u8], session_id: u64, server_nonce: &[u8; NONCE_L
     transcript(secret, b"dafs-v1 server", session_id, client_nonce, server_nonce, client_id).verify_slice(proof).is_ok()
 }
 
+/// SESSION_BIND (re-binding a session to a new connection) proves the same way over the
+/// session's current *bind nonce* (the server's latest nonce, rotated by every bind), with
+/// labels of its own so no SESSION_AUTH transcript can be replayed as a bind.
+pub fn bind_proof(secret: &[u8], session_id: u64, bind_nonce: &[u8; NONCE_LEN], client_nonce: &[u8; NONCE_LEN], client_id: &[u8]) -> [u8; NONCE_LEN] {
+    transcript(secret, b"dafs-v1 bind client", session_id, bind_nonce, client_nonce, client_id).finalize().into_bytes().into()
+}
+
+pub fn verify_bind(secret: &[u8], session_id: u64, bind_nonce: &[u8; NONCE_LEN], client_nonce: &[u8; NONCE_LEN], client_id: &[u8], proof: &[u8; NONCE_LEN]) -> bool {
+    transcript(secret, b"dafs-v1 bind client", session_id, bind_nonce, client_nonce, client_id).verify_slice(proof).is_ok()
+}
+
+/// The server's answer to a bind: covers the next bind nonce too, so a client knows it
+/// came from a server holding the secret.
+pub fn bind_server_proof(secret: &[u8], session_id: u64, client_nonce: &[u8; NONCE_LEN], next_nonce: &[u8; NONCE_LEN], client_id: &[u8]) -> [u8; NONCE_LEN] {
+    transcript(secret, b"dafs-v1 bind server", session_id, client_nonce, next_nonce, client_id).finalize().into_bytes().into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +79,11 @@ mod tests {
         assert_ne!(sp, p, "client and server proofs differ (no reflection)");
         assert!(verify_server(s, 7, &sn, &cn, b"me", &sp));
         assert!(!verify_server(s, 7, &sn, &cn, b"me", &p));
+        // A SESSION_AUTH transcript is not a valid bind, and vice versa.
+        assert!(!verify_bind(s, 7, &sn, &cn, b"me", &p));
+        let b = bind_proof(s, 7, &sn, &cn, b"me");
+        assert!(verify_bind(s, 7, &sn, &cn, b"me", &b));
+        assert!(!verify_client(s, 7, &sn, &cn, b"me", &b));
+        assert_ne!(bind_server_proof(s, 7, &cn, &sn, b"me"), sp);
     }
 }

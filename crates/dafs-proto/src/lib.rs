@@ -47,6 +47,8 @@ pub mod limits {
     pub const PATH_LEN_MAX: usize = 4096;
     /// Longest client identity string.
     pub const CLIENT_ID_LEN_MAX: usize = 255;
+    /// Supplementary groups one SET_CRED may carry (as NFS AUTH_SYS: 16).
+    pub const CRED_GROUPS_MAX: usize = 16;
     /// Largest single direct transfer (one READ_DIRECT / WRITE_DIRECT).
     pub const DIRECT_LEN_MAX: u32 = 64 * 1024 * 1024;
     /// Most entries one READDIR reply may carry.

@@ -16,6 +16,14 @@ pub enum Request<'a> {
     SessionCreate { max_msg_size: u32, slots: u32, auth: AuthMethod, client_id: &'a [u8] },
     SessionAuth { client_nonce: [u8; NONCE_LEN], proof: [u8; NONCE_LEN] },
     SessionDestroy,
+    /// Bind the session named in the header to this connection. With authentication,
+    /// `proof` is [`crate::auth::bind_proof`] over the session's current bind nonce;
+    /// otherwise both arrays are zero.
+    SessionBind { client_nonce: [u8; NONCE_LEN], proof: [u8; NONCE_LEN], client_id: &'a [u8] },
+    /// The credential the session's following requests execute with: `groups` is a
+    /// packed list of little-endian u32 supplementary group ids (at most
+    /// [`limits::CRED_GROUPS_MAX`]).
+    SetCred { uid: u32, gid: u32, groups: &'a [u8] },
     /// `export` is the export's name; empty selects the server's default export.
     GetRootHandle { export: &'a [u8] },
     /// `path` is one or more components relative to `dir`. Intermediate symlinks are
@@ -74,6 +82,8 @@ impl Request<'_> {
             SessionCreate { .. } => Opcode::SessionCreate,
             SessionAuth { .. } => Opcode::SessionAuth,
             SessionDestroy => Opcode::SessionDestroy,
+            SessionBind { .. } => Opcode::SessionBind,
+            SetCred { .. } => Opcode::SetCred,
             GetRootHandle { .. } => Opcode::GetRootHandle,
             Lookup { .. } => Opcode::Lookup,
             LookupParent { .. } => Opcode::LookupParent,
@@ -125,6 +135,16 @@ impl Request<'_> {
             SessionAuth { client_nonce, proof } => {
                 e.raw(client_nonce);
                 e.raw(proof);
+            }
+            SessionBind { client_nonce, proof, client_id } => {
+                e.raw(client_nonce);
+                e.raw(proof);
+                e.heap(client_id);
+            }
+            SetCred { uid, gid, groups } => {
+                e.u32(*uid);
+                e.u32(*gid);
+                e.heap(groups);
             }
             GetRootHandle { export } => e.heap(export),
             Lookup { dir, path, follow } => {
@@ -286,6 +306,21 @@ impl Request<'_> {
                 SessionCreate { max_msg_size, slots, auth, client_id }
             }
             Opcode::SessionAuth => SessionAuth { client_nonce: d.array()?, proof: d.array()? },
+            Opcode::SessionBind => {
+                let client_nonce = d.array()?;
+                let proof = d.array()?;
+                let client_id = d.heap(limits::CLIENT_ID_LEN_MAX)?;
+                SessionBind { client_nonce, proof, client_id }
+            }
+            Opcode::SetCred => {
+                let uid = d.u32()?;
+                let gid = d.u32()?;
+                let groups = d.heap(limits::CRED_GROUPS_MAX * 4)?;
+                if groups.len() % 4 != 0 {
+                    return Err(DecodeError::BadValue("group list length"));
+                }
+                SetCred { uid, gid, groups }
+            }
             Opcode::GetRootHandle => {
                 let export = d.heap(limits::PATH_LEN_MAX)?;
                 validate_path(export)?;
@@ -489,6 +524,9 @@ pub enum Reply<'a> {
         shm_path: &'a [u8],
     },
     SessionAuth { server_proof: [u8; NONCE_LEN] },
+    /// SESSION_BIND: the session's slots, the server's target highest slot, the nonce the
+    /// next bind must prove over, and (with authentication) the server's proof.
+    SessionBind { slots: u32, target_highest: u32, next_nonce: [u8; NONCE_LEN], server_proof: [u8; NONCE_LEN] },
     /// GetRootHandle, Lookup, LookupParent, Create, Symlink.
     Handle { fh: FileHandle, attr: Attr },
     /// GetAttr, SetAttr, Link (the attributes after the op).
@@ -522,6 +560,7 @@ enum Shape {
     Empty,
     SessionCreate,
     SessionAuth,
+    SessionBind,
     Handle,
     Attr,
     Access,
@@ -542,9 +581,10 @@ enum Shape {
 fn shape_of(op: Opcode) -> Shape {
     use Opcode::*;
     match op {
-        Null | SessionDestroy | Close | Remove | RmDir | Rename | Commit | CacheHint | Lock | Unlock | SetNamedAttr | RemoveNamedAttr => Shape::Empty,
+        Null | SessionDestroy | SetCred | Close | Remove | RmDir | Rename | Commit | CacheHint | Lock | Unlock | SetNamedAttr | RemoveNamedAttr => Shape::Empty,
         SessionCreate => Shape::SessionCreate,
         SessionAuth => Shape::SessionAuth,
+        SessionBind => Shape::SessionBind,
         GetRootHandle | Lookup | LookupParent | Create | Symlink | Publish => Shape::Handle,
         GetAttr | SetAttr | Link => Shape::Attr,
         Access => Shape::Access,
@@ -572,6 +612,7 @@ impl Reply<'_> {
             Reply::Empty => Shape::Empty,
             Reply::SessionCreate { .. } => Shape::SessionCreate,
             Reply::SessionAuth { .. } => Shape::SessionAuth,
+            Reply::SessionBind { .. } => Shape::SessionBind,
             Reply::Handle { .. } => Shape::Handle,
             Reply::Attr { .. } => Shape::Attr,
             Reply::Access { .. } => Shape::Access,
@@ -620,6 +661,12 @@ impl Reply<'_> {
                 e.heap(shm_path);
             }
             Reply::SessionAuth { server_proof } => e.raw(server_proof),
+            Reply::SessionBind { slots, target_highest, next_nonce, server_proof } => {
+                e.u32(*slots);
+                e.u32(*target_highest);
+                e.raw(next_nonce);
+                e.raw(server_proof);
+            }
             Reply::Handle { fh, attr } => {
                 fh.enc(e);
                 attr.enc(e);
@@ -707,6 +754,14 @@ impl Reply<'_> {
                 Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, batch_max, host_id, shm_path }
             }
             Shape::SessionAuth => Reply::SessionAuth { server_proof: d.array()? },
+            Shape::SessionBind => {
+                let slots = d.u32()?;
+                let target_highest = d.u32()?;
+                if slots == 0 || slots > limits::SLOTS_MAX || target_highest >= slots {
+                    return Err(DecodeError::BadValue("bound session slots"));
+                }
+                Reply::SessionBind { slots, target_highest, next_nonce: d.array()?, server_proof: d.array()? }
+            }
             Shape::Handle => Reply::Handle { fh: FileHandle::dec(d)?, attr: Attr::dec(d)? },
             Shape::Attr => Reply::Attr { attr: Attr::dec(d)? },
             Shape::Access => {
@@ -894,7 +949,9 @@ mod tests {
             Request::ListNamedAttr { fh: fh(1) },
             Request::RemoveNamedAttr { fh: fh(1), name: b"color" },
             Request::Publish { open_id: 12 },
-            Request::Reserved(Opcode::SessionBind),
+            Request::SessionBind { client_nonce: [3; 32], proof: [4; 32], client_id: b"host:42" },
+            Request::SetCred { uid: 1000, gid: 100, groups: &[1, 0, 0, 0, 2, 0, 0, 0] },
+            Request::Reserved(Opcode::Callback),
         ]
     }
 
@@ -937,7 +994,9 @@ mod tests {
             (Opcode::ReadLink, Reply::ReadLink { target: b"x/y" }),
             (Opcode::FsStat, Reply::FsStat(FsStat { total_bytes: 1, free_bytes: 2, avail_bytes: 3, total_files: 4, free_files: 5, block_size: 4096, name_max: 255 })),
             (Opcode::Lookup, Reply::Error(Status::NoEnt)),
-            (Opcode::SessionBind, Reply::Error(Status::NotSupp)),
+            (Opcode::Callback, Reply::Error(Status::NotSupp)),
+            (Opcode::SessionBind, Reply::SessionBind { slots: 16, target_highest: 7, next_nonce: [5; 32], server_proof: [6; 32] }),
+            (Opcode::SetCred, Reply::Empty),
             (Opcode::Lock, Reply::Error(Status::Denied)),
         ];
         let mut buf = Vec::new();

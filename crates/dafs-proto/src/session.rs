@@ -12,9 +12,12 @@ pub enum SlotVerdict {
     /// `seq == last + 1` (wrapping, skipping 0): execute; the slot is now busy until
     /// [`ServerSlots::complete`].
     Execute,
-    /// `seq == last`: a retransmission of the last request on that slot. Answer from the
-    /// reply cache (or, without a cached reply, with `SEQ_MISORDERED`).
+    /// `seq == last`: a retransmission of the last request on that slot, which has
+    /// completed. Answer from the reply cache ([`ReplyCache::replay`]).
     Replay,
+    /// `seq == last` while that request is still executing (a duplicate that overtook
+    /// its reply): drop it silently; the original's reply answers both.
+    InProgress,
     /// Any other sequence id.
     Misordered,
     /// Slot id beyond the granted slots.
@@ -26,6 +29,8 @@ pub enum SlotVerdict {
 #[derive(Debug, Clone, Copy, Default)]
 struct ServerSlot {
     last_seq: u32,
+    /// `last_seq` before the request now executing: restored by [`ServerSlots::abort`].
+    prev_seq: u32,
     busy: bool,
 }
 
@@ -54,7 +59,7 @@ impl ServerSlots {
     pub fn begin(&mut self, slot_id: u32, seq: u32) -> SlotVerdict {
         let Some(slot) = self.slots.get_mut(slot_id as usize) else { return SlotVerdict::BadSlot };
         if slot.busy {
-            return SlotVerdict::Busy;
+            return if seq == slot.last_seq { SlotVerdict::InProgress } else { SlotVerdict::Busy };
         }
         // The next sequence id; like the client's, it skips 0 when it wraps.
         let next = match slot.last_seq.wrapping_add(1) {
@@ -63,6 +68,7 @@ impl ServerSlots {
         };
         if seq == next {
             slot.busy = true;
+            slot.prev_seq = slot.last_seq;
             slot.last_seq = seq;
             self.busy_count += 1;
             debug_assert!(self.busy_count <= self.granted());
@@ -80,6 +86,157 @@ impl ServerSlots {
         assert!(slot.busy, "complete() on an idle slot");
         slot.busy = false;
         self.busy_count -= 1;
+    }
+
+    /// The request on `slot_id` will never complete here (its connection broke before it
+    /// executed, e.g. a WRITE_DIRECT whose data was never pulled): free the slot and
+    /// forget its sequence id, so that the client's retransmission executes it.
+    pub fn abort(&mut self, slot_id: u32) {
+        let slot = &mut self.slots[slot_id as usize];
+        assert!(slot.busy, "abort() on an idle slot");
+        slot.busy = false;
+        slot.last_seq = slot.prev_seq;
+        self.busy_count -= 1;
+    }
+
+    /// Execute the slot's last request again (an idempotent op's retransmission, whose
+    /// reply is not cached): the slot is busy until [`ServerSlots::complete`], with the
+    /// same sequence id.
+    pub fn begin_reexecute(&mut self, slot_id: u32) {
+        let slot = &mut self.slots[slot_id as usize];
+        assert!(!slot.busy, "re-execution on a busy slot");
+        slot.busy = true;
+        slot.prev_seq = slot.last_seq;
+        self.busy_count += 1;
+    }
+
+    /// Slot ids with a request executing now.
+    pub fn busy_slots(&self) -> impl Iterator<Item = u32> + '_ {
+        self.slots.iter().enumerate().filter(|(_, s)| s.busy).map(|(i, _)| i as u32)
+    }
+}
+
+/// Digest of a request, to tell a retransmission from a different request that reuses
+/// the slot and sequence id (a client bug). Like the Linux NFS server's duplicate request
+/// cache, it covers the opcode, the lengths and the first [`DIGEST_SPAN`] bytes of the
+/// body (the fixed part and the start of the heap): cheap on the data path, and enough
+/// to tell different requests apart in practice. `msg` is the whole request message.
+pub fn request_digest(msg: &[u8]) -> u64 {
+    use crate::header::HEADER_LEN;
+    // FNV-1a, 64-bit.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    if msg.len() < HEADER_LEN {
+        eat(msg);
+        return h;
+    }
+    eat(&msg[6..8]); // opcode
+    eat(&msg[36..44]); // fixed and heap lengths
+    let body = &msg[HEADER_LEN..];
+    eat(&body[..body.len().min(DIGEST_SPAN)]);
+    h
+}
+
+/// Body bytes covered by [`request_digest`].
+pub const DIGEST_SPAN: usize = 256;
+
+/// What the reply cache says about a retransmission.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Replay<'a> {
+    /// Send these bytes again (the reply exactly as first sent).
+    Cached(&'a [u8]),
+    /// An idempotent op: execute it again.
+    Reexecute,
+    /// It executed, but its reply was larger than the cache holds: answer
+    /// `RETRY_UNCACHED_REP`.
+    Uncached,
+    /// Same slot and sequence id, different request: answer `SEQ_FALSE_RETRY`.
+    FalseRetry,
+}
+
+#[derive(Debug, Clone, Default)]
+enum CacheEntry {
+    /// Nothing executed on this slot yet (or the entry was dropped).
+    #[default]
+    Empty,
+    Reexecute,
+    Uncached,
+    Bytes,
+}
+
+#[derive(Debug, Clone, Default)]
+struct CacheSlot {
+    digest: u64,
+    entry: CacheEntry,
+    bytes: Vec<u8>,
+}
+
+/// The per-session reply cache (exactly-once semantics): per slot, the digest of the
+/// last executed request and, for non-idempotent ops, its reply. Bounded by
+/// `slots x slot_bytes_max`: a reply larger than that is not kept (see
+/// [`Replay::Uncached`]); buffers are kept and reused, never grown past the bound.
+#[derive(Debug)]
+pub struct ReplyCache {
+    slots: Vec<CacheSlot>,
+    slot_bytes_max: usize,
+    bytes_held: usize,
+}
+
+impl ReplyCache {
+    pub fn new(slots: u32, slot_bytes_max: usize) -> Self {
+        ReplyCache { slots: vec![CacheSlot::default(); slots as usize], slot_bytes_max, bytes_held: 0 }
+    }
+
+    /// Bytes of cached replies held now (always <= slots x slot_bytes_max).
+    pub fn bytes_held(&self) -> usize { self.bytes_held }
+    pub fn slot_bytes_max(&self) -> usize { self.slot_bytes_max }
+
+    /// The request with `digest` executed on `slot`; its reply was `reply` (the whole
+    /// message as sent). Keeps a copy if the op is not idempotent and the reply fits.
+    pub fn store(&mut self, slot: u32, digest: u64, idempotent: bool, reply: &[u8]) {
+        let s = &mut self.slots[slot as usize];
+        self.bytes_held -= s.bytes.len();
+        s.digest = digest;
+        s.bytes.clear();
+        if idempotent {
+            s.entry = CacheEntry::Reexecute;
+        } else if reply.len() > self.slot_bytes_max {
+            s.entry = CacheEntry::Uncached;
+        } else {
+            s.bytes.extend_from_slice(reply);
+            s.entry = CacheEntry::Bytes;
+        }
+        self.bytes_held += s.bytes.len();
+        debug_assert!(self.bytes_held <= self.slots.len() * self.slot_bytes_max);
+    }
+
+    /// The request with `digest` executed on `slot` but its reply is not available to
+    /// keep: a retransmission gets `RETRY_UNCACHED_REP`, never a wrong reply.
+    pub fn store_uncached(&mut self, slot: u32, digest: u64) {
+        let s = &mut self.slots[slot as usize];
+        self.bytes_held -= s.bytes.len();
+        s.bytes.clear();
+        s.digest = digest;
+        s.entry = CacheEntry::Uncached;
+    }
+
+    /// Answer a retransmission (the slot table said [`SlotVerdict::Replay`]).
+    pub fn replay(&self, slot: u32, digest: u64) -> Replay<'_> {
+        let s = &self.slots[slot as usize];
+        match s.entry {
+            // Nothing recorded: a sequence id the session never executed here (e.g. the
+            // cache was created after it, on a session restored without one).
+            CacheEntry::Empty => Replay::Uncached,
+            _ if s.digest != digest => Replay::FalseRetry,
+            CacheEntry::Reexecute => Replay::Reexecute,
+            CacheEntry::Uncached => Replay::Uncached,
+            CacheEntry::Bytes => Replay::Cached(&s.bytes),
+        }
     }
 }
 
@@ -144,6 +301,11 @@ impl ClientSlots {
         self.target_highest = target_highest.min(self.granted() - 1);
     }
 
+    /// Follow a new target highest slot (from a SESSION_BIND reply).
+    pub fn set_target(&mut self, target_highest: u32) {
+        self.target_highest = target_highest.min(self.granted() - 1);
+    }
+
     /// Give a slot back without advancing its sequence id: the request was never sent.
     pub fn abandon(&mut self, slot_id: u32) {
         let i = slot_id as usize;
@@ -172,6 +334,54 @@ mod tests {
         assert_eq!(s.begin(0, 3), SlotVerdict::Misordered);
         assert_eq!(s.begin(0, 2), SlotVerdict::Execute);
         assert_eq!(s.busy_count(), 1);
+    }
+
+    #[test]
+    fn duplicate_of_an_executing_request_is_dropped_and_abort_allows_reexecution() {
+        let mut s = ServerSlots::new(1);
+        assert_eq!(s.begin(0, 1), SlotVerdict::Execute);
+        assert_eq!(s.begin(0, 1), SlotVerdict::InProgress, "duplicate while executing");
+        assert_eq!(s.begin(0, 2), SlotVerdict::Busy, "a new request beyond the credit");
+        s.abort(0);
+        assert_eq!(s.busy_count(), 0);
+        assert_eq!(s.begin(0, 1), SlotVerdict::Execute, "after abort the retransmission executes");
+        s.complete(0);
+        assert_eq!(s.begin(0, 1), SlotVerdict::Replay);
+        s.begin_reexecute(0);
+        assert_eq!(s.busy_slots().collect::<Vec<_>>(), vec![0]);
+        s.complete(0);
+        assert_eq!(s.begin(0, 2), SlotVerdict::Execute);
+    }
+
+    #[test]
+    fn reply_cache_rules() {
+        let mut c = ReplyCache::new(2, 64);
+        assert_eq!(c.replay(0, 1), Replay::Uncached, "nothing recorded");
+        c.store(0, 11, false, b"reply-bytes");
+        assert_eq!(c.replay(0, 11), Replay::Cached(b"reply-bytes"));
+        assert_eq!(c.replay(0, 12), Replay::FalseRetry);
+        assert_eq!(c.bytes_held(), 11);
+        c.store(0, 13, true, &[0; 1000]);
+        assert_eq!(c.replay(0, 13), Replay::Reexecute);
+        assert_eq!(c.bytes_held(), 0, "idempotent replies are not kept");
+        c.store(1, 14, false, &[0; 65]);
+        assert_eq!(c.replay(1, 14), Replay::Uncached, "larger than the per-slot bound");
+        assert_eq!(c.replay(1, 15), Replay::FalseRetry);
+        c.store(1, 16, false, &[1; 64]);
+        assert_eq!(c.bytes_held(), 64);
+    }
+
+    #[test]
+    fn digest_tells_requests_apart_but_ignores_slot_fields() {
+        use crate::{encode_request, Header, Opcode, Request};
+        let enc = |slot: u32, seq: u32, hi: u32, data: &[u8]| {
+            let mut b = Vec::new();
+            let req = Request::WriteInline { open_id: 1, offset: 0, stable: false, data };
+            encode_request(&Header::request(Opcode::WriteInline, 9, slot, seq, hi), &req, &mut b, 1 << 20).unwrap();
+            b
+        };
+        assert_eq!(request_digest(&enc(0, 1, 0, b"abc")), request_digest(&enc(0, 1, 5, b"abc")), "highest slot may differ on retransmission");
+        assert_ne!(request_digest(&enc(0, 1, 0, b"abc")), request_digest(&enc(0, 1, 0, b"abd")));
     }
 
     #[test]

@@ -30,6 +30,11 @@ wire_enum! {
         SessionCreate = 1,
         SessionAuth = 2,
         SessionDestroy = 3,
+        /// Bind an existing session to this (new) connection: session recovery after a
+        /// broken connection, within the session's lease.
+        SessionBind = 4,
+        /// Set the credential (uid, gid, groups) the session's following requests run with.
+        SetCred = 5,
         GetRootHandle = 10,
         Lookup = 11,
         LookupParent = 12,
@@ -64,8 +69,8 @@ wire_enum! {
         RemoveNamedAttr = 49,
         /// Give a create-unlinked file its name (commit of the create/commit/abort pattern).
         Publish = 50,
-        /// Re-bind an existing session to a new connection (session recovery; planned).
-        SessionBind = 60,
+        /// Server-to-client callback channel (delegation recalls; planned, not implemented).
+        Callback = 60,
     }
 }
 
@@ -75,9 +80,20 @@ impl Opcode {
     pub fn is_reserved(self) -> bool {
         (self as u16) >= 60
     }
+    /// Ops whose re-execution has the same effect and result as their first execution:
+    /// the reply cache keeps no copy of their replies (they can be large: reads, directory
+    /// pages) and a retransmission is simply executed again. Every other op's reply is
+    /// cached, so a retransmission is answered without executing anything twice.
+    pub fn is_idempotent(self) -> bool {
+        use Opcode::*;
+        matches!(
+            self,
+            Null | GetRootHandle | Lookup | LookupParent | GetAttr | Access | ReadInline | ReadDirect | ReadDir | ReadLink | Commit | FsStat | CacheHint | LockTest | GetNamedAttr | ListNamedAttr
+        )
+    }
     /// Ops that may be sent before the session is authenticated.
     pub fn allowed_before_auth(self) -> bool {
-        matches!(self, Opcode::Null | Opcode::SessionCreate | Opcode::SessionAuth | Opcode::SessionDestroy)
+        matches!(self, Opcode::Null | Opcode::SessionCreate | Opcode::SessionAuth | Opcode::SessionDestroy | Opcode::SessionBind)
     }
 }
 
@@ -167,6 +183,17 @@ wire_enum! {
         NotChainable = 10028,
         /// The named attribute does not exist.
         NoAttr = 10029,
+        /// A request reused a slot and sequence id of an earlier, different request (the
+        /// digests differ): a client bug, refused rather than answered with another reply.
+        SeqFalseRetry = 10030,
+        /// A retransmission of a request whose reply was too large for the reply cache:
+        /// it executed once, its result is lost; nothing was executed again.
+        RetryUncachedRep = 10031,
+        /// The client has been fenced by the administrator.
+        Fenced = 10032,
+        /// The server cannot do it now (e.g. the session is still bound to a connection
+        /// being torn down); retry shortly.
+        Delay = 10033,
     }
 }
 
@@ -208,6 +235,10 @@ impl Status {
             Status::TooMany => 7,            // E2BIG
             Status::NotChainable => 22,      // EINVAL
             Status::NoAttr => 61,            // ENODATA
+            Status::SeqFalseRetry => 71,     // EPROTO
+            Status::RetryUncachedRep => 5,   // EIO
+            Status::Fenced => 1,             // EPERM
+            Status::Delay => 11,             // EAGAIN
             _ => 5,
         }
     }
@@ -293,6 +324,10 @@ impl Status {
             Status::TooMany => "too many elements in batch or chain",
             Status::NotChainable => "operation cannot be chained",
             Status::NoAttr => "no such named attribute",
+            Status::SeqFalseRetry => "slot and sequence id reused by a different request",
+            Status::RetryUncachedRep => "retransmitted request's reply was not cached",
+            Status::Fenced => "client fenced by the administrator",
+            Status::Delay => "server busy with this session; retry",
         }
     }
 }

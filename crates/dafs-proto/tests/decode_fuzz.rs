@@ -25,6 +25,8 @@ const REQ_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::Null, 0),
     (Opcode::SessionCreate, 24),
     (Opcode::SessionAuth, 64),
+    (Opcode::SessionBind, 72),
+    (Opcode::SetCred, 16),
     (Opcode::SessionDestroy, 0),
     (Opcode::GetRootHandle, 8),
     (Opcode::Lookup, 48),
@@ -65,6 +67,8 @@ const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::Null, 0),
     (Opcode::SessionCreate, 80),
     (Opcode::SessionAuth, 32),
+    (Opcode::SessionBind, 72),
+    (Opcode::SetCred, 0),
     (Opcode::SessionDestroy, 0),
     (Opcode::GetRootHandle, 120),
     (Opcode::Lookup, 120),
@@ -101,7 +105,7 @@ const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::Publish, 120),
 ];
 
-const RESERVED: &[Opcode] = &[Opcode::SessionBind];
+const RESERVED: &[Opcode] = &[Opcode::Callback];
 
 const FTYPES: &[FileType] = &[
     FileType::Regular,
@@ -243,7 +247,7 @@ fn parts() -> impl Strategy<Value = Parts> {
         })
 }
 
-const REQUEST_KINDS: usize = 37;
+const REQUEST_KINDS: usize = 40;
 
 /// A valid request of kind `p.kind % REQUEST_KINDS` (every opcode, reserved ones as one kind).
 fn build_request(p: &Parts) -> Request<'_> {
@@ -341,6 +345,8 @@ fn build_request(p: &Parts) -> Request<'_> {
             pack_messages(elems.iter().map(|v| v.as_slice()), &mut packed);
             Request::Chain { count: elems.len() as u32, elements: Box::leak(packed.into_boxed_slice()) }
         }
+        37 => Request::SessionBind { client_nonce: p.nonce1, proof: p.nonce2, client_id: &p.data[..p.data.len().min(limits::CLIENT_ID_LEN_MAX)] },
+        38 => Request::SetCred { uid: p.x, gid: p.y, groups: &p.fh1[..4 * (p.x as usize % 9)] },
         _ => Request::Reserved(RESERVED[p.x as usize % RESERVED.len()]),
     }
 }
@@ -378,7 +384,7 @@ fn attr_of(p: &Parts) -> Attr {
     }
 }
 
-const REPLY_KINDS: usize = 19;
+const REPLY_KINDS: usize = 20;
 
 /// A valid (op, reply) pair of kind `p.kind % REPLY_KINDS`.
 fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
@@ -387,7 +393,7 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
     let fh1 = FileHandle(p.fh1);
     match p.kind % REPLY_KINDS {
         0 => (
-            pick(&[O::Null, O::SessionDestroy, O::Close, O::Remove, O::RmDir, O::Rename, O::Commit, O::CacheHint, O::Lock, O::Unlock, O::SetNamedAttr, O::RemoveNamedAttr]),
+            pick(&[O::Null, O::SessionDestroy, O::Close, O::Remove, O::RmDir, O::Rename, O::Commit, O::CacheHint, O::Lock, O::Unlock, O::SetNamedAttr, O::RemoveNamedAttr, O::SetCred]),
             Reply::Empty,
         ),
         1 => (
@@ -437,6 +443,10 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
         15 => (O::LockTest, Reply::LockTest { conflict: p.flag, ltype: p.x, owner: p.a, offset: p.b, len: p.c }),
         16 => (O::GetNamedAttr, Reply::NamedAttr { value: &p.data[..p.data.len().min(NATTR_VALUE_MAX)] }),
         17 => (O::ListNamedAttr, Reply::NamedAttrList { names: &p.data }),
+        18 => {
+            let slots = 1 + p.x % limits::SLOTS_MAX;
+            (O::SessionBind, Reply::SessionBind { slots, target_highest: p.y % slots, next_nonce: p.nonce1, server_proof: p.nonce2 })
+        }
         _ => {
             let errors: Vec<Status> = Status::ALL.iter().copied().filter(|s| *s != Status::Ok).collect();
             (Opcode::ALL[p.y as usize % Opcode::ALL.len()], Reply::Error(errors[p.x as usize % errors.len()]))
@@ -914,15 +924,15 @@ fn every_opcode_is_covered_with_its_documented_fixed_len() {
 
 #[test]
 fn reserved_ops_ignore_their_body_and_cannot_succeed() {
-    let h = Header::request(Opcode::SessionBind, 1, 0, 1, 0);
+    let h = Header::request(Opcode::Callback, 1, 0, 1, 0);
     let mut buf = Vec::new();
-    encode_request(&h, &Request::Reserved(Opcode::SessionBind), &mut buf, MAX).unwrap();
+    encode_request(&h, &Request::Reserved(Opcode::Callback), &mut buf, MAX).unwrap();
     // Give it an arbitrary body: still decodes, as Reserved.
     buf.extend_from_slice(&[0xAB; 20]);
     buf[36..40].copy_from_slice(&12u32.to_le_bytes());
     buf[40..44].copy_from_slice(&8u32.to_le_bytes());
     let (_, r) = decode_request(&buf, MAX).unwrap();
-    assert_eq!(r, Request::Reserved(Opcode::SessionBind));
+    assert_eq!(r, Request::Reserved(Opcode::Callback));
     // A success reply to a reserved op does not decode; NOTSUPP does.
     let mut rep = Vec::new();
     encode_reply(&Header::reply_to(&h, Status::Ok, 0), &Reply::Error(Status::NotSupp), &mut rep, MAX).unwrap();

@@ -11,6 +11,24 @@ pub struct Export {
     pub name: String,
     pub path: PathBuf,
     pub read_only: bool,
+    /// Client ids allowed to attach (GET_ROOTHANDLE); a trailing '*' matches a prefix.
+    /// Empty: every client. With a shared secret configured, client ids are
+    /// authenticated (the HMAC transcript covers them).
+    pub clients: Vec<String>,
+}
+
+impl Export {
+    pub fn new(name: impl Into<String>, path: impl Into<PathBuf>, read_only: bool) -> Self {
+        Export { name: name.into(), path: path.into(), read_only, clients: vec![] }
+    }
+    /// May `client_id` attach to this export?
+    pub fn admits(&self, client_id: &str) -> bool {
+        self.clients.is_empty()
+            || self.clients.iter().any(|p| match p.strip_suffix('*') {
+                Some(prefix) => client_id.starts_with(prefix),
+                None => p == client_id,
+            })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -48,6 +66,24 @@ pub struct ServerConfig {
     pub batch_max: u32,
     /// Unix socket of the shared-memory provider (same-host clients); None disables it.
     pub shm_socket: Option<PathBuf>,
+    /// How long a session outlives its connection (its state is kept for a SESSION_BIND
+    /// from a reconnecting client); 0 releases sessions with their connection.
+    pub lease_secs: u64,
+    /// Largest reply kept per slot in the reply cache (non-idempotent ops' replies are
+    /// small; a larger one, e.g. a chain with reads, is not kept and its retransmission
+    /// gets RETRY_UNCACHED_REP). A session's cache holds at most slots x this.
+    pub reply_cache_slot_bytes: usize,
+    /// Most sessions one client id may have bound to connections at once.
+    pub connections_per_client_max: usize,
+    /// Most connections open at once (with or without a session); more are closed at
+    /// accept.
+    pub connections_max: usize,
+    /// Whose identity requests run with (see `cred.rs`).
+    pub identity: crate::cred::Identity,
+    /// Unix socket for `dafs admin` (owner-only permissions); None disables it.
+    pub admin_socket: Option<PathBuf>,
+    /// Address of the Prometheus text endpoint (`GET /metrics`); None disables it.
+    pub metrics_listen: Option<String>,
 }
 
 /// Default inline/direct threshold. See docs/benchmarks.md for how it was chosen.
@@ -56,7 +92,7 @@ pub const INLINE_THRESHOLD_DEFAULT: u32 = 16 * 1024;
 impl ServerConfig {
     pub fn new(export_path: impl Into<PathBuf>) -> Self {
         ServerConfig {
-            exports: vec![Export { name: "export".into(), path: export_path.into(), read_only: false }],
+            exports: vec![Export::new("export", export_path, false)],
             listen: "127.0.0.1:7420".into(),
             workers: 2,
             secret: None,
@@ -71,6 +107,13 @@ impl ServerConfig {
             spin_us: 50,
             batch_max: 64,
             shm_socket: None,
+            lease_secs: 90,
+            reply_cache_slot_bytes: 4096,
+            connections_per_client_max: 16,
+            connections_max: 1024,
+            identity: crate::cred::Identity::Server,
+            admin_socket: None,
+            metrics_listen: None,
         }
     }
 
@@ -104,6 +147,18 @@ impl ServerConfig {
         }
         if self.handles_max < 16 {
             return Err("handles_max must be at least 16".into());
+        }
+        if self.reply_cache_slot_bytes < 1024 || self.reply_cache_slot_bytes > self.msg_size_max as usize {
+            return Err("reply_cache_slot_bytes must be 1024..=msg_size_max (non-idempotent replies must fit)".into());
+        }
+        if self.connections_per_client_max == 0 || self.connections_max == 0 {
+            return Err("connections_per_client_max and connections_max must be at least 1".into());
+        }
+        if self.lease_secs > 24 * 3600 {
+            return Err("lease_secs must be at most 86400".into());
+        }
+        if self.identity != crate::cred::Identity::Server && !rustix::process::geteuid().is_root() {
+            return Err("identity \"asserted\" or \"squash\" needs dafsd to run as root (it switches file-system ids per request)".into());
         }
         if self.backlog_bytes_max < self.direct_max as usize {
             return Err("backlog_bytes_max must be at least direct_max".into());

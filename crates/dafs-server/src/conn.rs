@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use dafs_proto::auth;
 use dafs_proto::header::RawHeader;
 use dafs_proto::ops::NONCE_LEN;
-use dafs_proto::session::{ServerSlots, SlotVerdict};
+use dafs_proto::session::{request_digest, Replay, ReplyCache, ServerSlots, SlotVerdict};
 use dafs_proto::types::{access_mask, batch_flags, cache_hint, open_flags, setattr_mask, BatchResult, CHAIN_LEN_MAX, CURRENT_FH, CURRENT_OPEN_ID};
 use dafs_proto::{limits, AuthMethod, DecodeError, DirEntry, FileType, Header, Opcode, RemoteRegion, Reply, Request, Status, HEADER_LEN};
 use dafs_transport::{PutError, ServerConn, ServerEvent, TransportError};
@@ -18,7 +18,8 @@ use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use tracing::{debug, info, warn};
 
 use crate::fsops::{self, st, FsResult};
-use crate::{locks, nattr, openstate};
+use crate::sessions::{SessionInfo, Take, REVOKE_DESTROY, REVOKE_NONE};
+use crate::{cred, locks, nattr, openstate};
 use crate::Shared;
 
 /// Reused per-worker buffers: no allocation per request in steady state.
@@ -43,8 +44,20 @@ struct OpenFile {
     unlinked: Option<(Arc<OwnedFd>, Vec<u8>, u32)>,
 }
 
-struct Session {
+pub(crate) struct Session {
     id: u64,
+    /// What other threads may see of this session (admin listings, revocation).
+    info: Arc<SessionInfo>,
+    /// Exactly-once: the reply of every slot's last non-idempotent request.
+    cache: ReplyCache,
+    /// Digest of the request executing on each slot (stored with its reply).
+    exec_digest: Vec<u64>,
+    /// Negotiated message size (re-applied to a new connection on bind).
+    max_msg: u32,
+    /// The next SESSION_BIND must prove over this nonce (rotated by every bind).
+    bind_nonce: [u8; NONCE_LEN],
+    /// Credential the session's requests run with (SET_CRED), if any.
+    cred: Option<cred::Cred>,
     /// Exactly the bytes the client presented (the HMAC transcript covers these).
     client_id: Vec<u8>,
     /// Printable form for logs.
@@ -95,6 +108,11 @@ pub struct Conn {
     /// While executing a chain, replies are collected here instead of being sent.
     capture: Option<Vec<u8>>,
     pub read_paused: bool,
+    /// (slot, sequence id) of the last reply encoded into the scratch buffer, so the
+    /// reply cache stores exactly the reply of the request completing.
+    last_reply: Option<(u32, u32)>,
+    /// SESSION_DESTROY executed: release the session instead of parking it.
+    destroying: bool,
 }
 
 enum Done {
@@ -105,6 +123,19 @@ enum Done {
     Deferred,
 }
 
+/// Release everything a session held: its open files (share reservations, delete-on-
+/// close), its locks, its place among the live sessions.
+pub(crate) fn release_session(sh: &Shared, s: Session, why: &str) {
+    let locks = sh.locks.release_owner(s.id);
+    info!(session = s.id, client = %s.client_name, opens = s.opens.len(), locks, "{why}");
+    for (open_id, of) in s.opens {
+        sh.open_table.release(of.file, s.id, open_id);
+        // A create-unlinked file never published vanishes with its descriptor.
+    }
+    s.info.connected.store(false, Relaxed);
+    sh.sessions_live.fetch_sub(1, Relaxed);
+}
+
 fn random_bytes<const N: usize>() -> [u8; N] {
     let mut b = [0u8; N];
     getrandom::getrandom(&mut b).expect("the OS random source works");
@@ -113,7 +144,7 @@ fn random_bytes<const N: usize>() -> [u8; N] {
 
 impl Conn {
     pub fn new(t: Box<dyn ServerConn>) -> Self {
-        Conn { t, session: None, pending: HashMap::new(), next_tag: 1, batches: HashMap::new(), capture: None, read_paused: false }
+        Conn { t, session: None, pending: HashMap::new(), next_tag: 1, batches: HashMap::new(), capture: None, read_paused: false, last_reply: None, destroying: false }
     }
 
     /// Read and handle events until the socket is drained or backpressure pauses us.
@@ -164,19 +195,44 @@ impl Conn {
         }
     }
 
-    /// Release everything the session held.
+    /// True if another thread asked this connection to give up its session.
+    pub fn revoked(&self) -> bool {
+        self.session.as_ref().is_some_and(|s| s.info.revoke.load(Relaxed) != REVOKE_NONE)
+    }
+
+    /// The connection is closing. Requests that never executed (WRITE_DIRECTs and
+    /// batches still waiting for their data) give their slots back, so that the client's
+    /// retransmission after reconnecting executes them once. The session itself is
+    /// parked for its lease (a SESSION_BIND on a new connection takes it back), or
+    /// released if it was destroyed, fenced, or the server is stopping.
     pub fn close(&mut self, sh: &Shared) {
-        if let Some(s) = self.session.take() {
-            let locks = sh.locks.release_owner(s.id);
-            info!(session = s.id, client = %s.client_name, opens = s.opens.len(), locks, "session ended");
-            for (open_id, of) in s.opens {
-                sh.open_table.release(of.file, s.id, open_id);
-                // A create-unlinked file never published vanishes with its descriptor.
+        if let Some(s) = self.session.as_mut() {
+            for p in self.pending.values() {
+                if p.batch.is_none() {
+                    s.slots.abort(p.hdr.slot_id);
+                }
             }
-            sh.sessions_live.fetch_sub(1, Relaxed);
+            for b in self.batches.values() {
+                s.slots.abort(b.hdr.slot_id);
+            }
+            s.info.slots_busy.store(s.slots.busy_count(), Relaxed);
         }
         self.pending.clear();
         self.batches.clear();
+        if let Some(s) = self.session.take() {
+            let destroy = self.destroying
+                || s.info.revoke.load(Relaxed) == REVOKE_DESTROY
+                || sh.shutdown.load(Relaxed)
+                || sh.cfg.lease_secs == 0;
+            if destroy {
+                sh.sessions.remove(s.id);
+                release_session(sh, s, "session ended");
+            } else {
+                info!(session = s.id, client = %s.client_name, lease_secs = sh.cfg.lease_secs, "connection lost; session kept for its lease");
+                let info = s.info.clone();
+                sh.sessions.park(Box::new(s), &info, std::time::Duration::from_secs(sh.cfg.lease_secs));
+            }
+        }
     }
 
     fn send(&mut self, sh: &Shared, sc: &mut Scratch, req_h: &Header, reply: &Reply) -> ConnFate {
@@ -186,6 +242,7 @@ impl Conn {
             sh.stats.errors_replied.fetch_add(1, Relaxed);
         }
         sc.out.clear();
+        self.last_reply = if self.capture.is_none() { Some((req_h.slot_id, req_h.sequence_id)) } else { None };
         let max = self.t.max_msg_size();
         if let Err(e) = dafs_proto::encode_reply(&h, reply, &mut sc.out, max) {
             // Only a server bug can produce an oversized reply (sizes are checked before
@@ -211,7 +268,7 @@ impl Conn {
         sh.stats.requests.fetch_add(1, Relaxed);
         let max = self.t.max_msg_size();
         match dafs_proto::decode_request(buf, max) {
-            Ok((h, req)) => self.dispatch(sh, sc, h, req),
+            Ok((h, req)) => self.dispatch(sh, sc, h, req, buf),
             Err((Some(h), e)) => {
                 sh.stats.malformed.fetch_add(1, Relaxed);
                 debug!(peer = %self.t.peer(), op = h.opcode.name(), "malformed request: {e}");
@@ -254,9 +311,13 @@ impl Conn {
     fn answer_without_executing(&mut self, sh: &Shared, sc: &mut Scratch, h: Header, status: Status) -> ConnFate {
         let mut complete = false;
         if let Some(s) = self.session.as_mut() {
-            if s.id == h.session_id && h.opcode != Opcode::SessionCreate {
+            if s.id == h.session_id && !matches!(h.opcode, Opcode::SessionCreate | Opcode::SessionBind) {
                 match s.slots.begin(h.slot_id, h.sequence_id) {
-                    SlotVerdict::Execute => complete = true,
+                    SlotVerdict::Execute => {
+                        complete = true;
+                        s.exec_digest[h.slot_id as usize] = 0;
+                    }
+                    SlotVerdict::InProgress => return ConnFate::Keep,
                     v => {
                         sh.stats.slot_refusals.fetch_add(1, Relaxed);
                         let st = verdict_status(v);
@@ -267,16 +328,19 @@ impl Conn {
         }
         let fate = self.send(sh, sc, &h, &Reply::Error(status));
         if complete {
-            self.session.as_mut().unwrap().slots.complete(h.slot_id);
+            self.complete_slot(sh, sc, &h);
         }
         fate
     }
 
-    fn dispatch(&mut self, sh: &Shared, sc: &mut Scratch, h: Header, req: Request) -> ConnFate {
+    fn dispatch(&mut self, sh: &Shared, sc: &mut Scratch, h: Header, req: Request, raw: &[u8]) -> ConnFate {
         match req {
             Request::Null if h.session_id == 0 => return self.send(sh, sc, &h, &Reply::Empty),
             Request::SessionCreate { max_msg_size, slots, auth, client_id } => {
                 return self.session_create(sh, sc, h, max_msg_size, slots, auth, client_id);
+            }
+            Request::SessionBind { client_nonce, proof, client_id } => {
+                return self.session_bind(sh, sc, h, &client_nonce, &proof, client_id);
             }
             _ => {}
         }
@@ -286,16 +350,60 @@ impl Conn {
         if s.id != h.session_id {
             return self.send(sh, sc, &h, &Reply::Error(Status::BadSession));
         }
+        // Server-directed flow control: the administrator (or policy) may have moved
+        // this session's target; every reply carries it and the client follows.
+        let target = s.info.target_highest.load(Relaxed);
+        if target != s.slots.target_highest() {
+            s.slots.set_target_highest(target);
+        }
+        s.info.requests.fetch_add(1, Relaxed);
+        let digest = request_digest(raw);
         match s.slots.begin(h.slot_id, h.sequence_id) {
-            SlotVerdict::Execute => {}
+            SlotVerdict::Execute => s.exec_digest[h.slot_id as usize] = digest,
+            SlotVerdict::InProgress => {
+                // A duplicate that overtook the original's reply: that reply answers it.
+                sh.stats.duplicates_dropped.fetch_add(1, Relaxed);
+                return ConnFate::Keep;
+            }
+            SlotVerdict::Replay => match s.cache.replay(h.slot_id, digest) {
+                Replay::Cached(bytes) => {
+                    sh.stats.replays.fetch_add(1, Relaxed);
+                    debug!(session = s.id, slot = h.slot_id, seq = h.sequence_id, op = h.opcode.name(), "answering a retransmission from the reply cache");
+                    return match self.t.send(bytes) {
+                        Ok(()) => ConnFate::Keep,
+                        Err(_) => ConnFate::Close,
+                    };
+                }
+                Replay::Reexecute => {
+                    sh.stats.replays_reexecuted.fetch_add(1, Relaxed);
+                    s.slots.begin_reexecute(h.slot_id);
+                    s.exec_digest[h.slot_id as usize] = digest;
+                }
+                Replay::Uncached => {
+                    sh.stats.replays_uncached.fetch_add(1, Relaxed);
+                    return self.send(sh, sc, &h, &Reply::Error(Status::RetryUncachedRep));
+                }
+                Replay::FalseRetry => {
+                    sh.stats.false_retries.fetch_add(1, Relaxed);
+                    warn!(session = s.id, slot = h.slot_id, seq = h.sequence_id, "a different request reused a slot and sequence id");
+                    return self.send(sh, sc, &h, &Reply::Error(Status::SeqFalseRetry));
+                }
+            },
             v => {
                 sh.stats.slot_refusals.fetch_add(1, Relaxed);
                 return self.send(sh, sc, &h, &Reply::Error(verdict_status(v)));
             }
         }
+        s.info.slots_busy.store(s.slots.busy_count(), Relaxed);
         if s.auth_required && !s.authenticated && !h.opcode.allowed_before_auth() {
             let fate = self.send(sh, sc, &h, &Reply::Error(Status::AuthRequired));
-            self.complete_slot(h.slot_id);
+            self.complete_slot(sh, sc, &h);
+            return fate;
+        }
+        // Run with the session's credential (no-op when it is already this thread's).
+        if let Err(status) = cred::apply(sh, s.cred.as_ref()) {
+            let fate = self.send(sh, sc, &h, &Reply::Error(status));
+            self.complete_slot(sh, sc, &h);
             return fate;
         }
         let destroy = matches!(req, Request::SessionDestroy);
@@ -309,17 +417,32 @@ impl Conn {
             Ok(Done::Deferred) => return ConnFate::Keep,
             Err(status) => self.send(sh, sc, &h, &Reply::Error(status)),
         };
-        self.complete_slot(h.slot_id);
+        self.complete_slot(sh, sc, &h);
         if destroy {
+            self.destroying = true;
             self.close(sh);
         }
         fate
     }
 
-    fn complete_slot(&mut self, slot: u32) {
-        if let Some(s) = self.session.as_mut() {
-            s.slots.complete(slot);
+    /// The request on `h`'s slot has been answered (its reply is the last one encoded
+    /// into `sc.out`): keep the reply for retransmissions and free the slot.
+    fn complete_slot(&mut self, sh: &Shared, sc: &Scratch, h: &Header) {
+        let Some(s) = self.session.as_mut() else { return };
+        let slot = h.slot_id;
+        let digest = s.exec_digest[slot as usize];
+        if self.last_reply == Some((slot, h.sequence_id)) {
+            s.cache.store(slot, digest, h.opcode.is_idempotent(), &sc.out);
+        } else {
+            // Not the reply we think it is (cannot happen; be safe): never replay it.
+            debug_assert!(false, "completing slot {slot} without its reply encoded");
+            s.cache.store_uncached(slot, digest);
         }
+        s.slots.complete(slot);
+        s.info.slots_busy.store(s.slots.busy_count(), Relaxed);
+        s.info.cache_bytes.store(s.cache.bytes_held() as u64, Relaxed);
+        s.info.opens.store(s.opens.len() as u32, Relaxed);
+        let _ = sh;
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -335,19 +458,38 @@ impl Conn {
             sh.stats.auth_failures.fetch_add(1, Relaxed);
             return self.send(sh, sc, &h, &Reply::Error(Status::AuthRequired));
         }
+        let client_name = String::from_utf8_lossy(client_id).into_owned();
+        if sh.sessions.is_fenced(&client_name) {
+            sh.stats.fenced_refusals.fetch_add(1, Relaxed);
+            warn!(client = %client_name, peer = %self.t.peer(), "session refused: client is fenced");
+            return self.send(sh, sc, &h, &Reply::Error(Status::Fenced));
+        }
+        if sh.sessions.bound_count(&client_name) >= sh.cfg.connections_per_client_max {
+            sh.stats.limit_refusals.fetch_add(1, Relaxed);
+            warn!(client = %client_name, limit = sh.cfg.connections_per_client_max, "session refused: connections per client");
+            return self.send(sh, sc, &h, &Reply::Error(Status::Limit));
+        }
         if sh.sessions_live.fetch_add(1, Relaxed) >= sh.cfg.sessions_max {
             sh.sessions_live.fetch_sub(1, Relaxed);
+            sh.stats.limit_refusals.fetch_add(1, Relaxed);
             return self.send(sh, sc, &h, &Reply::Error(Status::Limit));
         }
         let max_msg = max_msg.min(sh.cfg.msg_size_max);
         let slots = slots.min(sh.cfg.slots_max);
-        let id = u64::from_le_bytes(random_bytes()) | 1;
+        let id = (u64::from_le_bytes(random_bytes()) >> 1) | 1;
         let server_nonce = random_bytes();
-        let client_name = String::from_utf8_lossy(client_id).into_owned();
         info!(session = id, client = %client_name, peer = %self.t.peer(), slots, max_msg, "session created");
         sh.stats.sessions_created.fetch_add(1, Relaxed);
+        let info = Arc::new(SessionInfo::new(id, client_name.clone(), slots, self.t.peer()));
+        sh.sessions.insert(info.clone());
         self.session = Some(Session {
             id,
+            info,
+            cache: ReplyCache::new(slots, sh.cfg.reply_cache_slot_bytes),
+            exec_digest: vec![0; slots as usize],
+            max_msg,
+            bind_nonce: server_nonce,
+            cred: None,
             client_id: client_id.to_vec(),
             client_name,
             slots: ServerSlots::new(slots),
@@ -372,6 +514,60 @@ impl Conn {
             shm_path: sh.shm_path.as_bytes(),
         };
         let fate = self.send(sh, sc, &rh, &reply);
+        self.t.set_max_msg_size(max_msg as usize);
+        fate
+    }
+
+    /// SESSION_BIND: take a session whose connection broke (within its lease) onto this
+    /// connection. Its slots, reply cache and open files continue; the client then
+    /// retransmits what it had in flight, and the slot rules execute each request once.
+    fn session_bind(&mut self, sh: &Shared, sc: &mut Scratch, h: Header, client_nonce: &[u8; NONCE_LEN], proof: &[u8; NONCE_LEN], client_id: &[u8]) -> ConnFate {
+        if self.session.is_some() {
+            return self.send(sh, sc, &h, &Reply::Error(Status::Inval));
+        }
+        let client_name = String::from_utf8_lossy(client_id);
+        if sh.sessions.is_fenced(&client_name) {
+            sh.stats.fenced_refusals.fetch_add(1, Relaxed);
+            return self.send(sh, sc, &h, &Reply::Error(Status::Fenced));
+        }
+        if sh.sessions.bound_count(&client_name) >= sh.cfg.connections_per_client_max {
+            sh.stats.limit_refusals.fetch_add(1, Relaxed);
+            return self.send(sh, sc, &h, &Reply::Error(Status::Limit));
+        }
+        let (mut s, info) = match sh.sessions.take(h.session_id, client_id) {
+            Take::Bound(s, info) => (s, info),
+            Take::Busy => {
+                // The old connection is being closed by its worker; the client retries.
+                sh.wake_workers();
+                sh.stats.binds_delayed.fetch_add(1, Relaxed);
+                return self.send(sh, sc, &h, &Reply::Error(Status::Delay));
+            }
+            Take::Unknown | Take::WrongClient => {
+                sh.stats.binds_refused.fetch_add(1, Relaxed);
+                debug!(session = h.session_id, client = %client_name, "bind refused: no such session for this client");
+                return self.send(sh, sc, &h, &Reply::Error(Status::BadSession));
+            }
+        };
+        let next_nonce = random_bytes();
+        let mut server_proof = [0u8; NONCE_LEN];
+        if let Some(secret) = sh.cfg.secret.as_deref() {
+            if !auth::verify_bind(secret, s.id, &s.bind_nonce, client_nonce, &s.client_id, proof) {
+                sh.stats.auth_failures.fetch_add(1, Relaxed);
+                warn!(session = s.id, client = %s.client_name, peer = %self.t.peer(), "bind refused: authentication failed");
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(sh.cfg.lease_secs);
+                sh.sessions.untake(s, &info, deadline);
+                return self.send(sh, sc, &h, &Reply::Error(Status::AuthFailed));
+            }
+            server_proof = auth::bind_server_proof(secret, s.id, client_nonce, &next_nonce, &s.client_id);
+        }
+        s.bind_nonce = next_nonce;
+        sh.stats.binds.fetch_add(1, Relaxed);
+        *info.peer.lock().unwrap() = self.t.peer();
+        info!(session = s.id, client = %s.client_name, peer = %self.t.peer(), "session bound to a new connection");
+        let reply = Reply::SessionBind { slots: s.slots.granted(), target_highest: s.slots.target_highest(), next_nonce, server_proof };
+        let max_msg = s.max_msg;
+        self.session = Some(*s);
+        let fate = self.send(sh, sc, &h, &reply);
         self.t.set_max_msg_size(max_msg as usize);
         fate
     }
@@ -415,14 +611,14 @@ impl Conn {
             }
             let b = self.batches.remove(&btag).unwrap();
             let fate = self.send_batch_reply(sh, sc, &b.hdr, b.flags, &b.results);
-            self.complete_slot(b.hdr.slot_id);
+            self.complete_slot(sh, sc, &b.hdr);
             return fate;
         }
         let fate = match result {
             Ok((n, off)) => self.send(sh, sc, &p.hdr, &Reply::Write { count: n as u32, stable: p.stable, offset: off }),
             Err(e) => self.send(sh, sc, &p.hdr, &Reply::Error(e)),
         };
-        self.complete_slot(p.hdr.slot_id);
+        self.complete_slot(sh, sc, &p.hdr);
         fate
     }
 
@@ -447,7 +643,17 @@ impl Conn {
         };
         match req {
             Request::Null => reply_fate(self, sc, &Reply::Empty),
-            Request::SessionCreate { .. } => unreachable!("handled in dispatch"),
+            Request::SessionCreate { .. } | Request::SessionBind { .. } => unreachable!("handled in dispatch"),
+            Request::SetCred { uid, gid, groups } => {
+                if !sh.cfg.identity.accepts_set_cred() {
+                    return Err(Status::NotSupp);
+                }
+                let s = self.session.as_mut().expect("dispatch checked the session");
+                s.cred = Some(cred::Cred { uid, gid, groups: cred::parse_groups(groups) });
+                // At once: later elements of a chain run with it too.
+                cred::apply(sh, s.cred.as_ref())?;
+                reply_fate(self, sc, &Reply::Empty)
+            }
             Request::SessionAuth { client_nonce, proof } => {
                 let s = self.session.as_mut().expect("dispatch checked the session");
                 if !s.auth_required || s.authenticated {
@@ -471,6 +677,12 @@ impl Conn {
                     let name = export.strip_prefix(b"/").unwrap_or(export);
                     sh.cfg.exports.iter().position(|e| e.name.as_bytes() == name).ok_or(Status::NoEnt)?
                 };
+                let s = self.session.as_ref().expect("dispatch checked the session");
+                if !sh.cfg.exports[idx].admits(&s.client_name) {
+                    sh.stats.access_refusals.fetch_add(1, Relaxed);
+                    warn!(client = %s.client_name, export = %sh.cfg.exports[idx].name, "attach refused by the export's client rules");
+                    return Err(Status::Access);
+                }
                 let fd = sh.roots[idx].try_clone().map_err(fsops::io_st)?;
                 let (fh, stat) = sh.handles.insert(fd, idx as u32)?;
                 reply_fate(self, sc, &Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
@@ -1174,7 +1386,7 @@ fn lockable(sh: &Shared, fh: &dafs_proto::FileHandle) -> Result<(u64, u64), Stat
 fn chainable(r: &Request) -> bool {
     !matches!(
         r,
-        Request::SessionCreate { .. } | Request::SessionAuth { .. } | Request::SessionDestroy | Request::Chain { .. } | Request::BatchIo { .. } | Request::Reserved(_)
+        Request::SessionCreate { .. } | Request::SessionAuth { .. } | Request::SessionBind { .. } | Request::SessionDestroy | Request::Chain { .. } | Request::BatchIo { .. } | Request::Reserved(_)
     )
 }
 
@@ -1236,7 +1448,7 @@ fn verdict_status(v: SlotVerdict) -> Status {
         SlotVerdict::Execute => Status::Ok,
         SlotVerdict::Replay | SlotVerdict::Misordered => Status::SeqMisordered,
         SlotVerdict::BadSlot => Status::BadSlot,
-        SlotVerdict::Busy => Status::SlotBusy,
+        SlotVerdict::Busy | SlotVerdict::InProgress => Status::SlotBusy,
     }
 }
 

@@ -11,13 +11,16 @@
 //!
 //! The thread count is fixed at start (`workers + 1`), whatever the clients do.
 
+pub mod admin;
 pub mod config;
 mod conn;
+pub mod cred;
 pub mod fsops;
 pub mod handles;
 pub mod locks;
 mod nattr;
 pub mod openstate;
+pub mod sessions;
 pub mod stats;
 
 use std::os::fd::OwnedFd;
@@ -47,12 +50,31 @@ pub struct Shared {
     pub locks: locks::LockTable,
     pub open_table: openstate::OpenTable,
     pub stats: stats::ServerStats,
+    /// Sessions holding state (bound to a connection or parked for their lease).
     pub sessions_live: AtomicUsize,
+    /// Every session, bound or parked; fenced clients.
+    pub(crate) sessions: sessions::SessionTable<conn::Session>,
+    /// Connections open now (bounded by `connections_max`).
+    pub connections_live: AtomicUsize,
     /// This host's identity, offered to clients for the same-host check.
     pub host_id: [u8; 16],
     /// Socket path of the shared-memory provider ("" if disabled).
     pub shm_path: String,
     shutdown: AtomicBool,
+    /// Every worker's inbox and waker (set once the workers exist).
+    links: std::sync::OnceLock<Vec<Arc<WorkerLink>>>,
+}
+
+impl Shared {
+    /// Wake every worker (after revoking sessions, so the owners act at once rather
+    /// than at their next timeout).
+    pub fn wake_workers(&self) {
+        if let Some(links) = self.links.get() {
+            for l in links {
+                let _ = l.waker.wake();
+            }
+        }
+    }
 }
 
 struct WorkerLink {
@@ -64,6 +86,7 @@ struct WorkerLink {
 pub struct ServerHandle {
     shared: Arc<Shared>,
     local_addr: String,
+    metrics_addr: Option<String>,
     links: Vec<Arc<WorkerLink>>,
     acceptor_waker: Arc<Waker>,
     threads: Vec<JoinHandle<()>>,
@@ -72,12 +95,18 @@ pub struct ServerHandle {
 impl ServerHandle {
     /// The address the server listens on (useful with port 0).
     pub fn local_addr(&self) -> &str { &self.local_addr }
+    /// The Prometheus endpoint's address, if enabled.
+    pub fn metrics_addr(&self) -> Option<&str> { self.metrics_addr.as_deref() }
     /// The shared-memory provider's socket path, if enabled.
     pub fn shm_path(&self) -> Option<&str> {
         if self.shared.shm_path.is_empty() { None } else { Some(&self.shared.shm_path) }
     }
     pub fn stats(&self) -> StatsSnapshot { self.shared.stats.snapshot() }
     pub fn sessions_live(&self) -> usize { self.shared.sessions_live.load(Relaxed) }
+    /// Fence a client id (or a prefix ending in '*'): its sessions end, and it cannot
+    /// create or bind sessions until unfenced. Returns the sessions affected.
+    pub fn fence(&self, pattern: &str) -> usize { admin::fence(&self.shared, pattern) }
+    pub fn unfence(&self, pattern: &str) -> bool { self.shared.sessions.unfence(pattern) }
 
     /// Stop accepting, close every connection, join all threads.
     pub fn shutdown(mut self) {
@@ -133,9 +162,12 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
         open_table: Default::default(),
         stats: Default::default(),
         sessions_live: AtomicUsize::new(0),
+        sessions: Default::default(),
+        connections_live: AtomicUsize::new(0),
         host_id: dafs_transport::shm::host_id(),
         shm_path,
         shutdown: AtomicBool::new(false),
+        links: std::sync::OnceLock::new(),
         cfg,
     });
 
@@ -155,6 +187,7 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
         );
     }
 
+    let _ = shared.links.set(links.clone());
     let apoll = Poll::new().map_err(|e| e.to_string())?;
     apoll.registry().register(listener.mio(), LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
     if let Some(l) = shm_listener.as_mut() {
@@ -171,8 +204,20 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
                 .map_err(|e| e.to_string())?,
         );
     }
+    if let Some(path) = shared.cfg.admin_socket.clone() {
+        let l = admin::bind_admin_socket(&path).map_err(|e| format!("cannot listen on admin socket {}: {e}", path.display()))?;
+        let sh = shared.clone();
+        threads.push(std::thread::Builder::new().name("dafsd-admin".into()).spawn(move || admin::admin_loop(sh, l, path)).map_err(|e| e.to_string())?);
+    }
+    let mut metrics_addr = None;
+    if let Some(addr) = shared.cfg.metrics_listen.clone() {
+        let l = std::net::TcpListener::bind(&addr).map_err(|e| format!("cannot listen on metrics address {addr}: {e}"))?;
+        metrics_addr = Some(l.local_addr().map_err(|e| e.to_string())?.to_string());
+        let sh = shared.clone();
+        threads.push(std::thread::Builder::new().name("dafsd-metrics".into()).spawn(move || admin::metrics_loop(sh, l)).map_err(|e| e.to_string())?);
+    }
     info!(addr = %local_addr, shm = %shared.shm_path, exports = shared.cfg.exports.len(), workers = shared.cfg.workers, "dafsd listening");
-    Ok(ServerHandle { shared, local_addr, links, acceptor_waker, threads })
+    Ok(ServerHandle { shared, local_addr, metrics_addr, links, acceptor_waker, threads })
 }
 
 fn raise_fd_limit() {
@@ -186,11 +231,21 @@ fn raise_fd_limit() {
 fn accept_loop(sh: Arc<Shared>, mut poll: Poll, mut listener: TcpListener, mut shm: Option<ShmListener>, links: Vec<Arc<WorkerLink>>) {
     let mut events = Events::with_capacity(16);
     let mut next = 0usize;
+    let mut last_reap = Instant::now();
     while !sh.shutdown.load(Relaxed) {
-        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(500))) {
+        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(250))) {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 error!("acceptor poll failed: {e}");
                 return;
+            }
+        }
+        // Leases: release the state of sessions whose client did not come back in time.
+        if last_reap.elapsed() >= Duration::from_millis(250) {
+            last_reap = Instant::now();
+            for (s, info) in sh.sessions.expired(last_reap) {
+                sh.stats.sessions_expired.fetch_add(1, Relaxed);
+                conn::release_session(&sh, *s, "lease expired; session released");
+                let _ = info;
             }
         }
         loop {
@@ -212,6 +267,14 @@ fn accept_loop(sh: Arc<Shared>, mut poll: Poll, mut listener: TcpListener, mut s
             }
             for c in got {
                 sh.stats.connections_accepted.fetch_add(1, Relaxed);
+                if sh.connections_live.load(Relaxed) >= sh.cfg.connections_max {
+                    // Closed at once: a flood of connections cannot exhaust descriptors or
+                    // memory. The client sees the connection close before any reply.
+                    sh.stats.limit_refusals.fetch_add(1, Relaxed);
+                    warn!(peer = %c.peer(), limit = sh.cfg.connections_max, "connection refused: connections_max reached");
+                    continue;
+                }
+                sh.connections_live.fetch_add(1, Relaxed);
                 let link = &links[next % links.len()];
                 next += 1;
                 link.inbox.lock().unwrap().push(c);
@@ -229,6 +292,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
     // Adaptive: spinning pays only while requests follow each other within the budget.
     let mut spin = dafs_transport::wait::AdaptiveSpin::new(Duration::from_micros(sh.cfg.spin_us));
     let mut last_activity = Instant::now();
+    let mut revoke_seen = sh.sessions.revoke_epoch.load(Relaxed);
     loop {
         // Bounded spin, then sleep: while spinning, poll epoll without blocking and look
         // at shared-memory rings directly; before sleeping, ask every ring-based peer for
@@ -280,6 +344,17 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
             }
             return;
         }
+        // Another thread revoked sessions (a bind from a new connection, fencing): close
+        // the connections that hold them (their sessions are parked or released).
+        let epoch = sh.sessions.revoke_epoch.load(Relaxed);
+        if epoch != revoke_seen {
+            revoke_seen = epoch;
+            for idx in 0..conns.len() {
+                if conns[idx].as_ref().is_some_and(|c| c.revoked()) {
+                    close_conn(&sh, &poll, &mut conns, &mut free, idx);
+                }
+            }
+        }
         for ev in events.iter() {
             if ev.token() == WAKER {
                 let new: Vec<_> = std::mem::take(&mut *link.inbox.lock().unwrap());
@@ -329,6 +404,7 @@ fn close_conn(sh: &Shared, poll: &Poll, conns: &mut [Option<Conn>], free: &mut V
         let _ = poll.registry().deregister(&mut SourceFd(&fd));
         c.close(sh);
         sh.stats.connections_closed.fetch_add(1, Relaxed);
+        sh.connections_live.fetch_sub(1, Relaxed);
         free.push(idx);
     }
 }

@@ -1,61 +1,85 @@
-//! Server counters (lock-free; read by `dafs admin`-style tooling and tests).
+//! Server counters (lock-free), read by `dafs admin stats`, the Prometheus endpoint and
+//! tests. One list, so a counter added here appears everywhere with its help text.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-#[derive(Debug, Default)]
-pub struct ServerStats {
-    pub connections_accepted: AtomicU64,
-    pub connections_closed: AtomicU64,
-    pub sessions_created: AtomicU64,
-    pub requests: AtomicU64,
-    pub errors_replied: AtomicU64,
-    pub malformed: AtomicU64,
-    pub slot_refusals: AtomicU64,
-    pub auth_failures: AtomicU64,
-    pub bytes_read: AtomicU64,
-    pub bytes_written: AtomicU64,
-    pub direct_bytes: AtomicU64,
-    pub inline_bytes: AtomicU64,
-    pub backpressure_pauses: AtomicU64,
-}
-
-/// A plain copy of the counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StatsSnapshot {
-    pub connections_accepted: u64,
-    pub connections_closed: u64,
-    pub sessions_created: u64,
-    pub requests: u64,
-    pub errors_replied: u64,
-    pub malformed: u64,
-    pub slot_refusals: u64,
-    pub auth_failures: u64,
-    pub bytes_read: u64,
-    pub bytes_written: u64,
-    pub direct_bytes: u64,
-    pub inline_bytes: u64,
-    pub backpressure_pauses: u64,
-}
-
-impl ServerStats {
-    pub fn add(c: &AtomicU64, n: u64) {
-        c.fetch_add(n, Relaxed);
-    }
-    pub fn snapshot(&self) -> StatsSnapshot {
-        StatsSnapshot {
-            connections_accepted: self.connections_accepted.load(Relaxed),
-            connections_closed: self.connections_closed.load(Relaxed),
-            sessions_created: self.sessions_created.load(Relaxed),
-            requests: self.requests.load(Relaxed),
-            errors_replied: self.errors_replied.load(Relaxed),
-            malformed: self.malformed.load(Relaxed),
-            slot_refusals: self.slot_refusals.load(Relaxed),
-            auth_failures: self.auth_failures.load(Relaxed),
-            bytes_read: self.bytes_read.load(Relaxed),
-            bytes_written: self.bytes_written.load(Relaxed),
-            direct_bytes: self.direct_bytes.load(Relaxed),
-            inline_bytes: self.inline_bytes.load(Relaxed),
-            backpressure_pauses: self.backpressure_pauses.load(Relaxed),
+macro_rules! counters {
+    ($($(#[doc = $doc:literal])+ $name:ident,)+) => {
+        #[derive(Debug, Default)]
+        pub struct ServerStats {
+            $($(#[doc = $doc])+ pub $name: AtomicU64,)+
         }
-    }
+
+        /// A plain copy of the counters.
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        pub struct StatsSnapshot {
+            $($(#[doc = $doc])+ pub $name: u64,)+
+        }
+
+        impl ServerStats {
+            pub fn snapshot(&self) -> StatsSnapshot {
+                StatsSnapshot { $($name: self.$name.load(Relaxed),)+ }
+            }
+        }
+
+        impl StatsSnapshot {
+            /// (name, help, value) of every counter, in declaration order.
+            pub fn fields(&self) -> Vec<(&'static str, &'static str, u64)> {
+                vec![$((stringify!($name), concat!($($doc),+), self.$name),)+]
+            }
+        }
+    };
+}
+
+counters! {
+    /// Connections accepted (TCP and shared memory).
+    connections_accepted,
+    /// Connections closed.
+    connections_closed,
+    /// Sessions created.
+    sessions_created,
+    /// Requests received.
+    requests,
+    /// Replies with a non-OK status.
+    errors_replied,
+    /// Malformed messages.
+    malformed,
+    /// Requests refused by the slot rules (misordered, bad slot, slot busy).
+    slot_refusals,
+    /// Failed authentications.
+    auth_failures,
+    /// Bytes read from files.
+    bytes_read,
+    /// Bytes written to files.
+    bytes_written,
+    /// Bytes moved by direct placement.
+    direct_bytes,
+    /// Bytes carried inline in messages.
+    inline_bytes,
+    /// Times a connection stopped being read because its output backlog was full.
+    backpressure_pauses,
+    /// Retransmissions answered from the reply cache.
+    replays,
+    /// Retransmissions of idempotent ops, executed again.
+    replays_reexecuted,
+    /// Retransmissions whose reply was too large to cache (RETRY_UNCACHED_REP).
+    replays_uncached,
+    /// Requests reusing a slot and sequence id with different content (SEQ_FALSE_RETRY).
+    false_retries,
+    /// Duplicates of a request still executing, dropped.
+    duplicates_dropped,
+    /// Sessions re-bound to a new connection (client reconnects).
+    binds,
+    /// Binds answered DELAY while the old connection was being revoked.
+    binds_delayed,
+    /// Binds refused (unknown or expired session, wrong client).
+    binds_refused,
+    /// Sessions released because their lease expired.
+    sessions_expired,
+    /// Sessions or binds refused because the client is fenced.
+    fenced_refusals,
+    /// Requests or connections refused by a configured limit.
+    limit_refusals,
+    /// Requests refused by access control (export client rules).
+    access_refusals,
 }

@@ -13,6 +13,7 @@
 //! Providers: [`tcp`] (any two hosts). A same-host shared-memory provider and a libfabric
 //! provider implement the same traits.
 
+pub mod fault;
 pub mod frame;
 pub mod registry;
 pub mod shm;
@@ -124,6 +125,15 @@ pub trait ClientTransport: Send {
     /// Allocate memory the provider can place into most cheaply, already registered.
     /// The memory lives until `deregister(key)` and is zero-filled.
     fn alloc_registered(&mut self, len: usize) -> Result<(u64, *mut u8), TransportError>;
+    /// Re-establish the connection to the same peer after it broke (session recovery),
+    /// keeping every registration under the same key, so retransmitted requests name
+    /// the same memory. Whatever was queued for the old connection is dropped.
+    fn reconnect(&mut self, _timeout: std::time::Duration) -> Result<(), TransportError> {
+        Err(TransportError::Protocol("this provider cannot reconnect"))
+    }
+    /// Break the connection now, in both directions, as a network failure would (fault
+    /// injection and tests).
+    fn cut(&mut self) {}
     /// Provider name, e.g. "tcp".
     fn provider(&self) -> &'static str;
     fn stats(&self) -> TransportStats;

@@ -243,6 +243,20 @@ impl TcpClient {
 
     pub fn peer_addr(&self) -> SocketAddr { self.peer }
 
+    /// A new socket to the same peer; registrations (client-side here) stay as they are.
+    fn reconnect_to_peer(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        let sock = TcpStream::connect_timeout(&self.peer, timeout)?;
+        sock.set_nodelay(true)?;
+        sock.set_nonblocking(true)?;
+        self.sock = sock;
+        // A placement or message half-received on the old connection is abandoned; the
+        // request it belonged to is retransmitted by the session layer.
+        self.hdr = HeaderReader::new();
+        self.recv_state = ClientRecv::Header;
+        self.out = OutQueue::default();
+        Ok(())
+    }
+
     /// Read and act on whatever has arrived; return a complete message if there is one.
     fn progress(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
         loop {
@@ -407,6 +421,14 @@ impl ClientTransport for TcpClient {
     }
 
     fn set_spin(&mut self, spin: Duration) { self.spin.set_max(spin); }
+
+    fn reconnect(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        self.reconnect_to_peer(timeout)
+    }
+
+    fn cut(&mut self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+    }
 
     unsafe fn register(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64, TransportError> {
         self.registry.insert(ptr, len, access, false)

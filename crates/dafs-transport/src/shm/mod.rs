@@ -126,9 +126,9 @@ fn send_ctl(sock: &UnixStream, c: Ctl, fd: Option<std::os::fd::BorrowedFd>) -> R
 
 enum ClientRegion {
     /// A sealed memfd we allocated and mapped; the server maps it too.
-    Memfd { _map: Mapping, _fd: OwnedFd },
+    Memfd { _map: Mapping, fd: OwnedFd, len: usize },
     /// Application memory, reached by the server with process_vm_*.
-    Vm,
+    Vm { ptr: *mut u8, len: usize, access: Access },
 }
 
 // SAFETY: the mappings and rings a ShmClient holds are plain shared memory used by the
@@ -137,6 +137,8 @@ unsafe impl Send for ShmClient {}
 
 /// Client endpoint of the shared-memory provider.
 pub struct ShmClient {
+    /// The server's socket, for reconnecting.
+    path: std::path::PathBuf,
     sock: UnixStream,
     // Field order matters: rings point into `area` and must drop first.
     c2s: Ring,
@@ -166,6 +168,7 @@ impl ShmClient {
         let (c2s, s2c) = unsafe { (Ring::new(&area, 0, RING_CAP, max), Ring::new(&area, 1, RING_CAP, max)) };
         send_ctl(&sock, Ctl::new(K_HELLO, 0, RING_CAP as u64, area_len as u64, 0), Some(area_fd.as_fd()))?;
         let mut me = ShmClient {
+            path: path.to_path_buf(),
             sock,
             c2s,
             s2c,
@@ -327,7 +330,7 @@ impl ClientTransport for ShmClient {
         self.next_key += 1;
         send_ctl(&self.sock, Ctl::new(K_REG_VM, access_bits(access), key, ptr as u64, len as u64), None)?;
         self.register_ack(key)?;
-        self.regions.insert(key, ClientRegion::Vm);
+        self.regions.insert(key, ClientRegion::Vm { ptr, len, access });
         self.stats.vm_registrations += 1;
         Ok(key)
     }
@@ -336,11 +339,14 @@ impl ClientTransport for ShmClient {
         if !self.regions.contains_key(&key) {
             return Err(TransportError::BadRegion);
         }
-        send_ctl(&self.sock, Ctl::new(K_DEREG, 0, key, 0, 0), None)?;
-        // Wait until the server has dropped its mapping before we unmap or free.
-        self.register_ack(key)?;
-        self.regions.remove(&key);
-        Ok(())
+        // Wait until the server has dropped its mapping before we unmap or free. If the
+        // connection is broken, the server dropped every mapping of it already: forget
+        // the region here too (it must not be registered again on reconnect).
+        let r = send_ctl(&self.sock, Ctl::new(K_DEREG, 0, key, 0, 0), None).and_then(|_| self.register_ack(key));
+        if r.as_ref().is_err_and(|e| e.is_fatal()) || r.is_ok() {
+            self.regions.remove(&key);
+        }
+        r
     }
 
     fn alloc_registered(&mut self, len: usize) -> Result<(u64, *mut u8), TransportError> {
@@ -358,8 +364,43 @@ impl ClientTransport for ShmClient {
         send_ctl(&self.sock, Ctl::new(K_REG_FD, access_bits(Access::READ_WRITE), key, len as u64, 0), Some(fd.as_fd()))?;
         self.register_ack(key)?;
         let ptr = map.ptr();
-        self.regions.insert(key, ClientRegion::Memfd { _map: map, _fd: fd });
+        self.regions.insert(key, ClientRegion::Memfd { _map: map, fd, len });
         Ok((key, ptr))
+    }
+
+    /// New socket and rings to the same server; every region is registered again under
+    /// its key (memfd regions by passing the same memfd, so the memory is shared again,
+    /// not copied).
+    fn reconnect(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        let fresh = ShmClient::connect(&self.path, timeout)?;
+        let ShmClient { sock, c2s, s2c, _area, _area_fd, ctl, .. } = fresh;
+        // Rings first: they point into the old area, which must outlive them.
+        self.c2s = c2s;
+        self.s2c = s2c;
+        self._area = _area;
+        self._area_fd = _area_fd;
+        self.sock = sock;
+        self.ctl = ctl;
+        self.overflow.clear();
+        let mut keys: Vec<u64> = self.regions.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            let ctl = match &self.regions[&key] {
+                ClientRegion::Memfd { fd, len, .. } => {
+                    send_ctl(&self.sock, Ctl::new(K_REG_FD, access_bits(Access::READ_WRITE), key, *len as u64, 0), Some(fd.as_fd()))?;
+                    self.register_ack(key)?;
+                    continue;
+                }
+                ClientRegion::Vm { ptr, len, access } => Ctl::new(K_REG_VM, access_bits(*access), key, *ptr as u64, *len as u64),
+            };
+            send_ctl(&self.sock, ctl, None)?;
+            self.register_ack(key)?;
+        }
+        Ok(())
+    }
+
+    fn cut(&mut self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
     }
 
     fn provider(&self) -> &'static str { "shm" }

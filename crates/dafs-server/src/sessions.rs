@@ -1,0 +1,301 @@
+//! The server-wide session table: which sessions exist, which connection (if any) each
+//! is bound to, the lease of sessions whose connection broke, and fenced clients.
+//!
+//! A session's state (slots, reply cache, open files) is owned by the connection it is
+//! bound to and touched only by that connection's worker thread. When the connection
+//! breaks, the state is *parked* here for the lease; a SESSION_BIND on a new connection
+//! (any worker) takes it back. When the lease passes, the state is released (open files
+//! closed, locks dropped) and a later bind answers BADSESSION.
+//!
+//! A session bound to a connection the client has given up on (half-open TCP) is
+//! *revoked*: the table sets a flag and wakes the workers, the owning worker closes that
+//! connection and parks the session, and the client's bind (answered DELAY meanwhile)
+//! succeeds on its retry. Fencing revokes with "destroy" instead of "park".
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// What the owner of a bound session must do (set by another thread).
+pub const REVOKE_NONE: u8 = 0;
+/// Close the connection, park the session (another connection wants to bind it).
+pub const REVOKE_DETACH: u8 = 1;
+/// Close the connection and release the session (fenced or killed by the administrator).
+pub const REVOKE_DESTROY: u8 = 2;
+
+/// What every thread may read about a session (for `dafs admin sessions`, fencing and
+/// revocation). Updated by the owning worker with relaxed atomics: a listing is a
+/// snapshot, not a transaction.
+#[derive(Debug)]
+pub struct SessionInfo {
+    pub id: u64,
+    pub client_id: String,
+    pub created: SystemTime,
+    pub slots_granted: u32,
+    pub slots_busy: AtomicU32,
+    pub target_highest: AtomicU32,
+    pub opens: AtomicU32,
+    pub requests: AtomicU64,
+    pub connected: AtomicBool,
+    pub binds: AtomicU32,
+    pub revoke: AtomicU8,
+    pub peer: Mutex<String>,
+    /// Reply cache bytes held now.
+    pub cache_bytes: AtomicU64,
+}
+
+impl SessionInfo {
+    pub fn new(id: u64, client_id: String, slots: u32, peer: String) -> Self {
+        SessionInfo {
+            id,
+            client_id,
+            created: SystemTime::now(),
+            slots_granted: slots,
+            slots_busy: AtomicU32::new(0),
+            target_highest: AtomicU32::new(slots - 1),
+            opens: AtomicU32::new(0),
+            requests: AtomicU64::new(0),
+            connected: AtomicBool::new(true),
+            binds: AtomicU32::new(0),
+            revoke: AtomicU8::new(REVOKE_NONE),
+            peer: Mutex::new(peer),
+            cache_bytes: AtomicU64::new(0),
+        }
+    }
+}
+
+struct Entry<S> {
+    info: Arc<SessionInfo>,
+    /// Some while no connection holds the session: the state and when its lease ends.
+    parked: Option<(Box<S>, Instant)>,
+}
+
+/// Outcome of a bind attempt.
+pub enum Take<S> {
+    /// The session's state, now bound to the caller.
+    Bound(Box<S>, Arc<SessionInfo>),
+    /// No such session (never existed, destroyed, or its lease expired).
+    Unknown,
+    /// The session belongs to another client id.
+    WrongClient,
+    /// Still bound to another connection; that connection is being revoked: retry.
+    Busy,
+}
+
+pub struct SessionTable<S> {
+    inner: Mutex<HashMap<u64, Entry<S>>>,
+    /// Client ids (exact, or a prefix ending in '*') refused by the administrator.
+    fenced: Mutex<HashSet<String>>,
+    /// Bumped whenever some session's `revoke` flag is set, so workers scan their
+    /// connections only when something changed.
+    pub revoke_epoch: AtomicU64,
+}
+
+impl<S> Default for SessionTable<S> {
+    fn default() -> Self {
+        SessionTable { inner: Mutex::new(HashMap::new()), fenced: Mutex::new(HashSet::new()), revoke_epoch: AtomicU64::new(0) }
+    }
+}
+
+fn matches_pattern(pattern: &str, client_id: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => client_id.starts_with(prefix),
+        None => pattern == client_id,
+    }
+}
+
+impl<S> SessionTable<S> {
+    /// Register a new session bound to a connection.
+    pub fn insert(&self, info: Arc<SessionInfo>) {
+        let prev = self.inner.lock().unwrap().insert(info.id, Entry { info, parked: None });
+        assert!(prev.is_none(), "session ids are random 63-bit values; a collision is a bug");
+    }
+
+    /// The session ended for good (SESSION_DESTROY, fencing): forget it.
+    pub fn remove(&self, id: u64) {
+        self.inner.lock().unwrap().remove(&id);
+    }
+
+    /// The connection holding the session broke: keep its state for `lease`.
+    pub fn park(&self, state: Box<S>, info: &Arc<SessionInfo>, lease: Duration) {
+        info.connected.store(false, Relaxed);
+        info.revoke.store(REVOKE_NONE, Relaxed);
+        let mut m = self.inner.lock().unwrap();
+        if let Some(e) = m.get_mut(&info.id) {
+            e.parked = Some((state, Instant::now() + lease));
+        }
+    }
+
+    /// A SESSION_BIND: take a parked session, or revoke the connection holding it.
+    pub fn take(&self, id: u64, client_id: &[u8]) -> Take<S> {
+        let mut m = self.inner.lock().unwrap();
+        let Some(e) = m.get_mut(&id) else { return Take::Unknown };
+        if e.info.client_id.as_bytes() != client_id {
+            return Take::WrongClient;
+        }
+        match e.parked.take() {
+            Some((state, _)) => {
+                e.info.connected.store(true, Relaxed);
+                e.info.binds.fetch_add(1, Relaxed);
+                Take::Bound(state, e.info.clone())
+            }
+            None => {
+                if e.info.revoke.compare_exchange(REVOKE_NONE, REVOKE_DETACH, Relaxed, Relaxed).is_ok() {
+                    self.revoke_epoch.fetch_add(1, Relaxed);
+                }
+                Take::Busy
+            }
+        }
+    }
+
+    /// Give back a session taken by [`SessionTable::take`] whose bind then failed
+    /// (authentication): it stays parked with its original lease end.
+    pub fn untake(&self, state: Box<S>, info: &Arc<SessionInfo>, deadline: Instant) {
+        info.connected.store(false, Relaxed);
+        if let Some(e) = self.inner.lock().unwrap().get_mut(&info.id) {
+            e.parked = Some((state, deadline));
+        }
+    }
+
+    /// Parked sessions whose lease has passed, removed from the table.
+    pub fn expired(&self, now: Instant) -> Vec<(Box<S>, Arc<SessionInfo>)> {
+        let mut m = self.inner.lock().unwrap();
+        let ids: Vec<u64> = m.iter().filter(|(_, e)| e.parked.as_ref().is_some_and(|(_, d)| *d <= now)).map(|(id, _)| *id).collect();
+        ids.into_iter()
+            .filter_map(|id| {
+                let e = m.remove(&id)?;
+                let (s, _) = e.parked?;
+                Some((s, e.info))
+            })
+            .collect()
+    }
+
+    /// Fence `pattern`: refuse its future sessions and binds; returns the parked sessions
+    /// (to release now) and flags the bound ones for destruction by their workers.
+    pub fn fence(&self, pattern: &str) -> (Vec<(Box<S>, Arc<SessionInfo>)>, usize) {
+        self.fenced.lock().unwrap().insert(pattern.to_string());
+        let mut m = self.inner.lock().unwrap();
+        let ids: Vec<u64> = m.iter().filter(|(_, e)| matches_pattern(pattern, &e.info.client_id)).map(|(id, _)| *id).collect();
+        let mut parked = Vec::new();
+        let mut bound = 0;
+        for id in ids {
+            let e = m.get_mut(&id).unwrap();
+            if e.parked.is_some() {
+                let e = m.remove(&id).unwrap();
+                parked.push((e.parked.unwrap().0, e.info));
+            } else {
+                e.info.revoke.store(REVOKE_DESTROY, Relaxed);
+                bound += 1;
+            }
+        }
+        if bound > 0 {
+            self.revoke_epoch.fetch_add(1, Relaxed);
+        }
+        (parked, bound)
+    }
+
+    /// Lift a fence; true if it existed.
+    pub fn unfence(&self, pattern: &str) -> bool {
+        self.fenced.lock().unwrap().remove(pattern)
+    }
+
+    pub fn is_fenced(&self, client_id: &str) -> bool {
+        self.fenced.lock().unwrap().iter().any(|p| matches_pattern(p, client_id))
+    }
+
+    pub fn fenced_list(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.fenced.lock().unwrap().iter().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Sessions of `client_id` bound to a connection now.
+    pub fn bound_count(&self, client_id: &str) -> usize {
+        self.inner.lock().unwrap().values().filter(|e| e.parked.is_none() && e.info.client_id == client_id).count()
+    }
+
+    /// Every session (for listings), with its lease end if parked.
+    pub fn list(&self) -> Vec<(Arc<SessionInfo>, Option<Instant>)> {
+        let m = self.inner.lock().unwrap();
+        let mut v: Vec<_> = m.values().map(|e| (e.info.clone(), e.parked.as_ref().map(|(_, d)| *d))).collect();
+        v.sort_by_key(|(i, _)| i.created);
+        v
+    }
+
+    pub fn len(&self) -> usize { self.inner.lock().unwrap().len() }
+    pub fn is_empty(&self) -> bool { self.len() == 0 }
+
+    /// Ask the workers to re-check revocation flags (after setting one directly).
+    pub fn bump(&self) {
+        self.revoke_epoch.fetch_add(1, Relaxed);
+    }
+
+    /// Set the target highest slot of a session (server-directed flow control); the
+    /// owning worker applies it on its next request.
+    pub fn set_target(&self, id: u64, target: u32) -> Option<u32> {
+        let m = self.inner.lock().unwrap();
+        let e = m.get(&id)?;
+        let t = target.min(e.info.slots_granted - 1);
+        e.info.target_highest.store(t, Relaxed);
+        Some(t)
+    }
+
+    /// Flag one session for destruction (admin "kill").
+    pub fn kill(&self, id: u64) -> Option<Box<S>> {
+        let mut m = self.inner.lock().unwrap();
+        let e = m.get_mut(&id)?;
+        if e.parked.is_some() {
+            return m.remove(&id).and_then(|e| e.parked.map(|p| p.0));
+        }
+        e.info.revoke.store(REVOKE_DESTROY, Relaxed);
+        self.revoke_epoch.fetch_add(1, Relaxed);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(id: u64, client: &str) -> Arc<SessionInfo> { Arc::new(SessionInfo::new(id, client.into(), 4, "peer".into())) }
+
+    #[test]
+    fn park_take_expire() {
+        let t: SessionTable<u32> = SessionTable::default();
+        let i = info(5, "c1");
+        t.insert(i.clone());
+        assert!(matches!(t.take(5, b"c1"), Take::Busy), "bound elsewhere: revoke and retry");
+        assert_eq!(i.revoke.load(Relaxed), REVOKE_DETACH);
+        t.park(Box::new(42), &i, Duration::from_secs(60));
+        assert!(matches!(t.take(5, b"other"), Take::WrongClient));
+        match t.take(5, b"c1") {
+            Take::Bound(s, _) => assert_eq!(*s, 42),
+            _ => panic!("parked session binds"),
+        }
+        assert!(matches!(t.take(6, b"c1"), Take::Unknown));
+        t.park(Box::new(43), &i, Duration::ZERO);
+        let gone = t.expired(Instant::now());
+        assert_eq!(gone.len(), 1);
+        assert!(matches!(t.take(5, b"c1"), Take::Unknown), "expired: BADSESSION");
+    }
+
+    #[test]
+    fn fencing_by_exact_id_and_prefix() {
+        let t: SessionTable<u32> = SessionTable::default();
+        let a = info(1, "host-a:1");
+        let b = info(2, "host-a:2");
+        let c = info(3, "host-b:1");
+        for i in [&a, &b, &c] {
+            t.insert(i.clone());
+        }
+        t.park(Box::new(2), &b, Duration::from_secs(60));
+        let (parked, bound) = t.fence("host-a:*");
+        assert_eq!((parked.len(), bound), (1, 1));
+        assert_eq!(a.revoke.load(Relaxed), REVOKE_DESTROY);
+        assert_eq!(c.revoke.load(Relaxed), REVOKE_NONE);
+        assert!(t.is_fenced("host-a:9") && !t.is_fenced("host-b:1"));
+        assert!(t.unfence("host-a:*"));
+        assert!(!t.is_fenced("host-a:9"));
+    }
+}
