@@ -441,3 +441,70 @@ fn a_dead_server_fails_fast_even_with_reconnect_on() {
     assert!(t.elapsed() < Duration::from_secs(3), "gave up in {:?}", t.elapsed());
     let _ = Relaxed;
 }
+
+#[test]
+fn limits_and_rules_from_the_toml_config() {
+    let base = tempfile::tempdir().unwrap();
+    let guarded = base.path().join("guarded");
+    std::fs::create_dir(&guarded).unwrap();
+    let cfg = base.path().join("dafsd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "lease_secs = 0\nmax_connections_per_client = 1\nreply_cache_slot_bytes = 2048\nmax_client_memory = 16777216\n\
+             [[exports]]\nname = \"guarded\"\npath = \"{}\"\nclients = [\"ops-*\"]\n",
+            guarded.display()
+        ),
+    )
+    .unwrap();
+    let srv = TestServer::start(&["--config", cfg.to_str().unwrap()]);
+    let c1 = srv.client_with(|c| c.client_id = "ops-1:1".into()).unwrap();
+    assert_eq!(srv.client_with(|c| c.client_id = "ops-1:1".into()).err().unwrap().status(), Some(Status::Limit));
+    drop(c1);
+    // The default export admits anyone; the guarded one only ops-*.
+    let mut g = srv.client_with(|c| {
+        c.client_id = "ops-2:1".into();
+        c.export = "guarded".into();
+    })
+    .unwrap();
+    g.null().unwrap();
+    let e = srv
+        .client_with(|c| {
+            c.client_id = "dev-1:1".into();
+            c.export = "guarded".into();
+        })
+        .err()
+        .unwrap();
+    assert_eq!(e.status(), Some(Status::Access));
+    // Unknown keys are refused with a clear message.
+    std::fs::write(&cfg, "lease_second = 5\n").unwrap();
+    let err = TestServer::try_start(&["--config", cfg.to_str().unwrap()], None, None).err().unwrap();
+    assert!(err.contains("lease_second"), "{err}");
+}
+
+#[test]
+fn connections_beyond_the_limit_are_closed_at_accept() {
+    use std::io::Read;
+    let srv = TestServer::start(&["--max-connections", "2"]);
+    let mut a = srv.client_tcp();
+    let mut b = srv.client_tcp();
+    let mut third = std::net::TcpStream::connect(srv.addr()).unwrap();
+    third.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 16];
+    assert_eq!(third.read(&mut buf).unwrap_or(0), 0, "closed without a byte");
+    a.null().unwrap();
+    b.null().unwrap();
+    drop(a);
+    // A slot frees up once a connection ends.
+    let t = Instant::now();
+    loop {
+        match srv.client_with(|c| c.provider = Provider::Tcp) {
+            Ok(mut c) => {
+                c.null().unwrap();
+                break;
+            }
+            Err(e) => assert!(t.elapsed() < Duration::from_secs(5), "{e}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
