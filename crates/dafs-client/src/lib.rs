@@ -565,7 +565,19 @@ impl Client {
         Ok(Self::establish(t, &cfg)?.0)
     }
 
+    /// Keepalive on TCP connections, so a vanished server is noticed by a waiting call.
+    fn keepalive(t: &dyn ClientTransport) {
+        if t.provider() == "tcp" {
+            // SAFETY: the transport's descriptor, alive while `t` is borrowed.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(t.raw_fd()) };
+            if let Err(e) = dafs_transport::set_tcp_keepalive(fd) {
+                tracing::debug!("cannot enable TCP keepalive: {e}");
+            }
+        }
+    }
+
     fn establish(mut t: Box<dyn ClientTransport>, cfg: &ClientConfig) -> Result<(Client, ShmOffer)> {
+        Self::keepalive(t.as_ref());
         let want_auth = if cfg.secret.is_some() { AuthMethod::HmacSha256 } else { AuthMethod::None };
         let mut buf = Vec::new();
         let h = Header::request(Opcode::SessionCreate, 0, 0, 0, 0);
@@ -1111,6 +1123,7 @@ impl Client {
     /// One attempt: new connection, SESSION_BIND, wait for its answer.
     fn try_bind(&mut self) -> Result<()> {
         self.t.reconnect(self.cfg.connect_timeout)?;
+        Self::keepalive(self.t.as_ref());
         let mut client_nonce = [0u8; 32];
         let mut proof = [0u8; 32];
         if let Some(secret) = &self.cfg.secret {
@@ -1418,7 +1431,7 @@ impl Client {
                         Ok(k) => temp_key = Some(k),
                         Err(e) => {
                             self.slots.abandon(slot);
-                            return Err(e.into());
+                            return Err(e);
                         }
                     }
                 }

@@ -251,7 +251,14 @@ fn accept_loop(sh: Arc<Shared>, mut poll: Poll, mut listener: TcpListener, mut s
         loop {
             let mut got: Vec<Box<dyn ServerConn>> = Vec::new();
             match listener.accept() {
-                Ok(Some(c)) => got.push(Box::new(c)),
+                Ok(Some(c)) => {
+                    // SAFETY: the descriptor belongs to `c`, alive for this call.
+                    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(c.raw_fd()) };
+                    if let Err(e) = dafs_transport::set_tcp_keepalive(fd) {
+                        warn!("cannot enable TCP keepalive: {e}");
+                    }
+                    got.push(Box::new(c))
+                }
                 Ok(None) => {}
                 Err(e) => warn!("accept failed: {e}"),
             }

@@ -71,6 +71,9 @@ struct Entry<S> {
     parked: Option<(Box<S>, Instant)>,
 }
 
+/// A session's state removed from the table, with its shared information.
+pub type Released<S> = (Box<S>, Arc<SessionInfo>);
+
 /// Outcome of a bind attempt.
 pub enum Take<S> {
     /// The session's state, now bound to the caller.
@@ -159,7 +162,7 @@ impl<S> SessionTable<S> {
     }
 
     /// Parked sessions whose lease has passed, removed from the table.
-    pub fn expired(&self, now: Instant) -> Vec<(Box<S>, Arc<SessionInfo>)> {
+    pub fn expired(&self, now: Instant) -> Vec<Released<S>> {
         let mut m = self.inner.lock().unwrap();
         let ids: Vec<u64> = m.iter().filter(|(_, e)| e.parked.as_ref().is_some_and(|(_, d)| *d <= now)).map(|(id, _)| *id).collect();
         ids.into_iter()
@@ -173,7 +176,7 @@ impl<S> SessionTable<S> {
 
     /// Fence `pattern`: refuse its future sessions and binds; returns the parked sessions
     /// (to release now) and flags the bound ones for destruction by their workers.
-    pub fn fence(&self, pattern: &str) -> (Vec<(Box<S>, Arc<SessionInfo>)>, usize) {
+    pub fn fence(&self, pattern: &str) -> (Vec<Released<S>>, usize) {
         self.fenced.lock().unwrap().insert(pattern.to_string());
         let mut m = self.inner.lock().unwrap();
         let ids: Vec<u64> = m.iter().filter(|(_, e)| matches_pattern(pattern, &e.info.client_id)).map(|(id, _)| *id).collect();
