@@ -50,37 +50,39 @@ thread_local! {
     static CURRENT: RefCell<Option<Cred>> = const { RefCell::new(None) };
 }
 
-/// The identity a request of a session with credential `c` runs as.
-pub fn effective(identity: Identity, c: Option<&Cred>) -> Option<Cred> {
+/// The identity (uid, gid, groups) a request of a session with credential `c` runs
+/// as; None: the process's own (nothing to switch).
+pub fn target(identity: Identity, c: Option<&Cred>) -> Option<(u32, u32, &[u32])> {
     match identity {
         Identity::Server => None,
-        Identity::Squash { anon_uid, anon_gid } => Some(Cred { uid: anon_uid, gid: anon_gid, groups: vec![] }),
+        Identity::Squash { anon_uid, anon_gid } => Some((anon_uid, anon_gid, &[])),
         Identity::Asserted { root_squash, anon_uid, anon_gid } => Some(match c {
-            Some(c) if !(root_squash && c.uid == 0) => c.clone(),
-            _ => Cred { uid: anon_uid, gid: anon_gid, groups: vec![] },
+            Some(c) if !(root_squash && c.uid == 0) => (c.uid, c.gid, &c.groups),
+            _ => (anon_uid, anon_gid, &[]),
         }),
     }
 }
 
+/// [`target`] as an owned credential.
+pub fn effective(identity: Identity, c: Option<&Cred>) -> Option<Cred> {
+    target(identity, c).map(|(uid, gid, groups)| Cred { uid, gid, groups: groups.to_vec() })
+}
+
 /// Make this thread's file-system identity the one a request of a session with
-/// credential `c` must run with.
+/// credential `c` must run with. Allocation-free unless the identity changes.
 pub fn apply(sh: &Shared, c: Option<&Cred>) -> Result<(), Status> {
-    let want = effective(sh.cfg.identity, c);
+    // The common case (identity "server"): nothing to switch, ever.
+    let Some((uid, gid, groups)) = target(sh.cfg.identity, c) else { return Ok(()) };
     CURRENT.with(|cur| {
         let mut cur = cur.borrow_mut();
-        if *cur == want {
+        if cur.as_ref().is_some_and(|k| k.uid == uid && k.gid == gid && k.groups == groups) {
             return Ok(());
         }
-        let (uid, gid, groups) = match &want {
-            Some(c) => (c.uid, c.gid, c.groups.clone()),
-            // Back to the process's own identity.
-            None => (rustix::process::geteuid().as_raw(), rustix::process::getegid().as_raw(), vec![]),
-        };
-        switch_thread(uid, gid, &groups).map_err(|e| {
+        switch_thread(uid, gid, groups).map_err(|e| {
             tracing::error!("cannot switch the worker's file-system identity to {uid}:{gid}: {e}");
             Status::ServerFault
         })?;
-        *cur = want;
+        *cur = Some(Cred { uid, gid, groups: groups.to_vec() });
         Ok(())
     })
 }
