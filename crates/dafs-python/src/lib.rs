@@ -395,7 +395,7 @@ enum Refusal {
 #[pymethods]
 impl PyClient {
     #[new]
-    #[pyo3(signature = (target, secret=None, provider="auto", slots=None, export=String::new(), client_id=None, connect_timeout=None))]
+    #[pyo3(signature = (target, secret=None, provider="auto", slots=None, export=String::new(), client_id=None, connect_timeout=None, reconnect=true, reconnect_timeout=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -406,8 +406,16 @@ impl PyClient {
         export: String,
         client_id: Option<String>,
         connect_timeout: Option<f64>,
+        reconnect: bool,
+        reconnect_timeout: Option<f64>,
     ) -> PyResult<Self> {
-        let mut cfg = ClientConfig { secret, export, ..ClientConfig::default() };
+        let mut cfg = ClientConfig { secret, export, reconnect, ..ClientConfig::default() };
+        if let Some(t) = reconnect_timeout {
+            if !(t > 0.0 && t.is_finite()) {
+                return Err(PyValueError::new_err("reconnect_timeout must be a positive number of seconds"));
+            }
+            cfg.reconnect_timeout = Duration::from_secs_f64(t);
+        }
         if let Some(s) = slots {
             cfg.slots = s;
         }
@@ -506,7 +514,30 @@ impl PyClient {
     #[getter]
     fn provider(&self) -> &'static str { self.provider }
     #[getter]
-    fn session_id(&self) -> u64 { self.session_id }
+    fn session_id(&self) -> u64 { self.run(|inner| inner.c.0.session_id()).unwrap_or(self.session_id) }
+
+    /// None while the session is usable; otherwise why it was lost: "BadSession" (its
+    /// lease expired, the server restarted, an administrator ended it) or "Fenced".
+    #[getter]
+    fn session_lost(&self) -> PyResult<Option<&'static str>> {
+        self.run(|inner| inner.c.0.session_lost().map(|s| s.name()))
+    }
+
+    /// After the session was lost: start a new session with the same server and re-open
+    /// every open file by its path (positions kept; creation and truncation not repeated).
+    /// Registered regions stay registered. Locks of the old session are gone.
+    fn reestablish(&self, py: Python<'_>) -> PyResult<()> {
+        self.run_nogil(py, |inner| -> Result<(), Error> {
+            inner.c.0.reestablish()?;
+            let fids: Vec<u64> = inner.files.keys().copied().collect();
+            for fid in fids {
+                let nf = inner.c.0.reopen(&inner.files[&fid])?;
+                inner.files.insert(fid, nf);
+            }
+            Ok(())
+        })?
+        .map_err(|e| to_pyerr(e, None, None))
+    }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.run(|inner| inner.c.0.stats())?;
@@ -521,6 +552,9 @@ impl PyClient {
         d.set_item("off_direct_path", s.off_direct_path)?;
         d.set_item("slot_waits", s.slot_waits)?;
         d.set_item("errors", s.errors)?;
+        d.set_item("reconnects", s.reconnects)?;
+        d.set_item("retransmits", s.retransmits)?;
+        d.set_item("stale_replies", s.stale_replies)?;
         let t = PyDict::new(py);
         t.set_item("msgs_sent", s.transport.msgs_sent)?;
         t.set_item("msgs_received", s.transport.msgs_received)?;

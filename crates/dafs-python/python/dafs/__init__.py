@@ -107,6 +107,9 @@ class Client:
       slots: outstanding requests to ask for (the server may grant fewer).
       export: export name ("" = the server's default export).
       client_id, connect_timeout (seconds).
+      reconnect: when the connection breaks, reconnect, re-bind the session and resend
+        what was in flight (exactly once, through the server's reply cache); default True.
+      reconnect_timeout: seconds to keep trying (default 30).
     """
 
     def __init__(
@@ -120,6 +123,8 @@ class Client:
         export="",
         client_id=None,
         connect_timeout=None,
+        reconnect=True,
+        reconnect_timeout=None,
     ):
         if secret is not None and secret_file is not None:
             raise ValueError("give secret or secret_file, not both")
@@ -133,7 +138,7 @@ class Client:
         elif secret is not None:
             secret = bytes(secret)
         self.target = str(target)
-        self._c = _Client(self.target, secret, provider, slots, export, client_id, connect_timeout)
+        self._c = _Client(self.target, secret, provider, slots, export, client_id, connect_timeout, reconnect, reconnect_timeout)
 
     # ------------------------------------------------------------------ session
 
@@ -187,9 +192,23 @@ class Client:
     def session_id(self) -> int:
         return self._c.session_id
 
+    @property
+    def session_lost(self):
+        """None while the session works; else why it was lost: ``"BadSession"`` (its
+        lease expired, the server restarted, an administrator ended it) or ``"Fenced"``.
+        Every call then raises OSError (ENOTCONN / EPERM) until :meth:`reestablish`."""
+        return self._c.session_lost
+
+    def reestablish(self) -> None:
+        """Start a new session after the old one was lost and re-open every open file
+        by its path (positions kept; creation/truncation not repeated). Registered regions
+        stay registered; locks of the old session are gone."""
+        self._c.reestablish()
+
     def stats(self) -> dict:
         """Counters: requests, inline/direct reads and writes and bytes, off_direct_path
-        (large I/O into unregistered memory), slot_waits, errors, and ``transport``."""
+        (large I/O into unregistered memory), slot_waits, errors, reconnects,
+        retransmits, stale_replies, and ``transport``."""
         return self._c.stats()
 
     def statfs(self) -> dict:
