@@ -863,6 +863,15 @@ fn read_direct_with_unregistered_key_is_placed_by_key() {
     let (h, reply) = decode_reply(&r, MAX).unwrap();
     assert_eq!(h.slot_id, 1);
     assert_eq!(reply, Reply::ReadDirect { count: 11, eof: true });
+    // A retransmission of a READ_DIRECT executes again (reads are idempotent): the data
+    // is placed again, into the memory the retransmitted request names, and the file's
+    // current content is what is placed.
+    std::fs::write(srv.dir().join("hello"), b"HELLO WORLD").unwrap();
+    raw.send_msg(&m);
+    let (put, payload) = raw.frame();
+    assert_eq!((put.kind, put.key, put.offset, put.len), (FrameKind::Put, 12345, 7, 11), "{put:?}");
+    assert_eq!(payload, b"HELLO WORLD");
+    assert_eq!(decode_reply(&raw.reply(), MAX).unwrap().1, Reply::ReadDirect { count: 11, eof: true });
     // Past EOF: nothing placed (at most an empty PUT), count 0.
     let m = raw.next(1, &Request::ReadDirect { open_id, offset: 100, len: 4096, region: RemoteRegion { key: 12345, offset: 0 } });
     raw.send_msg(&m);
