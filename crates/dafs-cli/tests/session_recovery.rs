@@ -458,7 +458,10 @@ fn limits_and_rules_from_the_toml_config() {
     )
     .unwrap();
     let srv = TestServer::start(&["--config", cfg.to_str().unwrap()]);
+    // One connection per client: the automatic switch to shared memory still works (the
+    // TCP session ends before the shared-memory one starts).
     let c1 = srv.client_with(|c| c.client_id = "ops-1:1".into()).unwrap();
+    assert_eq!(c1.provider(), "shm");
     assert_eq!(srv.client_with(|c| c.client_id = "ops-1:1".into()).err().unwrap().status(), Some(Status::Limit));
     drop(c1);
     // The default export admits anyone; the guarded one only ops-*.

@@ -540,13 +540,24 @@ impl Client {
             return Ok(Self::establish(Box::new(t), &cfg)?.0);
         }
         let t = TcpClient::connect(target, cfg.connect_timeout)?;
-        let (c, offer) = Self::establish(Box::new(t), &cfg)?;
+        let (mut c, offer) = Self::establish(Box::new(t), &cfg)?;
         if cfg.provider == Provider::Auto && !offer.shm_path.is_empty() && offer.host_id == dafs_transport::shm::host_id() {
             match ShmClient::connect(std::path::Path::new(&offer.shm_path), cfg.connect_timeout) {
-                Ok(t) => match Self::establish(Box::new(t), &cfg) {
-                    Ok((shm_client, _)) => return Ok(shm_client),
-                    Err(e) => tracing::debug!("shared-memory session failed, staying on tcp: {e}"),
-                },
+                Ok(shm) => {
+                    // The shared-memory session replaces the TCP one: end that first (and
+                    // wait for it), so the server never counts both against this client's
+                    // limits. Its connection stays open in case the switch fails.
+                    c.call(&Request::SessionDestroy).and_then(|m| c.decode(&m).map(|_| ()))?;
+                    c.dead = true;
+                    let tcp = std::mem::replace(&mut c.t, Box::new(NoTransport));
+                    match Self::establish(Box::new(shm), &cfg) {
+                        Ok((shm_client, _)) => return Ok(shm_client),
+                        Err(e) => {
+                            tracing::debug!("shared-memory session failed, staying on tcp: {e}");
+                            return Ok(Self::establish(tcp, &cfg)?.0);
+                        }
+                    }
+                }
                 Err(e) => tracing::debug!("shared-memory connect to {} failed, staying on tcp: {e}", offer.shm_path),
             }
         }
