@@ -240,6 +240,11 @@ impl Conn {
         let h = Header::reply_to(req_h, Status::Ok, target);
         if reply.status() != Status::Ok {
             sh.stats.errors_replied.fetch_add(1, Relaxed);
+            // Every limit refusal, whichever limit (sessions, connections per client, open
+            // files, handles, locks per file...), is counted here, once.
+            if reply.status() == Status::Limit {
+                sh.stats.limit_refusals.fetch_add(1, Relaxed);
+            }
         }
         sc.out.clear();
         self.last_reply = if self.capture.is_none() { Some((req_h.slot_id, req_h.sequence_id)) } else { None };
@@ -465,13 +470,11 @@ impl Conn {
             return self.send(sh, sc, &h, &Reply::Error(Status::Fenced));
         }
         if sh.sessions.bound_count(&client_name) >= sh.cfg.connections_per_client_max {
-            sh.stats.limit_refusals.fetch_add(1, Relaxed);
             warn!(client = %client_name, limit = sh.cfg.connections_per_client_max, "session refused: connections per client");
             return self.send(sh, sc, &h, &Reply::Error(Status::Limit));
         }
         if sh.sessions_live.fetch_add(1, Relaxed) >= sh.cfg.sessions_max {
             sh.sessions_live.fetch_sub(1, Relaxed);
-            sh.stats.limit_refusals.fetch_add(1, Relaxed);
             return self.send(sh, sc, &h, &Reply::Error(Status::Limit));
         }
         let max_msg = max_msg.min(sh.cfg.msg_size_max);
@@ -531,7 +534,6 @@ impl Conn {
             return self.send(sh, sc, &h, &Reply::Error(Status::Fenced));
         }
         if sh.sessions.bound_count(&client_name) >= sh.cfg.connections_per_client_max {
-            sh.stats.limit_refusals.fetch_add(1, Relaxed);
             return self.send(sh, sc, &h, &Reply::Error(Status::Limit));
         }
         let (mut s, info) = match sh.sessions.take(h.session_id, client_id) {
