@@ -360,6 +360,14 @@ impl TcpClient {
     }
 }
 
+impl Drop for TcpClient {
+    fn drop(&mut self) {
+        if let Some(t) = self.tls.as_deref_mut() {
+            t.close(self.sock.as_fd());
+        }
+    }
+}
+
 impl crate::wait::WaitSteps for TcpClient {
     fn poll_once(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
         self.out.flush(&mut Io::new(&self.sock, &mut self.tls), &mut self.pool)?;

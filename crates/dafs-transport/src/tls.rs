@@ -376,6 +376,12 @@ impl TlsLink {
         Ok(true)
     }
 
+    /// Tell the peer we are done (TLS close_notify), best effort, never blocking.
+    pub(crate) fn close(&mut self, fd: BorrowedFd<'_>) {
+        self.conn.send_close_notify();
+        let _ = self.push(fd);
+    }
+
     /// Ciphertext waiting inside rustls for the socket.
     pub(crate) fn wants_write(&self) -> bool {
         self.conn.wants_write()
