@@ -442,6 +442,7 @@ pub extern "C" fn dafs_provider(client: *const dafs_client_t) -> *const c_char {
     guarded(c"".as_ptr(), || {
         query(client, c"".as_ptr(), |c| match c.provider() {
             "tcp" => c"tcp".as_ptr(),
+            "tcp+tls" => c"tcp+tls".as_ptr(),
             "shm" => c"shm".as_ptr(),
             _ => c"unknown".as_ptr(),
         })

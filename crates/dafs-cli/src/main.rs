@@ -25,6 +25,22 @@ struct Cli {
     /// No progress bar.
     #[arg(long, short, global = true)]
     quiet: bool,
+    /// Use TLS on TCP (also implied by a dafs+tls:// URL or any other --tls-* option).
+    #[arg(long, global = true)]
+    tls: bool,
+    /// CA certificates (PEM) the server's certificate must chain to (default: the
+    /// system bundle). Selects TLS.
+    #[arg(long, global = true, value_name = "FILE", env = "DAFS_TLS_CA")]
+    tls_ca: Option<PathBuf>,
+    /// Client certificate chain (PEM) for servers requiring mutual TLS. Needs --tls-key.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Check the server certificate against this name instead of the URL's host.
+    #[arg(long, global = true, value_name = "NAME")]
+    tls_server_name: Option<String>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -99,6 +115,14 @@ fn connect(cli: &Cli, url: &str) -> Result<(Client, String), Fail> {
     let mut cfg = ClientConfig { export: cli.export.clone(), ..Default::default() };
     if let Some(p) = &cli.secret_file {
         cfg.secret = Some(serve::read_secret(p).map_err(|e| Fail(2, e))?);
+    }
+    if cli.tls || cli.tls_ca.is_some() || cli.tls_cert.is_some() || cli.tls_server_name.is_some() || addr.starts_with("dafs+tls://") {
+        cfg.tls = Some(dafs_client::TlsClientOptions {
+            ca_file: cli.tls_ca.clone(),
+            server_name: cli.tls_server_name.clone(),
+            cert_file: cli.tls_cert.clone(),
+            key_file: cli.tls_key.clone(),
+        });
     }
     let c = Client::connect(&addr, cfg).map_err(|e| Fail(3, format!("cannot connect to {addr}: {e}")))?;
     Ok((c, path))

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use dafs_server::{Export, ServerConfig};
+use dafs_server::{Export, ServerConfig, TlsServerOptions};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
@@ -95,6 +95,17 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics (GET /metrics) on this address, e.g. 127.0.0.1:9420.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// Serve TCP over TLS with this certificate chain (PEM, leaf first). Plaintext TCP
+    /// clients are then refused. Needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates issued by a CA in this PEM file (mutual TLS). Turns
+    /// the shared-memory provider off (it has no client certificates).
+    #[arg(long, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -131,6 +142,16 @@ struct FileConfig {
     metrics_listen: Option<String>,
     #[serde(default)]
     exports: Vec<FileExport>,
+    tls: Option<FileTls>,
+}
+
+/// `[tls]` table: `cert`, `key`, optional `client_ca`.
+#[derive(serde::Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct FileTls {
+    cert: PathBuf,
+    key: PathBuf,
+    client_ca: Option<PathBuf>,
 }
 
 #[derive(serde::Deserialize, Debug)]
@@ -233,6 +254,22 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     if let Some(p) = a.secret_file.as_ref().or(fc.secret_file.as_ref()) {
         cfg.secret = Some(read_secret(p)?);
     }
+    cfg.tls = match (&a.tls_cert, &a.tls_key, &fc.tls) {
+        (Some(cert), Some(key), _) => Some(TlsServerOptions {
+            cert_file: cert.clone(),
+            key_file: key.clone(),
+            client_ca_file: a.tls_client_ca.clone().or_else(|| fc.tls.as_ref().and_then(|t| t.client_ca.clone())),
+        }),
+        (None, None, Some(t)) => Some(TlsServerOptions { cert_file: t.cert.clone(), key_file: t.key.clone(), client_ca_file: a.tls_client_ca.clone().or(t.client_ca.clone()) }),
+        (None, None, None) if a.tls_client_ca.is_some() => return Err("--tls-client-ca needs --tls-cert and --tls-key".into()),
+        _ => None,
+    };
+    if cfg.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some()) && a.shm_socket.is_none() && fc.shm_socket.is_none() {
+        // Mutual TLS: same-host clients must not get around client certificates through
+        // the shared-memory provider. An explicitly configured shm socket is an error
+        // (reported by validate).
+        cfg.shm_socket = None;
+    }
     cfg.validate()?;
     Ok(cfg)
 }
@@ -241,9 +278,13 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
 pub fn run(a: &ServeArgs) -> Result<(), String> {
     let cfg = build_config(a)?;
     let admin = cfg.admin_socket.clone();
+    let tls = cfg.tls.clone();
     let exports: Vec<String> = cfg.exports.iter().map(|e| format!("{}={}{}", e.name, e.path.display(), if e.read_only { " (ro)" } else { "" })).collect();
     let handle = dafs_server::start(cfg)?;
     println!("dafsd listening on {}", handle.local_addr());
+    if let Some(t) = &tls {
+        println!("tls: required on {} ({})", handle.local_addr(), if t.client_ca_file.is_some() { "client certificates required" } else { "no client certificates" });
+    }
     if let Some(p) = handle.shm_path() {
         println!("shared memory: dafs+shm://{p}");
     }

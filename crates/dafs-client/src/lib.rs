@@ -75,6 +75,7 @@ use dafs_transport::tcp::TcpClient;
 use dafs_transport::{Access, ClientTransport, TransportStats, Wait};
 
 pub use dafs_proto;
+pub use dafs_transport::tls::TlsClientOptions;
 pub use error::{Error, Result};
 
 /// How to connect.
@@ -101,6 +102,12 @@ pub struct ClientConfig {
     /// How long to keep trying to reconnect before giving up (should stay below the
     /// server's lease, 90 s by default).
     pub reconnect_timeout: Duration,
+    /// TLS for TCP connections. `Some`: every TCP connection is TLS, or the connect
+    /// fails (a `dafs+tls://` target selects TLS too, with default options if `None`).
+    /// With [`Provider::Auto`] a same-host client may still switch to shared memory
+    /// after the TLS session (the offer arrived over the verified TLS channel; shared
+    /// memory never leaves the host). [`Provider::Tcp`] stays on TLS.
+    pub tls: Option<TlsClientOptions>,
 }
 
 /// Provider choice for TCP targets.
@@ -125,6 +132,7 @@ impl Default for ClientConfig {
             provider: Provider::Auto,
             reconnect: true,
             reconnect_timeout: Duration::from_secs(30),
+            tls: None,
         }
     }
 }
@@ -533,13 +541,21 @@ fn split_parent(path: &str) -> Result<(String, String)> {
 impl Client {
     /// Connect and establish a session. `target` is `host:port` (TCP; on the server's
     /// host the library switches to shared memory by itself unless
-    /// `cfg.provider == Provider::Tcp`), or `dafs+shm:///path/to/socket`.
+    /// `cfg.provider == Provider::Tcp`), `dafs+tls://host:port` (TCP over TLS, also
+    /// selected by `cfg.tls`), or `dafs+shm:///path/to/socket`.
     pub fn connect(target: &str, cfg: ClientConfig) -> Result<Client> {
         if let Some(path) = target.strip_prefix("dafs+shm://") {
             let t = ShmClient::connect(std::path::Path::new(path), cfg.connect_timeout)?;
             return Ok(Self::establish(Box::new(t), &cfg)?.0);
         }
-        let t = TcpClient::connect(target, cfg.connect_timeout)?;
+        let (target, tls) = match target.strip_prefix("dafs+tls://") {
+            Some(hostport) => (hostport, Some(cfg.tls.clone().unwrap_or_default())),
+            None => (target, cfg.tls.clone()),
+        };
+        let t = match &tls {
+            Some(opts) => TcpClient::connect_tls(target, cfg.connect_timeout, opts)?,
+            None => TcpClient::connect(target, cfg.connect_timeout)?,
+        };
         let (mut c, offer) = Self::establish(Box::new(t), &cfg)?;
         if cfg.provider == Provider::Auto && !offer.shm_path.is_empty() && offer.host_id == dafs_transport::shm::host_id() {
             match ShmClient::connect(std::path::Path::new(&offer.shm_path), cfg.connect_timeout) {
@@ -564,8 +580,8 @@ impl Client {
         Ok(c)
     }
 
-    /// Connect from a `dafs://host:port/...` or `dafs+shm:///x.sock/...` URL (the path
-    /// part is ignored here).
+    /// Connect from a `dafs://host:port/...`, `dafs+tls://host:port/...` or
+    /// `dafs+shm:///x.sock/...` URL (the path part is ignored here).
     pub fn connect_url(url: &str, cfg: ClientConfig) -> Result<Client> {
         let (addr, _) = parse_url(url)?;
         Self::connect(&addr, cfg)
@@ -2251,6 +2267,7 @@ impl ClientTransport for NoTransport {
 
 /// Split a URL into (connect target, path inside the export):
 /// `dafs://host:port/path` -> ("host:port", "/path");
+/// `dafs+tls://host:port/path` -> ("dafs+tls://host:port", "/path");
 /// `dafs+shm:///run/dafsd.sock/path` -> ("dafs+shm:///run/dafsd.sock", "/path"): the
 /// socket path ends at the first component ending in `.sock`.
 pub fn parse_url(url: &str) -> Result<(String, String)> {
@@ -2271,7 +2288,10 @@ pub fn parse_url(url: &str) -> Result<(String, String)> {
         let path = &rest[end..];
         return Ok((format!("dafs+shm://{}", &rest[..end]), if path.is_empty() { "/".into() } else { path.into() }));
     }
-    let rest = url.strip_prefix("dafs://").ok_or(Error::InvalidArgument("URL must start with dafs://"))?;
+    let (scheme, rest) = match url.strip_prefix("dafs+tls://") {
+        Some(r) => ("dafs+tls://", r),
+        None => ("", url.strip_prefix("dafs://").ok_or(Error::InvalidArgument("URL must start with dafs://, dafs+tls:// or dafs+shm://"))?),
+    };
     let (hostport, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -2280,7 +2300,7 @@ pub fn parse_url(url: &str) -> Result<(String, String)> {
         return Err(Error::InvalidArgument("URL has no host"));
     }
     let hostport = if hostport.contains(':') && !hostport.ends_with(']') { hostport.to_string() } else { format!("{hostport}:7420") };
-    Ok((hostport, path.to_string()))
+    Ok((format!("{scheme}{hostport}"), path.to_string()))
 }
 
 #[cfg(test)]
@@ -2296,6 +2316,9 @@ mod tests {
         assert_eq!(parse_url("dafs+shm:///tmp/d.sock/a/b").unwrap(), ("dafs+shm:///tmp/d.sock".into(), "/a/b".into()));
         assert_eq!(parse_url("dafs+shm:///tmp/d.sock").unwrap(), ("dafs+shm:///tmp/d.sock".into(), "/".into()));
         assert!(parse_url("dafs+shm:///tmp/nosock/a").is_err());
+        assert_eq!(parse_url("dafs+tls://h:9/a").unwrap(), ("dafs+tls://h:9".into(), "/a".into()));
+        assert_eq!(parse_url("dafs+tls://h").unwrap(), ("dafs+tls://h:7420".into(), "/".into()));
+        assert!(parse_url("dafs+tls:///a").is_err());
     }
 
     #[test]

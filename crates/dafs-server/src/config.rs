@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use dafs_proto::limits;
+pub use dafs_transport::tls::TlsServerOptions;
 
 #[derive(Debug, Clone)]
 pub struct Export {
@@ -84,6 +85,10 @@ pub struct ServerConfig {
     pub admin_socket: Option<PathBuf>,
     /// Address of the Prometheus text endpoint (`GET /metrics`); None disables it.
     pub metrics_listen: Option<String>,
+    /// TLS on the TCP listener: when set, every TCP connection must complete a TLS
+    /// handshake (plaintext clients are refused); with `client_ca_file`, clients must also
+    /// present a certificate (mutual TLS). The shared-memory provider is unaffected.
+    pub tls: Option<TlsServerOptions>,
 }
 
 /// Default inline/direct threshold. See docs/benchmarks.md for how it was chosen.
@@ -114,6 +119,7 @@ impl ServerConfig {
             identity: crate::cred::Identity::Server,
             admin_socket: None,
             metrics_listen: None,
+            tls: None,
         }
     }
 
@@ -162,6 +168,11 @@ impl ServerConfig {
         }
         if self.backlog_bytes_max < self.direct_max as usize {
             return Err("backlog_bytes_max must be at least direct_max".into());
+        }
+        if self.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some()) && self.shm_socket.is_some() {
+            // Same-host clients would reach the server over shared memory without a
+            // client certificate.
+            return Err("TLS client certificates (client_ca_file) cannot be combined with the shared-memory provider: disable shm".into());
         }
         Ok(())
     }

@@ -37,7 +37,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use rustix::fs::{Mode, OFlags};
 use tracing::{error, info, warn};
 
-pub use config::{Export, ServerConfig};
+pub use config::{Export, ServerConfig, TlsServerOptions};
 use conn::{Conn, ConnFate, Scratch};
 pub use stats::StatsSnapshot;
 
@@ -149,6 +149,9 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
     let mut instance = [0u8; 8];
     getrandom::getrandom(&mut instance).map_err(|e| e.to_string())?;
     let mut listener = TcpListener::bind(&cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    if let Some(t) = &cfg.tls {
+        listener.set_tls(t.build().map_err(|e| format!("TLS: {e}"))?);
+    }
     let local_addr = listener.local_addr();
     let mut shm_listener = match &cfg.shm_socket {
         Some(p) => Some(ShmListener::bind(p).map_err(|e| format!("cannot listen on {}: {e}", p.display()))?),
@@ -216,7 +219,7 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
         let sh = shared.clone();
         threads.push(std::thread::Builder::new().name("dafsd-metrics".into()).spawn(move || admin::metrics_loop(sh, l)).map_err(|e| e.to_string())?);
     }
-    info!(addr = %local_addr, shm = %shared.shm_path, exports = shared.cfg.exports.len(), workers = shared.cfg.workers, "dafsd listening");
+    info!(addr = %local_addr, tls = shared.cfg.tls.is_some(), shm = %shared.shm_path, exports = shared.cfg.exports.len(), workers = shared.cfg.workers, "dafsd listening");
     Ok(ServerHandle { shared, local_addr, metrics_addr, links, acceptor_waker, threads })
 }
 

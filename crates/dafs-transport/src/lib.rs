@@ -10,7 +10,7 @@
 //! - Server side: [`ServerListener`] and [`ServerConn`], non-blocking, driven by the
 //!   server's event loop through [`ServerConn::raw_fd`] readiness.
 //!
-//! Providers: [`tcp`] (any two hosts). A same-host shared-memory provider and a libfabric
+//! Providers: [`tcp`] (any two hosts; optionally over TLS, see [`tls`]). A same-host shared-memory provider and a libfabric
 //! provider implement the same traits.
 
 pub mod fault;
@@ -18,6 +18,7 @@ pub mod frame;
 pub mod registry;
 pub mod shm;
 pub mod tcp;
+pub mod tls;
 pub mod wait;
 
 use std::os::fd::RawFd;
@@ -41,6 +42,10 @@ pub enum TransportError {
     RegistrationLimit,
     #[error("memory at this address cannot be registered with this provider")]
     NotRegistrable,
+    /// TLS configuration, handshake or record-layer failure (bad certificate, wrong
+    /// server name, peer not speaking TLS, ...). The text says which.
+    #[error("{0}")]
+    Tls(String),
 }
 
 impl TransportError {

@@ -4,17 +4,21 @@
 //! read from the socket straight into the registered region, and a GET is answered by
 //! writing straight from the region. The stream orders a placement before the reply
 //! that follows it, as RDMA orders a write before a later send.
+//!
+//! Optionally over TLS ([`crate::tls`]): the same frames on an encrypted stream.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dafs_proto::limits;
 
 use crate::frame::{FrameHeader, FrameKind, FRAME_HEADER_LEN};
 use crate::registry::Registry;
+use crate::tls::{classify, Io, TlsClientOptions, TlsLink};
 use crate::wait::{sleep_on_fd, spin_budget_from_env};
 use crate::{Access, ClientTransport, PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener, TransportError, TransportStats, Wait};
 
@@ -82,7 +86,7 @@ impl OutQueue {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) if is_disconnect(&e) => return Err(TransportError::Closed),
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(classify(e)),
                 }
             };
             self.bytes -= n;
@@ -107,23 +111,6 @@ impl OutQueue {
     }
 }
 
-/// Writes with MSG_NOSIGNAL: a peer that went away is an EPIPE error, never a SIGPIPE.
-/// Rust binaries ignore SIGPIPE, but C programs (and Python) embedding the client
-/// library do not, and would die on a write to a dead server.
-struct NoSignal<'a, S: AsFd>(&'a S);
-
-impl<S: AsFd> Write for NoSignal<'_, S> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        rustix::net::send(self.0, buf, rustix::net::SendFlags::NOSIGNAL).map_err(io::Error::from)
-    }
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        rustix::net::sendmsg(self.0, bufs, &mut rustix::net::SendAncillaryBuffer::default(), rustix::net::SendFlags::NOSIGNAL).map_err(io::Error::from)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 fn is_disconnect(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted | io::ErrorKind::UnexpectedEof)
 }
@@ -137,7 +124,7 @@ fn read_some<R: Read>(r: &mut R, dst: &mut [u8]) -> Result<Option<usize>, Transp
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) if is_disconnect(&e) => return Err(TransportError::Closed),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(classify(e)),
         }
     }
 }
@@ -199,6 +186,10 @@ unsafe impl Send for crate::registry::Registry {}
 /// Client endpoint of the TCP provider.
 pub struct TcpClient {
     sock: TcpStream,
+    /// TLS state when the connection is encrypted.
+    tls: Option<Box<TlsLink>>,
+    /// How to set TLS up again on reconnect (same configuration and server name).
+    tls_params: Option<(Arc<rustls::ClientConfig>, rustls::pki_types::ServerName<'static>)>,
     max_msg: usize,
     registry: Registry,
     hdr: HeaderReader,
@@ -213,15 +204,39 @@ pub struct TcpClient {
 impl TcpClient {
     /// Connect to `addr` ("host:port").
     pub fn connect(addr: &str, timeout: Duration) -> Result<Self, TransportError> {
+        Self::from_stream(Self::dial(addr, timeout)?)
+    }
+
+    /// Connect to `addr` ("host:port") and complete a TLS handshake within `timeout`
+    /// (certificate, name and protocol errors are reported here, as [`TransportError::Tls`]).
+    pub fn connect_tls(addr: &str, timeout: Duration, opts: &TlsClientOptions) -> Result<Self, TransportError> {
+        let cfg = opts.build()?;
+        let name = opts.server_name_for(addr)?;
+        Self::connect_tls_with(addr, timeout, cfg, name)
+    }
+
+    /// [`TcpClient::connect_tls`] with a prepared rustls configuration.
+    pub fn connect_tls_with(addr: &str, timeout: Duration, cfg: Arc<rustls::ClientConfig>, name: rustls::pki_types::ServerName<'static>) -> Result<Self, TransportError> {
+        let deadline = Instant::now() + timeout;
+        let mut c = Self::from_stream(Self::dial(addr, timeout)?)?;
+        c.tls = Some(Box::new(TlsLink::client_handshake(c.sock.as_fd(), cfg.clone(), name.clone(), deadline)?));
+        c.tls_params = Some((cfg, name));
+        Ok(c)
+    }
+
+    fn dial(addr: &str, timeout: Duration) -> Result<TcpStream, TransportError> {
         let mut last = None;
         for a in addr.to_socket_addrs()? {
             match TcpStream::connect_timeout(&a, timeout) {
-                Ok(s) => return Self::from_stream(s),
+                Ok(s) => return Ok(s),
                 Err(e) => last = Some(e),
             }
         }
         Err(last.map(TransportError::Io).unwrap_or(TransportError::Protocol("address resolved to nothing")))
     }
+
+    /// True when the connection is encrypted.
+    pub fn is_tls(&self) -> bool { self.tls.is_some() }
 
     pub fn from_stream(sock: TcpStream) -> Result<Self, TransportError> {
         sock.set_nodelay(true)?;
@@ -229,6 +244,8 @@ impl TcpClient {
         let peer = sock.peer_addr()?;
         Ok(TcpClient {
             sock,
+            tls: None,
+            tls_params: None,
             max_msg: limits::MSG_SIZE_MAX as usize,
             registry: Registry::new(REGIONS_MAX),
             hdr: HeaderReader::new(),
@@ -245,9 +262,15 @@ impl TcpClient {
 
     /// A new socket to the same peer; registrations (client-side here) stay as they are.
     fn reconnect_to_peer(&mut self, timeout: Duration) -> Result<(), TransportError> {
+        let deadline = Instant::now() + timeout;
         let sock = TcpStream::connect_timeout(&self.peer, timeout)?;
         sock.set_nodelay(true)?;
         sock.set_nonblocking(true)?;
+        // A TLS connection comes back as TLS, with the same configuration and name.
+        self.tls = match &self.tls_params {
+            Some((cfg, name)) => Some(Box::new(TlsLink::client_handshake(sock.as_fd(), cfg.clone(), name.clone(), deadline)?)),
+            None => None,
+        };
         self.sock = sock;
         // A placement or message half-received on the old connection is abandoned; the
         // request it belonged to is retransmitted by the session layer.
@@ -259,14 +282,28 @@ impl TcpClient {
 
     /// Read and act on whatever has arrived; return a complete message if there is one.
     fn progress(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
+        self.progress_inner().map_err(|e| self.explain_plaintext_refusal(e))
+    }
+
+    /// A plaintext client talking to a TLS server receives a TLS alert record (or a
+    /// handshake record) instead of a frame header: say so rather than "closed".
+    fn explain_plaintext_refusal(&self, e: TransportError) -> TransportError {
+        let looks_tls = self.hdr.buf[1] == 3 && matches!(self.hdr.buf[0], 0x15 | 0x16);
+        if self.tls.is_none() && self.stats.msgs_received == 0 && looks_tls && matches!(e, TransportError::Closed | TransportError::Protocol(_)) {
+            return TransportError::Tls("the server answered with TLS: it requires TLS (use a dafs+tls:// URL / TLS options)".into());
+        }
+        e
+    }
+
+    fn progress_inner(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
         loop {
             match &mut self.recv_state {
                 ClientRecv::Header => {
-                    let Some(fh) = self.hdr.poll(&mut self.sock)? else { return Ok(None) };
+                    let Some(fh) = self.hdr.poll(&mut Io::new(&self.sock, &mut self.tls))? else { return Ok(None) };
                     self.on_frame_header(fh)?;
                 }
                 ClientRecv::Msg { buf, len, got } => {
-                    let Some(n) = read_some(&mut self.sock, &mut buf[*got..*len])? else { return Ok(None) };
+                    let Some(n) = read_some(&mut Io::new(&self.sock, &mut self.tls), &mut buf[*got..*len])? else { return Ok(None) };
                     *got += n;
                     if *got == *len {
                         let ClientRecv::Msg { mut buf, len, .. } = std::mem::replace(&mut self.recv_state, ClientRecv::Header) else { unreachable!() };
@@ -280,7 +317,7 @@ impl TcpClient {
                     // the registration contract keeps it valid and unaliased while the
                     // request naming it is in flight.
                     let dst = unsafe { std::slice::from_raw_parts_mut(ptr.add(*got), *len - *got) };
-                    let Some(n) = read_some(&mut self.sock, dst)? else { return Ok(None) };
+                    let Some(n) = read_some(&mut Io::new(&self.sock, &mut self.tls), dst)? else { return Ok(None) };
                     *got += n;
                     if *got == *len {
                         self.stats.placed_bytes += *len as u64;
@@ -339,7 +376,7 @@ impl TcpClient {
                         self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
                     }
                 }
-                self.out.flush(&mut NoSignal(&self.sock), &mut self.pool)?;
+                self.out.flush(&mut Io::new(&self.sock, &mut self.tls), &mut self.pool)?;
             }
             FrameKind::GetResp => return Err(TransportError::Protocol("GET_RESP sent to a client")),
         }
@@ -347,14 +384,26 @@ impl TcpClient {
     }
 }
 
+impl Drop for TcpClient {
+    fn drop(&mut self) {
+        if let Some(t) = self.tls.as_deref_mut() {
+            t.close(self.sock.as_fd());
+        }
+    }
+}
+
 impl crate::wait::WaitSteps for TcpClient {
     fn poll_once(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
-        self.out.flush(&mut NoSignal(&self.sock), &mut self.pool)?;
+        self.out.flush(&mut Io::new(&self.sock, &mut self.tls), &mut self.pool)?;
+        if let Some(t) = self.tls.as_deref_mut() {
+            t.push(self.sock.as_fd()).map_err(|e| if is_disconnect(&e) { TransportError::Closed } else { classify(e) })?;
+        }
         self.progress()
     }
     fn sleep(&mut self, deadline: Option<Instant>) -> Result<(), TransportError> {
         // Also for POLLOUT while output is queued: the kernel taking it is progress.
-        Ok(sleep_on_fd(self.sock.as_fd(), !self.out.q.is_empty(), deadline)?)
+        let tls_out = self.tls.as_ref().is_some_and(|t| t.wants_write());
+        Ok(sleep_on_fd(self.sock.as_fd(), !self.out.q.is_empty() || tls_out, deadline)?)
     }
     fn spin_and_stats(&mut self) -> (&mut crate::wait::AdaptiveSpin, &mut TransportStats) {
         (&mut self.spin, &mut self.stats)
@@ -376,10 +425,11 @@ impl ClientTransport for TcpClient {
             let total = h.len() + msg.len();
             let mut written = 0;
             while written < total {
+                let mut io = Io::new(&self.sock, &mut self.tls);
                 let r = if written < h.len() {
-                    NoSignal(&self.sock).write_vectored(&[IoSlice::new(&h[written..]), IoSlice::new(msg)])
+                    io.write_vectored(&[IoSlice::new(&h[written..]), IoSlice::new(msg)])
                 } else {
-                    NoSignal(&self.sock).write(&msg[written - h.len()..])
+                    io.write(&msg[written - h.len()..])
                 };
                 match r {
                     Ok(0) => return Err(TransportError::Closed),
@@ -387,7 +437,7 @@ impl ClientTransport for TcpClient {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     Err(e) if is_disconnect(&e) => return Err(TransportError::Closed),
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(classify(e)),
                 }
             }
             if written < h.len() {
@@ -406,7 +456,7 @@ impl ClientTransport for TcpClient {
         buf[..msg.len()].copy_from_slice(msg);
         self.out.push(Out::Header { bytes: h, pos: 0 });
         self.out.push(Out::Owned { buf, len: msg.len(), pos: 0 });
-        self.out.flush(&mut NoSignal(&self.sock), &mut self.pool)?;
+        self.out.flush(&mut Io::new(&self.sock, &mut self.tls), &mut self.pool)?;
         Ok(())
     }
 
@@ -442,7 +492,9 @@ impl ClientTransport for TcpClient {
         self.registry.alloc_owned(len, Access::READ_WRITE)
     }
 
-    fn provider(&self) -> &'static str { "tcp" }
+    fn provider(&self) -> &'static str {
+        if self.tls.is_some() { "tcp+tls" } else { "tcp" }
+    }
     fn stats(&self) -> TransportStats { self.stats }
     fn raw_fd(&self) -> RawFd { self.sock.as_raw_fd() }
 }
@@ -453,6 +505,8 @@ impl ClientTransport for TcpClient {
 
 pub struct TcpListener {
     inner: mio::net::TcpListener,
+    /// When set, every accepted connection speaks TLS (plaintext peers fail the handshake).
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl TcpListener {
@@ -461,8 +515,11 @@ impl TcpListener {
             .to_socket_addrs()?
             .next()
             .ok_or(TransportError::Protocol("listen address resolved to nothing"))?;
-        Ok(TcpListener { inner: mio::net::TcpListener::bind(a)? })
+        Ok(TcpListener { inner: mio::net::TcpListener::bind(a)?, tls: None })
     }
+    /// Require TLS on every connection accepted from now on.
+    pub fn set_tls(&mut self, cfg: Arc<rustls::ServerConfig>) { self.tls = Some(cfg); }
+    pub fn is_tls(&self) -> bool { self.tls.is_some() }
     pub fn mio(&mut self) -> &mut mio::net::TcpListener { &mut self.inner }
 }
 
@@ -473,7 +530,11 @@ impl ServerListener for TcpListener {
         match self.inner.accept() {
             Ok((s, peer)) => {
                 s.set_nodelay(true)?;
-                Ok(Some(TcpServerConn::new(s, peer.to_string())))
+                let mut c = TcpServerConn::new(s, peer.to_string());
+                if let Some(cfg) = &self.tls {
+                    c.tls = Some(Box::new(TlsLink::server(cfg.clone())?));
+                }
+                Ok(Some(c))
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             Err(e) => Err(e.into()),
@@ -492,6 +553,7 @@ enum ServerRecv {
 
 pub struct TcpServerConn {
     sock: mio::net::TcpStream,
+    tls: Option<Box<TlsLink>>,
     peer: String,
     max_msg: usize,
     hdr: HeaderReader,
@@ -507,6 +569,7 @@ impl TcpServerConn {
     fn new(sock: mio::net::TcpStream, peer: String) -> Self {
         TcpServerConn {
             sock,
+            tls: None,
             peer,
             max_msg: limits::MSG_SIZE_MAX as usize,
             hdr: HeaderReader::new(),
@@ -545,7 +608,7 @@ impl ServerConn for TcpServerConn {
         loop {
             match &mut self.recv_state {
                 ServerRecv::Header => {
-                    let Some(fh) = self.hdr.poll(&mut self.sock)? else { return Ok(None) };
+                    let Some(fh) = self.hdr.poll(&mut Io::new(&self.sock, &mut self.tls))? else { return Ok(None) };
                     let len = fh.len as usize;
                     match fh.kind {
                         FrameKind::Msg => {
@@ -587,7 +650,7 @@ impl ServerConn for TcpServerConn {
                         buf.resize((*len).min(got.saturating_mul(2).max(RECV_CHUNK)), 0);
                     }
                     let end = (*len).min(buf.len());
-                    let Some(n) = read_some(&mut self.sock, &mut buf[*got..end])? else { return Ok(None) };
+                    let Some(n) = read_some(&mut Io::new(&self.sock, &mut self.tls), &mut buf[*got..end])? else { return Ok(None) };
                     *got += n;
                     if *got == *len {
                         let ServerRecv::Msg { mut buf, len, .. } = std::mem::replace(&mut self.recv_state, ServerRecv::Header) else { unreachable!() };
@@ -596,7 +659,7 @@ impl ServerConn for TcpServerConn {
                     }
                 }
                 ServerRecv::Pull { buf, len, got, .. } => {
-                    let Some(n) = read_some(&mut self.sock, &mut buf[*got..*len])? else { return Ok(None) };
+                    let Some(n) = read_some(&mut Io::new(&self.sock, &mut self.tls), &mut buf[*got..*len])? else { return Ok(None) };
                     *got += n;
                     if *got == *len {
                         let ServerRecv::Pull { tag, mut buf, len, .. } = std::mem::replace(&mut self.recv_state, ServerRecv::Header) else { unreachable!() };
@@ -660,8 +723,24 @@ impl ServerConn for TcpServerConn {
     }
 
     fn flush(&mut self) -> Result<bool, TransportError> {
-        self.out.flush(&mut NoSignal(&self.sock), &mut self.pool)
+        let done = self.out.flush(&mut Io::new(&self.sock, &mut self.tls), &mut self.pool)?;
+        match self.tls.as_deref_mut() {
+            // Ciphertext rustls still holds counts as queued output.
+            Some(t) => Ok(t.push(self.sock.as_fd()).map_err(|e| if is_disconnect(&e) { TransportError::Closed } else { classify(e) })? && done),
+            None => Ok(done),
+        }
     }
 
-    fn backlog_bytes(&self) -> usize { self.out.bytes + self.pull_bytes }
+    fn backlog_bytes(&self) -> usize {
+        let tls = if self.tls.as_ref().is_some_and(|t| t.wants_write()) { crate::tls::TLS_BUFFER_LIMIT } else { 0 };
+        self.out.bytes + self.pull_bytes + tls
+    }
+
+    /// Decrypted input rustls holds is invisible to the readiness fd. `poll_event` drains
+    /// it before reporting "nothing more" (see [`crate::tls`]), so it can only be left
+    /// while the server has paused reading for backpressure; it is reported only with no
+    /// output backlog, so a paused connection is resumed by socket events, never by a spin.
+    fn input_pending(&self) -> bool {
+        self.out.bytes + self.pull_bytes == 0 && self.tls.as_ref().is_some_and(|t| t.has_buffered_input())
+    }
 }

@@ -25,7 +25,12 @@
 //! `client`, `client_tcp`, `client_shm`, `client_on`, `client_with`, `connect`, `kill`,
 //! `pid`, `stderr_log`, `secret_path`, plus the free functions `dafs_bin`, `dafsd_bin`,
 //! `pattern`.
+//!
+//! TLS: [`tls::Pki`] generates a throwaway CA and certificates; start a TLS server with
+//! `TestServer::start(&tls::strs(&pki.server_args()))`.
 #![allow(dead_code)]
+
+pub mod tls;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
