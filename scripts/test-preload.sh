@@ -22,6 +22,8 @@ need=()
 command -v make >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1 || need+=(build-essential)
 command -v tar >/dev/null 2>&1 || need+=(tar)
 command -v dd >/dev/null 2>&1 || need+=(coreutils)
+command -v find >/dev/null 2>&1 || need+=(findutils)
+command -v sed >/dev/null 2>&1 || need+=(sed)
 if [ ${#need[@]} -gt 0 ]; then
     echo "==> installing Debian packages: ${need[*]}"
     $SUDO apt-get update -qq
@@ -50,7 +52,7 @@ cleanup() {
 trap cleanup EXIT
 EXPORT=$WORK/export L=$WORK/local
 mkdir -p "$EXPORT" "$L"
-cc -std=gnu11 -Wall -Wextra -Werror -O1 tests/preload/fdtest.c -o "$WORK/fdtest"
+cc -std=gnu11 -Wall -Wextra -Werror -O1 tests/preload/fdtest.c -o "$WORK/fdtest" -pthread
 
 start_dafsd() { # name dir -> sets ADDR, PID
     local name=$1 dir=$2
@@ -258,6 +260,22 @@ $PY "$WORK/t.py" "$L" > "$L/py.out" 2>&1 || true
 check "python3 script under the prefix" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' $PY '$WORK/t.py' '$M' > '$L/py-dafs.out' 2>&1"
 check "python3 output equals the local run" same "$L/py.out" "$L/py-dafs.out"
 check "python3 result tree on the server equals the local one" tree_same "$L/py" "$EXPORT/py"
+
+# Python's subprocess runs children with vfork: their dup2/close must not change the
+# parent's descriptor table, yet the exec'd child must get its dafs stdin/stdout.
+cat > "$WORK/sp.py" <<'PY'
+import subprocess, sys, os
+m = sys.argv[1]
+with open(m + "/unsorted") as f:
+    r = subprocess.run(["sort", "-n"], stdin=f, capture_output=True)
+print("child sorted:", r.stdout == subprocess.run(["sort", "-n", sys.argv[2]], capture_output=True).stdout, r.returncode)
+with open(m + "/sp-out.txt", "w") as out:
+    subprocess.run(["echo", "to-dafs"], stdout=out)
+print("child wrote:", open(m + "/sp-out.txt").read().strip())
+print("shell:", subprocess.run("cat " + m + "/unsorted | wc -l", shell=True, capture_output=True).stdout.strip().decode())
+print("parent stdin:", sys.stdin.readline().strip())
+PY
+check "python3 subprocess (vfork) with dafs stdin/stdout; the parent's own stdin/stdout unchanged" test "$(echo parent-line | dafs $PY "$WORK/sp.py" "$M" "$WORK/unsorted")" = "$(printf 'child sorted: True 0\nchild wrote: to-dafs\nshell: 5000\nparent stdin: parent-line')"
 
 # ---------------------------------------------------------------- C project
 echo "==> make + gcc with sources and objects under the prefix"

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +310,39 @@ static void test_stdio(void) {
     CHECK(freopen(pp("fd/stdio.txt"), "r", stdin) == NULL && errno == EOPNOTSUPP, "freopen onto a dafs path: EOPNOTSUPP (documented)");
 }
 
+/* Threads doing I/O on their own dafs files at the same time (the library serialises
+ * them on one client); one of them forks meanwhile. */
+static void *worker(void *arg) {
+    long id = (long)arg;
+    char name[64], buf[4096], back[4096];
+    snprintf(name, sizeof name, "fd/thread-%ld", id);
+    int fd = open(pp(name), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return (void *)1;
+    for (int i = 0; i < 200; i++) {
+        memset(buf, 'a' + (int)((id + i) % 26), sizeof buf);
+        if (pwrite(fd, buf, sizeof buf, (off_t)i * 4096) != (ssize_t)sizeof buf) return (void *)2;
+        if (pread(fd, back, sizeof back, (off_t)i * 4096) != (ssize_t)sizeof back || memcmp(buf, back, sizeof buf)) return (void *)3;
+        if (id == 0 && i == 100) {
+            pid_t p = fork();
+            if (p == 0) _exit(pread(fd, back, 10, 0) == 10 ? 0 : 1);
+            int st = 0; waitpid(p, &st, 0);
+            if (!WIFEXITED(st) || WEXITSTATUS(st)) return (void *)4;
+        }
+    }
+    struct stat st;
+    if (fstat(fd, &st) || st.st_size != 200 * 4096) return (void *)5;
+    close(fd);
+    return NULL;
+}
+
+static void test_threads(void) {
+    pthread_t t[4];
+    for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, (void *)i);
+    long bad = 0;
+    for (int i = 0; i < 4; i++) { void *r; pthread_join(t[i], &r); if (r) bad = (long)r; }
+    CHECK(bad == 0, "4 threads x 200 pwrite/pread of 4 KiB, one forking meanwhile (code %ld)", bad);
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "--exec-child")) return exec_child(atoi(argv[2]), atoi(argv[3]));
     if (argc != 3) { fprintf(stderr, "usage: fdtest PREFIX LOCALDIR\n"); return 2; }
@@ -321,6 +355,7 @@ int main(int argc, char **argv) {
     test_locks();
     test_fork_exec(argv[0]);
     test_stdio();
+    test_threads();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -347,6 +347,11 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: Mode) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if let Some(_g) = dafs_fd(fd) {
+        if state::in_vfork_child() {
+            // Not our table to change (see in_vfork_child).
+            state::vfork_note(fd, None);
+            return state::real_close(fd);
+        }
         let r = with(|st| st.drop_fd(fd));
         let k = state::real_close(fd);
         std_changed(fd);
@@ -1407,10 +1412,21 @@ unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, three: bool) -> c_int {
             real!(dup2: fn(c_int, c_int) -> c_int)(old, new)
         }
     };
-    if !is_dafs_fd(old) && !is_dafs_fd(new) {
+    if !is_dafs_fd(old) && !is_dafs_fd(new) && !state::VFORK_USED.load(Relaxed) {
         return call();
     }
     let Some(_g) = Entered::enter() else { return call() };
+    if state::in_vfork_child() {
+        let src = with(|st| st.vfork_view(old));
+        let r = call();
+        if r >= 0 && old != new {
+            state::vfork_note(new, src.map(|(id, _)| (id, flags & libc::O_CLOEXEC != 0)));
+        }
+        return r;
+    }
+    if !is_dafs_fd(old) && !is_dafs_fd(new) {
+        return call();
+    }
     if old == new {
         if three {
             return neg(libc::EINVAL);
@@ -1540,6 +1556,25 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
 fn do_fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> Result<c_int, c_int> {
     let rf = real!(fcntl: fn(c_int, c_int, ...) -> c_int);
     match cmd {
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC if state::in_vfork_child() => with(|st| {
+            let src = st.vfork_view(fd);
+            // SAFETY: F_DUPFD* with an int argument.
+            let n = unsafe { rf(fd, cmd, arg) };
+            if n < 0 {
+                return Err(errno());
+            }
+            state::vfork_note(n, src.map(|(id, _)| (id, cmd == libc::F_DUPFD_CLOEXEC)));
+            Ok(n)
+        }),
+        libc::F_SETFD if state::in_vfork_child() => with(|st| {
+            // SAFETY: F_SETFD with an int argument.
+            if unsafe { rf(fd, cmd, arg) } < 0 {
+                return Err(errno());
+            }
+            let src = st.vfork_view(fd);
+            state::vfork_note(fd, src.map(|(id, _)| (id, arg as c_int & libc::FD_CLOEXEC != 0)));
+            Ok(0)
+        }),
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => with(|st| {
             let id = st.ofd_id(fd)?;
             // SAFETY: F_DUPFD* on a descriptor, with an int argument.

@@ -22,7 +22,7 @@
 //!
 //! ## Layers
 //!
-//! - [`real`]: the next definition of each interposed function, resolved once.
+//! - `real`: the next definition of each interposed function, resolved once.
 //! - a thread-local **reentrancy guard**: while this library runs (including inside the
 //!   client, whose sockets, shared-memory files and `/proc` reads use libc), every
 //!   interposed function goes straight to glibc. So the client never recurses into the

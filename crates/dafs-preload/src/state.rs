@@ -5,7 +5,7 @@
 use std::cell::UnsafeCell;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_int, CString};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::OnceLock;
 
 use dafs_client::{Client, ClientConfig, Error, File, OpenOptions};
@@ -227,6 +227,7 @@ extern "C" fn fork_parent() {
 extern "C" fn fork_child() {
     // The calling thread is the only one in the child, and holds the lock.
     let _g = crate::real::Entered::enter();
+    set_owner();
     // SAFETY: the lock is held (fork_prepare).
     if let Some(st) = unsafe { &mut *G.st.get() } {
         st.forget_sessions();
@@ -239,6 +240,7 @@ extern "C" fn fork_child() {
 /// directory handed over by an exec.
 pub fn init() {
     let _g = crate::real::Entered::enter();
+    set_owner();
     let cfg = config();
     // SAFETY: registering plain extern "C" functions.
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
@@ -251,6 +253,64 @@ pub fn init() {
         std::env::remove_var(FDS_ENV);
     }
     with(|_| ());
+}
+
+// ------------------------------------------------------------------------ vfork children
+
+/// The process the state belongs to (set at load and in a forked child).
+static OWNER: AtomicI32 = AtomicI32::new(0);
+
+pub fn set_owner() {
+    // SAFETY: getpid has no preconditions.
+    OWNER.store(unsafe { libc::getpid() }, Relaxed);
+}
+
+/// True in a `vfork()`ed child (Python's subprocess, for one, uses vfork): it shares
+/// this memory with the suspended parent and ran no fork handler, so it must not change
+/// the parent's descriptor table. Its `dup2`/`close`/`F_DUPFD` on dafs descriptors go
+/// into an overlay, which its `execve` uses to describe the descriptors it hands over.
+pub fn in_vfork_child() -> bool {
+    let o = OWNER.load(Relaxed);
+    // SAFETY: getpid has no preconditions.
+    o != 0 && o != unsafe { libc::getpid() }
+}
+
+/// Per vfork child (pid): fd -> Some((open file description, cloexec)) or None (closed).
+type Overlay = HashMap<c_int, Option<(u64, bool)>>;
+static VFORK: std::sync::Mutex<Option<HashMap<i32, Overlay>>> = std::sync::Mutex::new(None);
+/// Set once any vfork child recorded something (then dup2 of non-dafs numbers is checked).
+pub static VFORK_USED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn overlay<T>(f: impl FnOnce(&mut Overlay) -> T) -> T {
+    let mut g = VFORK.lock().unwrap_or_else(|e| e.into_inner());
+    let all = g.get_or_insert_with(HashMap::new);
+    // SAFETY: getpid / kill(pid, 0) have no preconditions.
+    let me = unsafe { libc::getpid() };
+    // Forget children that are gone (exec'd children keep their pid but never come
+    // back here; entries are tiny).
+    if all.len() > 16 {
+        all.retain(|&pid, _| pid == me || unsafe { libc::kill(pid, 0) } == 0);
+    }
+    f(all.entry(me).or_default())
+}
+
+impl State {
+    /// A vfork child's view of descriptor `fd`.
+    pub fn vfork_view(&self, fd: c_int) -> Option<(u64, bool)> {
+        match overlay(|o| o.get(&fd).copied()) {
+            Some(v) => v,
+            None => self.fds.get(&fd).map(|e| (e.ofd, e.cloexec)),
+        }
+    }
+}
+
+pub fn vfork_note(fd: c_int, v: Option<(u64, bool)>) {
+    VFORK_USED.store(true, Relaxed);
+    overlay(|o| o.insert(fd, v));
+}
+
+fn vfork_overlay() -> Overlay {
+    overlay(|o| o.clone())
 }
 
 pub const FDS_ENV: &str = "DAFS_PRELOAD_FDS";
@@ -632,11 +692,20 @@ impl State {
     /// (`fd:kind:flags:offset:hexpath`, comma separated), or None.
     pub fn exec_fds(&self) -> Option<String> {
         let mut v: Vec<String> = Vec::new();
-        for (fd, e) in &self.fds {
-            if e.cloexec {
+        let mut table: HashMap<c_int, (u64, bool)> = self.fds.iter().map(|(fd, e)| (*fd, (e.ofd, e.cloexec))).collect();
+        if in_vfork_child() {
+            for (fd, e) in vfork_overlay() {
+                match e {
+                    Some(x) => table.insert(fd, x),
+                    None => table.remove(&fd),
+                };
+            }
+        }
+        for (fd, (ofd, cloexec)) in &table {
+            if *cloexec {
                 continue;
             }
-            let Some(o) = self.ofds.get(&e.ofd) else { continue };
+            let Some(o) = self.ofds.get(ofd) else { continue };
             let k = match o.kind {
                 Kind::File => 'f',
                 Kind::Dir => 'd',
