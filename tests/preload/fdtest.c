@@ -49,6 +49,12 @@ static void test_basic(void) {
     char x[3] = {0}, y[3] = {0};
     struct iovec rv[2] = {{x, 2}, {y, 2}};
     CHECK(preadv(fd, rv, 2, 5) == 4 && !strcmp(x, "ab") && !strcmp(y, "cd"), "preadv scatters");
+    char link[PATH_MAX] = {0}, proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    CHECK(readlink(proc, link, sizeof link - 1) > 0 && !strcmp(link, pp("fd/basic.txt")), "readlink /proc/self/fd/N names the dafs path");
+    CHECK(!isatty(fd) && errno == ENOTTY, "isatty: no (ENOTTY)");
+    errno = 1234;
+    CHECK(pread(fd, b, 1, 0) == 1 && errno == 1234, "a successful call leaves errno alone");
     CHECK(close(fd) == 0, "close");
     CHECK(close(fd) == -1 && errno == EBADF, "double close gives EBADF");
     CHECK(read(fd, b, 1) == -1 && errno == EBADF, "read on a closed dafs fd: EBADF");
@@ -74,6 +80,10 @@ static void test_basic(void) {
           "O_APPEND writes go to the end");
     CHECK((fcntl(fd, F_GETFL) & (O_ACCMODE | O_APPEND)) == (O_WRONLY | O_APPEND), "F_GETFL reports O_WRONLY|O_APPEND");
     CHECK(fcntl(fd, F_SETFL, 0) == 0 && !(fcntl(fd, F_GETFL) & O_APPEND), "F_SETFL clears O_APPEND");
+    CHECK(lseek(fd, 0, SEEK_SET) == 0 && write(fd, "ONE\n", 4) == 4 && lseek(fd, 0, SEEK_CUR) == 4, "... then writes go to the offset");
+    CHECK(fcntl(fd, F_SETFL, O_APPEND) == 0 && write(fd, "3\n", 2) == 2 && lseek(fd, 0, SEEK_CUR) == 10, "F_SETFL sets O_APPEND again: appends");
+    { char b2[16] = {0}; int r = open(pp("fd/append.txt"), O_RDONLY);
+      CHECK(read(r, b2, sizeof b2) == 10 && !strcmp(b2, "ONE\ntwo\n3\n"), "file content after the O_APPEND switches"); close(r); }
     CHECK(fcntl(fd, F_OFD_SETLK, &(struct flock){.l_type = F_WRLCK}) == -1 && errno == EINVAL, "F_OFD_SETLK: EINVAL");
     close(fd);
 }
@@ -141,6 +151,7 @@ static void test_dirs(void) {
     DIR *d = opendir(pp("fd/dir"));
     CHECK(d != NULL, "opendir");
     int seen = 0, n = 0; struct dirent *e;
+    errno = 0;
     while (d && (e = readdir(d))) {
         n++;
         if (!strcmp(e->d_name, ".")) seen |= 1;
@@ -148,7 +159,7 @@ static void test_dirs(void) {
         if (!strcmp(e->d_name, "a") && e->d_type == DT_REG) seen |= 4;
         if (!strcmp(e->d_name, "b")) seen |= 8;
     }
-    CHECK(n == 4 && seen == 15, "readdir gives . .. a b (%d entries)", n);
+    CHECK(n == 4 && seen == 15 && errno == 0, "readdir gives . .. a b (%d entries), errno 0 at the end", n);
     int dfd = d ? dirfd(d) : -1;
     struct stat st;
     CHECK(dfd >= 0 && fstatat(dfd, "a", &st, 0) == 0 && S_ISREG(st.st_mode), "fstatat relative to dirfd(DIR)");

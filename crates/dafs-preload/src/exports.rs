@@ -354,10 +354,12 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
         }
         let r = with(|st| st.drop_fd(fd));
         let k = state::real_close(fd);
+        let ke = errno();
         std_changed(fd);
         debug!("close {fd}");
         return match r {
             Err(e) => neg(e),
+            Ok(()) if k < 0 => neg(ke),
             Ok(()) => k,
         };
     }
@@ -1089,6 +1091,18 @@ pub unsafe extern "C" fn readlinkat(dirfd: c_int, path: *const c_char, buf: *mut
             Ok(n)
         })),
         P::Err(e) => ret_ssize(Err(e)),
+        P::Local(p, _k) if dirfd == libc::AT_FDCWD && unsafe { CStr::from_ptr(p) }.to_bytes().starts_with(b"/proc/") => {
+            let target = Entered::enter().and_then(|_g| proc_fd_target(unsafe { CStr::from_ptr(p) }.to_bytes()));
+            match target {
+                Some(v) => {
+                    let n = v.len().min(size);
+                    // SAFETY: the caller's buffer of `size` bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast(), n) };
+                    n as isize
+                }
+                None => real!(readlink: fn(*const c_char, *mut c_char, usize) -> isize)(p, buf, size),
+            }
+        }
         P::Local(p, _k) if dirfd == libc::AT_FDCWD => real!(readlink: fn(*const c_char, *mut c_char, usize) -> isize)(p, buf, size),
         P::Local(p, _k) => real!(readlinkat: fn(c_int, *const c_char, *mut c_char, usize) -> isize)(dirfd, p, buf, size),
     }
@@ -1416,10 +1430,14 @@ unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, three: bool) -> c_int {
         return call();
     }
     let Some(_g) = Entered::enter() else { return call() };
+    // (errors of the real call are re-raised with neg: the guard restores errno.)
     if state::in_vfork_child() {
         let src = with(|st| st.vfork_view(old));
         let r = call();
-        if r >= 0 && old != new {
+        if r < 0 {
+            return neg(errno());
+        }
+        if old != new {
             state::vfork_note(new, src.map(|(id, _)| (id, flags & libc::O_CLOEXEC != 0)));
         }
         return r;
@@ -1440,7 +1458,7 @@ unsafe fn dup_to(old: c_int, new: c_int, flags: c_int, three: bool) -> c_int {
         }
         let r = call();
         if r < 0 {
-            return r;
+            return neg(errno());
         }
         let _ = st.drop_fd(new);
         if let Some(Ok(id)) = id {
@@ -1600,11 +1618,23 @@ fn do_fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> Result<c_int, c_int> {
             Ok(st.ofds[&id].flags)
         }),
         libc::F_SETFL => with(|st| {
-            let id = st.ofd_id(fd)?;
-            let o = st.ofds.get_mut(&id).ok_or(libc::EBADF)?;
             let changeable = libc::O_APPEND | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_NOATIME | libc::O_ASYNC;
-            o.flags = (o.flags & !changeable) | (arg as c_int & changeable);
-            Ok(0)
+            st.with_ofd(fd, |c, o| {
+                let flags = (o.flags & !changeable) | (arg as c_int & changeable);
+                let append = flags & libc::O_APPEND != 0;
+                // The server appends every write of an append-mode open: switching
+                // O_APPEND re-opens the file in the other mode (locks belong to the
+                // session, not the open, so nothing is lost).
+                if o.kind == Kind::File && append != o.opened_append {
+                    let f = c.open(&o.rel, open_options(flags, 0, false))?;
+                    if let Some(old) = o.file.replace(f) {
+                        let _ = c.close(old);
+                    }
+                    o.opened_append = append;
+                }
+                o.flags = flags;
+                Ok(0)
+            })
         }),
         libc::F_GETLK | libc::F_SETLK | libc::F_SETLKW => do_lock(fd, cmd, arg as *mut libc::flock),
         // Open file description locks would need per-description owners in the
@@ -2649,4 +2679,32 @@ pub unsafe extern "C" fn mkdtemp(tmpl: *mut c_char) -> *mut c_char {
         }
         P::Local(_, _k) => real!(mkdtemp: fn(*mut c_char) -> *mut c_char)(tmpl),
     }
+}
+
+/// isatty: a dafs file is not a terminal (answered without the ioctl glibc would make
+/// on the placeholder).
+#[no_mangle]
+pub unsafe extern "C" fn isatty(fd: c_int) -> c_int {
+    if is_dafs_fd(fd) {
+        set_errno(libc::ENOTTY);
+        return 0;
+    }
+    real!(isatty: fn(c_int) -> c_int)(fd)
+}
+
+/// `/proc/self/fd/N` (or `/proc/<own pid>/fd/N`) for a dafs descriptor N names its
+/// virtual path (the kernel would say /dev/null, the placeholder).
+fn proc_fd_target(path: &[u8]) -> Option<String> {
+    let rest = path.strip_prefix(b"/proc/")?;
+    let slash = rest.iter().position(|&b| b == b'/')?;
+    let (who, rest) = rest.split_at(slash);
+    // SAFETY: getpid has no preconditions.
+    if who != b"self" && who != b"thread-self" && who != unsafe { libc::getpid() }.to_string().as_bytes() {
+        return None;
+    }
+    let n: c_int = std::str::from_utf8(rest.strip_prefix(b"/fd/")?).ok()?.parse().ok()?;
+    if !is_dafs_fd(n) {
+        return None;
+    }
+    with(|st| st.ofd_id(n).ok().map(|id| st.ofds[&id].vpath.clone()))
 }

@@ -52,15 +52,24 @@ macro_rules! real {
 }
 
 thread_local! {
-    // `const` initialiser and no destructor: no lazy registration (which could allocate
-    // or recurse) on first use in a thread.
+    // `const` initialisers and no destructors: no lazy registration (which could
+    // allocate or recurse) on first use in a thread.
     static BUSY: Cell<bool> = const { Cell::new(false) };
+    /// Set when this library reported an error through errno while entered.
+    static ERR_SET: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Held while this library works on behalf of the application. While it is held on a
 /// thread, every interposed function on that thread goes straight to glibc: the
 /// client's own sockets, files and `/proc` reads never re-enter the interposer.
-pub struct Entered(());
+///
+/// It also keeps the application's errno: the client's non-blocking socket calls leave
+/// EAGAIN and the like behind even when the operation succeeds, and programs that test
+/// errno after a successful call (readdir loops, for one) must not see that. When the
+/// guard is dropped, errno is restored unless the library set an error on purpose.
+pub struct Entered {
+    saved: c_int,
+}
 
 impl Entered {
     /// `None` if this thread is already inside the library (then: pass through).
@@ -70,7 +79,8 @@ impl Entered {
                 None
             } else {
                 b.set(true);
-                Some(Entered(()))
+                let _ = ERR_SET.try_with(|e| e.set(false));
+                Some(Entered { saved: errno() })
             }
         })
         .ok()
@@ -80,11 +90,16 @@ impl Entered {
 
 impl Drop for Entered {
     fn drop(&mut self) {
+        if !ERR_SET.try_with(|e| e.get()).unwrap_or(true) {
+            // SAFETY: __errno_location returns this thread's errno.
+            unsafe { *libc::__errno_location() = self.saved }
+        }
         let _ = BUSY.try_with(|b| b.set(false));
     }
 }
 
 pub fn set_errno(e: c_int) {
+    let _ = ERR_SET.try_with(|x| x.set(true));
     // SAFETY: __errno_location returns this thread's errno.
     unsafe { *libc::__errno_location() = e }
 }
