@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 
 static int passed, failed;
 static const char *P, *L;
+extern char **environ;
 
 #define CHECK(cond, ...) do { \
     if (cond) { passed++; printf("ok   "); } else { failed++; printf("FAIL (line %d, errno %s) ", __LINE__, strerror(errno)); } \
@@ -285,7 +287,39 @@ static void test_fork_exec(const char *self) {
     int f3 = open(pp("fd/cat-out.txt"), O_RDONLY);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && read(f3, b, sizeof b) == 18 && !strcmp(b, "parent-data\nchild\n"),
           "cat with stdin and stdout on dafs descriptors (after exec)");
+    close(f3);
+    /* posix_spawn with file actions putting dafs descriptors on the child's 0 and 1 */
+    int out = open(pp("fd/spawn-out.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    lseek(fd, 0, SEEK_SET);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd, 0);
+    posix_spawn_file_actions_adddup2(&fa, out, 1);
+    char *av[] = {"cat", NULL};
+    int sr = posix_spawnp(&pid, "cat", &fa, NULL, av, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    status = -1;
+    if (sr == 0) waitpid(pid, &status, 0);
+    close(out);
+    memset(b, 0, sizeof b);
+    f3 = open(pp("fd/spawn-out.txt"), O_RDONLY);
+    CHECK(sr == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && read(f3, b, sizeof b) == 18 && !strcmp(b, "parent-data\nchild\n"),
+          "posix_spawnp with dup2 file actions onto 0/1 (dafs stdin and stdout for cat)");
     close(f3); close(fd); close(cx);
+}
+
+/* A program that closes every descriptor it did not open itself must not cut the
+ * library's session under its open dafs files. */
+static void test_close_all(void) {
+    int fd = open(pp("fd/keep.txt"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0 && write(fd, "kept", 4) == 4, "open before closing everything else");
+    for (int i = 3; i < 1024; i++) if (i != fd) close(i);
+    char b[8] = {0};
+    errno = 0;
+    CHECK(pread(fd, b, 4, 0) == 4 && !strcmp(b, "kept") && errno == 0, "the dafs file still works after close(3..1023)");
+    int f2 = open(pp("fd/keep2.txt"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(f2 >= 0 && write(f2, "x", 1) == 1, "new dafs opens still work");
+    close(f2); close(fd);
 }
 
 static int exec_child(int fd, int cx) {
@@ -367,6 +401,7 @@ int main(int argc, char **argv) {
     test_fork_exec(argv[0]);
     test_stdio();
     test_threads();
+    test_close_all();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -363,6 +363,15 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
             Ok(()) => k,
         };
     }
+    if state::is_internal_fd(fd) && !state::in_vfork_child() {
+        if let Some(_g) = Entered::enter() {
+            // A program closing every descriptor it did not open (daemons, some test
+            // harnesses) would cut the session under open dafs files: report success
+            // and keep it. (Inside the library the guard is held: real close.)
+            debug!("close({fd}) of the library's connection ignored");
+            return 0;
+        }
+    }
     real!(close: fn(c_int) -> c_int)(fd)
 }
 
@@ -2063,12 +2072,13 @@ extern "C" {
 /// The environment for a new program: `envp` without stale DAFS_PRELOAD_* entries,
 /// plus the dafs descriptors it inherits (DAFS_PRELOAD_FDS) and the virtual working
 /// directory (DAFS_PRELOAD_CWD).
-unsafe fn exec_env(envp: *const *const c_char) -> Option<(Vec<CString>, Vec<*const c_char>)> {
+unsafe fn exec_env(envp: *const *const c_char, fa: usize) -> Option<(Vec<CString>, Vec<*const c_char>)> {
     let _g = Entered::enter()?;
     if config().mounts.is_empty() {
         return None;
     }
-    let (fds, cwd) = with(|st| (st.exec_fds(), st.vcwd.clone()));
+    let actions = fa_actions(fa);
+    let (fds, cwd) = with(|st| (st.exec_fds(&actions), st.vcwd.clone()));
     let mut own: Vec<CString> = Vec::new();
     let mut ptrs: Vec<*const c_char> = Vec::new();
     let mut p = envp;
@@ -2130,7 +2140,7 @@ fn stage_program(t: &Target) -> Result<CString, c_int> {
 
 #[no_mangle]
 pub unsafe extern "C" fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
-    let env = unsafe { exec_env(envp) };
+    let env = unsafe { exec_env(envp, 0) };
     let envp2 = env.as_ref().map(|(_, p)| p.as_ptr()).unwrap_or(envp);
     match unsafe { classify(libc::AT_FDCWD, path) } {
         P::Dafs(t, g) => {
@@ -2156,7 +2166,7 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char
     if !file.is_null() && unsafe { CStr::from_ptr(file) }.to_bytes().contains(&b'/') {
         return unsafe { execve(file, argv, envp) };
     }
-    let env = unsafe { exec_env(envp) };
+    let env = unsafe { exec_env(envp, 0) };
     let envp2 = env.as_ref().map(|(_, p)| p.as_ptr()).unwrap_or(envp);
     real!(execvpe: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(file, argv, envp2)
 }
@@ -2164,15 +2174,65 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
     unsafe { execvpe(file, argv, environ) }
 }
+/// dup2/close file actions recorded per `posix_spawn_file_actions_t` (by address), so
+/// that posix_spawn can describe the dafs descriptors the new program will have.
+static FILE_ACTIONS: std::sync::Mutex<Vec<(usize, Vec<(c_int, c_int)>)>> = std::sync::Mutex::new(Vec::new());
+
+fn fa_actions(fa: usize) -> Vec<(c_int, c_int)> {
+    if fa == 0 {
+        return Vec::new();
+    }
+    let g = FILE_ACTIONS.lock().unwrap_or_else(|e| e.into_inner());
+    g.iter().find(|(a, _)| *a == fa).map(|(_, v)| v.clone()).unwrap_or_default()
+}
+
+fn fa_record(fa: usize, act: Option<(c_int, c_int)>) {
+    let mut g = FILE_ACTIONS.lock().unwrap_or_else(|e| e.into_inner());
+    match act {
+        None => g.retain(|(a, _)| *a != fa),
+        Some(x) => match g.iter_mut().find(|(a, _)| *a == fa) {
+            Some((_, v)) => v.push(x),
+            None => g.push((fa, vec![x])),
+        },
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawn_file_actions_init(fa: *mut libc::posix_spawn_file_actions_t) -> c_int {
+    fa_record(fa as usize, None);
+    real!(posix_spawn_file_actions_init: fn(*mut libc::posix_spawn_file_actions_t) -> c_int)(fa)
+}
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawn_file_actions_destroy(fa: *mut libc::posix_spawn_file_actions_t) -> c_int {
+    fa_record(fa as usize, None);
+    real!(posix_spawn_file_actions_destroy: fn(*mut libc::posix_spawn_file_actions_t) -> c_int)(fa)
+}
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawn_file_actions_adddup2(fa: *mut libc::posix_spawn_file_actions_t, fd: c_int, newfd: c_int) -> c_int {
+    let r = real!(posix_spawn_file_actions_adddup2: fn(*mut libc::posix_spawn_file_actions_t, c_int, c_int) -> c_int)(fa, fd, newfd);
+    if r == 0 {
+        fa_record(fa as usize, Some((fd, newfd)));
+    }
+    r
+}
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawn_file_actions_addclose(fa: *mut libc::posix_spawn_file_actions_t, fd: c_int) -> c_int {
+    let r = real!(posix_spawn_file_actions_addclose: fn(*mut libc::posix_spawn_file_actions_t, c_int) -> c_int)(fa, fd);
+    if r == 0 {
+        fa_record(fa as usize, Some((-1, fd)));
+    }
+    r
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn posix_spawn(pid: *mut libc::pid_t, path: *const c_char, fa: *const libc::posix_spawn_file_actions_t, at: *const libc::posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int {
-    let env = unsafe { exec_env(envp.cast()) };
+    let env = unsafe { exec_env(envp.cast(), fa as usize) };
     let envp2 = env.as_ref().map(|(_, p)| p.as_ptr().cast()).unwrap_or(envp);
     real!(posix_spawn: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *mut c_char, *const *mut c_char) -> c_int)(pid, path, fa, at, argv, envp2)
 }
 #[no_mangle]
 pub unsafe extern "C" fn posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, fa: *const libc::posix_spawn_file_actions_t, at: *const libc::posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int {
-    let env = unsafe { exec_env(envp.cast()) };
+    let env = unsafe { exec_env(envp.cast(), fa as usize) };
     let envp2 = env.as_ref().map(|(_, p)| p.as_ptr().cast()).unwrap_or(envp);
     real!(posix_spawnp: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *mut c_char, *const *mut c_char) -> c_int)(pid, file, fa, at, argv, envp2)
 }

@@ -63,6 +63,27 @@ static FDMAP: [AtomicU64; FD_MAX / 64] = [const { AtomicU64::new(0) }; FD_MAX / 
 /// Number of open dafs directory streams (readdir on other DIRs skips the lock while 0).
 pub static DIRS_OPEN: AtomicUsize = AtomicUsize::new(0);
 
+/// Descriptors of the library's own connections (sockets, shared-memory files).
+static INTERNAL: [AtomicU64; FD_MAX / 64] = [const { AtomicU64::new(0) }; FD_MAX / 64];
+
+/// Is `fd` one of the library's connection descriptors? (A program closing "all other
+/// descriptors" must not cut the session it does not know about.)
+pub fn is_internal_fd(fd: c_int) -> bool {
+    fd >= 0 && (fd as usize) < FD_MAX && INTERNAL[fd as usize / 64].load(Relaxed) & (1 << (fd as usize % 64)) != 0
+}
+
+fn mark_internal(fd: c_int, on: bool) {
+    if fd < 0 || fd as usize >= FD_MAX {
+        return;
+    }
+    let (w, b) = (fd as usize / 64, 1u64 << (fd as usize % 64));
+    if on {
+        INTERNAL[w].fetch_or(b, Relaxed);
+    } else {
+        INTERNAL[w].fetch_and(!b, Relaxed);
+    }
+}
+
 pub fn is_dafs_fd(fd: c_int) -> bool {
     fd >= 0 && (fd as usize) < FD_MAX && FDMAP[fd as usize / 64].load(Relaxed) & (1 << (fd as usize % 64)) != 0
 }
@@ -428,6 +449,9 @@ impl State {
             Ok(c) => {
                 let ms = &mut self.mounts[m];
                 ms.conn_fds = list_fds().into_iter().filter(|fd| !before.contains(fd)).collect();
+                for &fd in &ms.conn_fds {
+                    mark_internal(fd, true);
+                }
                 debug!("connected {} -> {} ({}, session {})", mc.prefix, mc.url, c.provider(), c.session_id());
                 ms.client = Some(c);
                 ms.gen += 1;
@@ -457,10 +481,12 @@ impl State {
                 if matches!(e, Error::Transport(_) | Error::Disconnected | Error::Protocol(_)) {
                     eprintln!("dafs-preload: connection to {} lost: {e}", config().mounts[m].url);
                     let ms = &mut self.mounts[m];
+                    for fd in ms.conn_fds.drain(..) {
+                        mark_internal(fd, false);
+                    }
                     if let Some(c) = ms.client.take() {
                         drop(c);
                     }
-                    ms.conn_fds.clear();
                     ms.locked.clear();
                 }
                 match e.errno() {
@@ -489,6 +515,7 @@ impl State {
                 std::mem::forget(c);
             }
             for fd in ms.conn_fds.drain(..) {
+                mark_internal(fd, false);
                 real_close(fd);
             }
             // POSIX locks are not inherited by a child.
@@ -690,7 +717,9 @@ impl State {
 
     /// The DAFS_PRELOAD_FDS value describing the descriptors an exec keeps
     /// (`fd:kind:flags:offset:hexpath`, comma separated), or None.
-    pub fn exec_fds(&self) -> Option<String> {
+    /// `actions`: posix_spawn file actions to apply first, in order: (from, to) is
+    /// dup2(from, to), (-1, fd) is close(fd).
+    pub fn exec_fds(&self, actions: &[(c_int, c_int)]) -> Option<String> {
         let mut v: Vec<String> = Vec::new();
         let mut table: HashMap<c_int, (u64, bool)> = self.fds.iter().map(|(fd, e)| (*fd, (e.ofd, e.cloexec))).collect();
         if in_vfork_child() {
@@ -699,6 +728,19 @@ impl State {
                     Some(x) => table.insert(fd, x),
                     None => table.remove(&fd),
                 };
+            }
+        }
+        for &(from, to) in actions {
+            if from < 0 {
+                table.remove(&to);
+            } else if from != to {
+                match table.get(&from).copied() {
+                    Some((id, _)) => table.insert(to, (id, false)),
+                    None => table.remove(&to),
+                };
+            } else if let Some(e) = table.get_mut(&to) {
+                // dup2(fd, fd) in a file action clears close-on-exec.
+                e.1 = false;
             }
         }
         for (fd, (ofd, cloexec)) in &table {
