@@ -2176,7 +2176,9 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
 }
 /// dup2/close file actions recorded per `posix_spawn_file_actions_t` (by address), so
 /// that posix_spawn can describe the dafs descriptors the new program will have.
-static FILE_ACTIONS: std::sync::Mutex<Vec<(usize, Vec<(c_int, c_int)>)>> = std::sync::Mutex::new(Vec::new());
+/// (actions object address, [(from, to)]); `from == -1`: close(to).
+type Recorded = Vec<(usize, Vec<(c_int, c_int)>)>;
+static FILE_ACTIONS: std::sync::Mutex<Recorded> = std::sync::Mutex::new(Vec::new());
 
 fn fa_actions(fa: usize) -> Vec<(c_int, c_int)> {
     if fa == 0 {
