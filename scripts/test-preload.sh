@@ -23,6 +23,7 @@ command -v make >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1 || need+=(buil
 command -v tar >/dev/null 2>&1 || need+=(tar)
 command -v dd >/dev/null 2>&1 || need+=(coreutils)
 command -v find >/dev/null 2>&1 || need+=(findutils)
+command -v git >/dev/null 2>&1 || need+=(git)
 command -v sed >/dev/null 2>&1 || need+=(sed)
 if [ ${#need[@]} -gt 0 ]; then
     echo "==> installing Debian packages: ${need[*]}"
@@ -322,6 +323,11 @@ check "its output equals the local build's" same "$L/calc.out" "$L/calc-dafs.out
 check "make is up to date the second time (mtimes)" test -z "$(dafs make -s -C "$M/proj" 2>&1)"
 check "make in a dafs working directory (cd; make clean; make)" dafs bash -c "cd '$M/proj' && make -s clean && make -s && ./calc abc > '$L/calc-dafs2.out'"
 check "... same output" same "$L/calc.out" "$L/calc-dafs2.out"
+
+# ---------------------------------------------------------------- git
+echo "==> git (private mmap of dafs files)"
+check "git init/add/commit in a repository under the prefix" dafs bash -c "cd '$M' && git init -q repo && cd repo && cp -r '$P/src' . && git add src && git -c user.email=t@example.invalid -c user.name=t commit -qm one && git log --oneline | grep -q one"
+check "... the server's copy passes git fsck and has the files" bash -c "cd '$EXPORT/repo' && git fsck --strict 2>&1 >/dev/null && git diff --quiet HEAD && test \"\$(git ls-files | sort | tr '\n' ' ')\" = 'src/calc.c src/main.c '"
 
 # ---------------------------------------------------------------- fdtest
 echo "==> tests/preload/fdtest.c (descriptors, dup, fork, exec, locks, stdio, errno)"

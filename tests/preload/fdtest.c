@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -308,6 +309,23 @@ static void test_fork_exec(const char *self) {
     close(f3); close(fd); close(cx);
 }
 
+static void test_mmap(void) {
+    int fd = open(pp("fd/map.bin"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    char buf[10000];
+    for (int i = 0; i < (int)sizeof buf; i++) buf[i] = (char)(i * 7);
+    write(fd, buf, sizeof buf);
+    char *m = mmap(NULL, sizeof buf, PROT_READ, MAP_PRIVATE, fd, 0);
+    CHECK(m != MAP_FAILED && !memcmp(m, buf, sizeof buf), "mmap MAP_PRIVATE reads the file");
+    if (m != MAP_FAILED) munmap(m, sizeof buf);
+    m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 4096);
+    CHECK(m != MAP_FAILED && !memcmp(m, buf + 4096, 4096), "mmap MAP_PRIVATE at an offset");
+    if (m != MAP_FAILED) { m[0] = 'Z'; munmap(m, 4096); }
+    char c = 0;
+    CHECK(pread(fd, &c, 1, 4096) == 1 && c == buf[4096], "writes to a private mapping stay private");
+    CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED && errno == ENODEV, "MAP_SHARED: ENODEV");
+    close(fd);
+}
+
 /* A program that closes every descriptor it did not open itself must not cut the
  * library's session under its open dafs files. */
 static void test_close_all(void) {
@@ -401,6 +419,7 @@ int main(int argc, char **argv) {
     test_fork_exec(argv[0]);
     test_stdio();
     test_threads();
+    test_mmap();
     test_close_all();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
