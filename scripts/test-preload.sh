@@ -76,7 +76,8 @@ M=/dafs-preload-test-$$
 [ ! -e "$M" ] || { echo "error: $M exists locally" >&2; exit 1; }
 echo "==> dafsd on $ADDR (export $EXPORT), prefix $M"
 # dafs CMD...: run a program with the interposer; everything under $M is dafs.
-dafs() { LD_PRELOAD=$LIB DAFS_MOUNT="$M=dafs://$ADDR/" "$@"; }
+# (Every program run under the library has a time limit: a hang fails, never blocks CI.)
+dafs() { LD_PRELOAD=$LIB DAFS_MOUNT="$M=dafs://$ADDR/" timeout 120 "$@"; }
 
 passed=0 failed=0
 pass() { passed=$((passed + 1)); echo "ok   $1"; }
@@ -119,7 +120,7 @@ check "ls -l lists the same names as the export" test "$(dafs ls -A "$M/tree/a" 
 
 # ---------------------------------------------------------------- cat
 echo "==> cat"
-check "cat a dafs file" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' cat '$M/src.bin' | cmp - '$WORK/src.bin'"
+check "cat a dafs file" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 120 cat '$M/src.bin' | cmp - '$WORK/src.bin'"
 check "shell redirection into a dafs file (bash >)" dafs bash -c "cat '$WORK/src.bin' > '$M/cat.bin'"
 check "redirected file equals the source" same "$WORK/src.bin" "$EXPORT/cat.bin"
 check "shell <, >> and exec 3< on dafs files" dafs bash -c "exec 3<'$M/tree/a/b/c/deep.txt'; cat <&3 > '$M/deep2.txt'; echo more >> '$M/deep2.txt'"
@@ -132,9 +133,9 @@ check "stdin/stdout of an exec'd stdio program on dafs files (sort < in > out)" 
 check "... sorted output equals the local sort" bash -c "sort -n '$WORK/unsorted' | cmp - '$EXPORT/sorted'"
 SHM_URL=$(sed -n 's/^shared memory: //p' "$WORK/main.out")
 if [ -n "$SHM_URL" ]; then
-    check "a dafs+shm:// mount URL" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='/dafs-shm-$$=$SHM_URL/' cat '/dafs-shm-$$/src.bin' | cmp - '$WORK/src.bin'"
+    check "a dafs+shm:// mount URL" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='/dafs-shm-$$=$SHM_URL/' timeout 60 cat '/dafs-shm-$$/src.bin' | cmp - '$WORK/src.bin'"
 fi
-check "cat several dafs files" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' cat '$M/tree/a/f1' '$M/tree/a/f2' > '$L/two'; cat '$WORK/tree/a/f1' '$WORK/tree/a/f2' | cmp - '$L/two'"
+check "cat several dafs files" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 120 cat '$M/tree/a/f1' '$M/tree/a/f2' > '$L/two'; cat '$WORK/tree/a/f1' '$WORK/tree/a/f2' | cmp - '$L/two'"
 
 # ---------------------------------------------------------------- dd
 echo "==> dd"
@@ -152,7 +153,7 @@ ddboth "dd conv=notrunc seek" if=@/src.bin of=@/dd1 bs=4k count=5 skip=3 seek=7 
 check "dd conv=notrunc seek=7 skip=3: same bytes" same "$L/dd1" "$EXPORT/dd1"
 ddboth "dd seek beyond end (hole)" if=@/src.bin of=@/dd2 bs=64k count=2 seek=10
 check "dd seek beyond end: same bytes (hole reads as zeros)" same "$L/dd2" "$EXPORT/dd2"
-check "dd from the prefix with skip" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' dd if='$M/src.bin' bs=64k skip=5 count=7 status=none | cmp - <(dd if='$WORK/src.bin' bs=64k skip=5 count=7 status=none)"
+check "dd from the prefix with skip" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 120 dd if='$M/src.bin' bs=64k skip=5 count=7 status=none | cmp - <(dd if='$WORK/src.bin' bs=64k skip=5 count=7 status=none)"
 
 # ---------------------------------------------------------------- tar
 echo "==> tar"
@@ -188,7 +189,7 @@ SELECT name, count(*) FROM t GROUP BY substr(name, 1, 7) ORDER BY 1 LIMIT 5;
 PRAGMA integrity_check;
 SQL
 sqlite3 "$L/local.db" < "$WORK/db.sql" > "$L/sqlite.out" 2>&1
-check "sqlite3 create/insert 10k rows in a transaction/query under the prefix" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' sqlite3 '$M/test.db' < '$WORK/db.sql' > '$L/sqlite-dafs.out' 2>&1"
+check "sqlite3 create/insert 10k rows in a transaction/query under the prefix" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 120 sqlite3 '$M/test.db' < '$WORK/db.sql' > '$L/sqlite-dafs.out' 2>&1"
 check "sqlite3 output equals the local run" same "$L/sqlite.out" "$L/sqlite-dafs.out"
 check "integrity_check is ok" grep -qx ok "$L/sqlite-dafs.out"
 check "the server's database file answers the same query directly" test "$(sqlite3 "$EXPORT/test.db" 'SELECT count(*), sum(v) FROM t;')" = "$(sqlite3 "$L/local.db" 'SELECT count(*), sum(v) FROM t;')"
@@ -258,7 +259,7 @@ out["after_rmtree"] = sorted(os.listdir(d))
 print(json.dumps(out, indent=1, sort_keys=True))
 PY
 $PY "$WORK/t.py" "$L" > "$L/py.out" 2>&1 || true
-check "python3 script under the prefix" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' $PY '$WORK/t.py' '$M' > '$L/py-dafs.out' 2>&1"
+check "python3 script under the prefix" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 120 $PY '$WORK/t.py' '$M' > '$L/py-dafs.out' 2>&1"
 check "python3 output equals the local run" same "$L/py.out" "$L/py-dafs.out"
 check "python3 result tree on the server equals the local one" tree_same "$L/py" "$EXPORT/py"
 
@@ -350,16 +351,16 @@ fi
 echo "==> isolation and errors"
 check "non-prefix paths are untouched (md5sum of a system file)" test "$(dafs md5sum /bin/ls)" = "$(md5sum /bin/ls)"
 check "a path escaping the prefix via .. is local" test "$(dafs cat "$M/../etc/hostname")" = "$(cat /etc/hostname)"
-check "a sibling name of the prefix is local (ENOENT)" bash -c "! LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' stat '${M}x' 2>/dev/null"
-check "local writes next to dafs ones stay local" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' cp '$M/f7-copy' '$L/f7-local' && cmp '$L/f7-local' '$WORK/tree/a/f7' && test ! -e '$EXPORT/f7-local'"
-check "missing dafs file: ENOENT message" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' cat '$M/nope' 2>&1 | grep -q 'No such file or directory'"
+check "a sibling name of the prefix is local (ENOENT)" bash -c "! LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 120 stat '${M}x' 2>/dev/null"
+check "local writes next to dafs ones stay local" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 120 cp '$M/f7-copy' '$L/f7-local' && cmp '$L/f7-local' '$WORK/tree/a/f7' && test ! -e '$EXPORT/f7-local'"
+check "missing dafs file: ENOENT message" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 120 cat '$M/nope' 2>&1 | grep -q 'No such file or directory'"
 check "nothing leaked into the export" test "$(ls "$EXPORT" | grep -c "^$(basename "$L")" || true)" = 0
 # A server that is down: start one, note its address, stop it.
 mkdir -p "$WORK/down"
 start_dafsd down "$WORK/down"
 DOWN=$ADDR; kill "$PID"; for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
 set +e
-out=$(LD_PRELOAD=$LIB DAFS_MOUNT="/dafs-down-$$=dafs://$DOWN/" cat "/dafs-down-$$/x" 2>&1); rc=$?
+out=$(LD_PRELOAD=$LIB DAFS_MOUNT="/dafs-down-$$=dafs://$DOWN/" timeout 60 cat "/dafs-down-$$/x" 2>&1); rc=$?
 set -e
 if [ "$rc" -ne 0 ] && echo "$out" | grep -q 'dafs-preload: cannot connect' && echo "$out" | grep -q 'Connection refused'; then
     pass "server down: clean ECONNREFUSED and a one-line message"
@@ -367,7 +368,7 @@ else
     fail "server down (rc $rc): $out"
 fi
 set +e
-out=$(LD_PRELOAD=$LIB DAFS_MOUNT="/dafs-down-$$=dafs://$DOWN/" $PY -c "
+out=$(LD_PRELOAD=$LIB DAFS_MOUNT="/dafs-down-$$=dafs://$DOWN/" timeout 60 $PY -c "
 import os
 try:
     os.stat('/dafs-down-$$/x')
@@ -376,7 +377,7 @@ except OSError as e:
 print(open('/etc/hostname').read() == open('/etc/hostname').read())" 2>/dev/null)
 set -e
 check "server down: Python gets ECONNREFUSED and local files still work" test "$out" = "$(printf 'errno 111\nTrue')"
-out=$(LD_PRELOAD=$LIB DAFS_MOUNT="bad-entry" cat /etc/hostname 2>&1 || true)
+out=$(LD_PRELOAD=$LIB DAFS_MOUNT="bad-entry" timeout 60 cat /etc/hostname 2>&1 || true)
 check "bad DAFS_MOUNT: message, nothing redirected" bash -c "echo '$out' | grep -q 'DAFS_MOUNT' && echo '$out' | grep -q \"\$(cat /etc/hostname)\""
 
 # A connection lost while a file is open: the call in flight fails (ENOTCONN), the next
@@ -401,7 +402,7 @@ except OSError as e:
 b = os.read(fd, 2000)
 print("data ok", a + b == open(w + "/rx/f", "rb").read()[:3000])
 PY
-LD_PRELOAD=$LIB DAFS_MOUNT="/dafs-rx=dafs://127.0.0.1:$RPORT/" $PY "$WORK/reconnect.py" "$WORK" > "$WORK/rc.out" 2>"$WORK/rc.err" & RC=$!
+LD_PRELOAD=$LIB DAFS_MOUNT="/dafs-rx=dafs://127.0.0.1:$RPORT/" timeout 60 $PY "$WORK/reconnect.py" "$WORK" > "$WORK/rc.out" 2>"$WORK/rc.err" & RC=$!
 for _ in $(seq 200); do [ -e "$WORK/rc.ready" ] && break; sleep 0.05; done
 kill "$R1"; for _ in $(seq 50); do kill -0 "$R1" 2>/dev/null || break; sleep 0.1; done
 "$REL/dafsd" "$WORK/rx" --listen "127.0.0.1:$RPORT" >"$WORK/rx2.out" 2>&1 & R2=$!; disown "$R2"; pids+=("$R2")
