@@ -62,7 +62,7 @@ unsafe fn resolve_in(dirfd: c_int, path: *const c_char) -> Result<Option<Target>
     }
     // SAFETY: a NUL-terminated string from the caller.
     let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
-    match with(|st| st.resolve(dirfd, bytes)) {
+    match state::resolve(dirfd, bytes) {
         Ok(Res::Dafs(t)) => Ok(Some(t)),
         Ok(Res::Local(Some(abs))) => Err(Ok(abs)),
         Ok(Res::Local(None)) => Ok(None),
@@ -1977,16 +1977,8 @@ pub unsafe extern "C" fn seekdir(d: *mut libc::DIR, pos: libc::c_long) {
 
 // ------------------------------------------------------------------------ working directory
 
-fn set_vcwd(st: &mut state::State, v: Option<String>) {
-    // The environment carries a virtual working directory to child programs (any exec
-    // or spawn path); absent when the working directory is local.
-    match &v {
-        Some(p) => std::env::set_var(state::CWD_ENV, p),
-        None if st.vcwd.is_some() || std::env::var_os(state::CWD_ENV).is_some() => std::env::remove_var(state::CWD_ENV),
-        None => {}
-    }
-    st.vcwd = v;
-    st.invalidate_cwd();
+fn set_vcwd(v: Option<String>) {
+    state::CWD.with(|w| w.set(v));
 }
 
 #[no_mangle]
@@ -1996,7 +1988,7 @@ pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
             if !a.is_dir() {
                 return Err(libc::ENOTDIR);
             }
-            with(|st| set_vcwd(st, Some(t.vpath.clone())));
+            set_vcwd(Some(t.vpath.clone()));
             debug!("chdir {} (virtual)", t.vpath);
             Ok(0)
         })),
@@ -2006,7 +1998,7 @@ pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
             if r == 0 {
                 if let Some(_g) = Entered::enter() {
                     if !config().mounts.is_empty() {
-                        with(|st| set_vcwd(st, None));
+                        set_vcwd(None);
                     }
                 }
             }
@@ -2017,22 +2009,24 @@ pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
     if let Some(_g) = dafs_fd(fd) {
-        return ret(with(|st| {
+        let r = with(|st| {
             let id = st.ofd_id(fd)?;
             let o = &st.ofds[&id];
             if !o.is_dir {
                 return Err(libc::ENOTDIR);
             }
-            let v = o.vpath.clone();
-            set_vcwd(st, Some(v));
-            Ok(0)
+            Ok(o.vpath.clone())
+        });
+        return ret(r.map(|v| {
+            set_vcwd(Some(v));
+            0
         }));
     }
     let r = real!(fchdir: fn(c_int) -> c_int)(fd);
     if r == 0 {
         if let Some(_g) = Entered::enter() {
             if !config().mounts.is_empty() {
-                with(|st| set_vcwd(st, None));
+                set_vcwd(None);
             }
         }
     }
@@ -2043,7 +2037,7 @@ pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
 pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: usize) -> *mut c_char {
     if let Some(_g) = Entered::enter() {
         if !config().mounts.is_empty() {
-            if let Some(v) = with(|st| st.vcwd.clone()) {
+            if let Some(v) = state::CWD.with(|w| w.vcwd.clone()) {
                 return unsafe { copy_out(&v, buf, size) };
             }
         }
@@ -2122,7 +2116,8 @@ unsafe fn exec_env(envp: *const *const c_char, fa: usize) -> Option<(Vec<CString
         return None;
     }
     let actions = fa_actions(fa);
-    let (fds, cwd) = with(|st| (st.exec_fds(&actions), st.vcwd.clone()));
+    let fds = with(|st| st.exec_fds(&actions));
+    let cwd = state::CWD.with(|w| w.vcwd.clone());
     let mut own: Vec<CString> = Vec::new();
     let mut ptrs: Vec<*const c_char> = Vec::new();
     let mut p = envp;

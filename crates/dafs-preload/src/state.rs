@@ -197,64 +197,91 @@ pub struct State {
     next_ofd: u64,
     /// Addresses of our DirStreams.
     pub dirs: HashSet<usize>,
-    /// Virtual working directory (set by chdir/fchdir into a prefix).
-    pub vcwd: Option<String>,
-    /// Cached real working directory (for relative paths when vcwd is None).
-    real_cwd: Option<String>,
     /// The process umask (read at start, tracked through umask()).
     pub umask: u32,
 }
 
 // ------------------------------------------------------------------------ the lock
 
-struct Global {
+/// A value behind a plain pthread mutex (not std's): the fork handlers take it in
+/// `prepare` and release it in both parent and child, so a child never inherits it
+/// locked by a thread that does not exist there.
+pub struct Locked<T> {
     mu: UnsafeCell<libc::pthread_mutex_t>,
-    st: UnsafeCell<Option<State>>,
+    v: UnsafeCell<T>,
 }
-// SAFETY: `st` is only reached with `mu` held (see `with`).
-unsafe impl Sync for Global {}
+// SAFETY: `v` is only reached with `mu` held (see `with`), so one thread at a time
+// uses it. (No `T: Send` bound: the client holds raw pointers to memory it owns, which
+// makes it !Send in the type system, but nothing in it is tied to a thread.)
+unsafe impl<T> Sync for Locked<T> {}
 
-static G: Global = Global { mu: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER), st: UnsafeCell::new(None) };
-
-/// Run `f` on the state with the process-wide lock held. A plain pthread mutex (not
-/// std's) so the fork handlers can take it in `prepare` and release it in both parent
-/// and child: the child never inherits it locked by a thread that does not exist there.
-pub fn with<T>(f: impl FnOnce(&mut State) -> T) -> T {
-    struct Unlock;
-    impl Drop for Unlock {
-        fn drop(&mut self) {
-            // SAFETY: locked below by this thread.
-            unsafe { libc::pthread_mutex_unlock(G.mu.get()) };
-        }
+impl<T> Locked<T> {
+    pub const fn new(v: T) -> Self {
+        Locked { mu: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER), v: UnsafeCell::new(v) }
     }
-    // SAFETY: a statically initialised mutex.
-    unsafe { libc::pthread_mutex_lock(G.mu.get()) };
-    let _u = Unlock;
-    // SAFETY: the mutex is held: no other reference to the state exists.
-    let st = unsafe { &mut *G.st.get() };
-    f(st.get_or_insert_with(State::new))
+
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        struct Unlock<'a, T>(&'a Locked<T>);
+        impl<T> Drop for Unlock<'_, T> {
+            fn drop(&mut self) {
+                self.0.unlock_raw();
+            }
+        }
+        self.lock_raw();
+        let _u = Unlock(self);
+        // SAFETY: the mutex is held: no other reference to the value exists.
+        f(unsafe { &mut *self.v.get() })
+    }
+
+    fn lock_raw(&self) {
+        // SAFETY: a statically initialised mutex.
+        unsafe { libc::pthread_mutex_lock(self.mu.get()) };
+    }
+
+    fn unlock_raw(&self) {
+        // SAFETY: locked by this thread (with / fork_prepare).
+        unsafe { libc::pthread_mutex_unlock(self.mu.get()) };
+    }
 }
 
+static G: Locked<Option<State>> = Locked::new(None);
+
+/// The working directory, under its own lock: resolving a relative local path never
+/// waits for dafs I/O another thread is doing under the state lock.
+pub struct Cwd {
+    /// Virtual working directory (set by chdir/fchdir into a prefix).
+    pub vcwd: Option<String>,
+    /// Cached real working directory (for relative paths when vcwd is None).
+    real: Option<String>,
+}
+pub static CWD: Locked<Cwd> = Locked::new(Cwd { vcwd: None, real: None });
+
+/// Run `f` on the state with the process-wide lock held.
+pub fn with<T>(f: impl FnOnce(&mut State) -> T) -> T {
+    G.with(|st| f(st.get_or_insert_with(State::new)))
+}
+
+// Lock order: G, then CWD.
 extern "C" fn fork_prepare() {
-    // SAFETY: see `with`; released in fork_parent / fork_child.
-    unsafe { libc::pthread_mutex_lock(G.mu.get()) };
+    G.lock_raw();
+    CWD.lock_raw();
 }
 
 extern "C" fn fork_parent() {
-    // SAFETY: locked in fork_prepare.
-    unsafe { libc::pthread_mutex_unlock(G.mu.get()) };
+    CWD.unlock_raw();
+    G.unlock_raw();
 }
 
 extern "C" fn fork_child() {
-    // The calling thread is the only one in the child, and holds the lock.
+    // The calling thread is the only one in the child, and holds the locks.
     let _g = crate::real::Entered::enter();
     set_owner();
-    // SAFETY: the lock is held (fork_prepare).
-    if let Some(st) = unsafe { &mut *G.st.get() } {
+    // SAFETY: G is held (fork_prepare).
+    if let Some(st) = unsafe { &mut *G.v.get() } {
         st.forget_sessions();
     }
-    // SAFETY: locked in fork_prepare (by this thread, before the fork).
-    unsafe { libc::pthread_mutex_unlock(G.mu.get()) };
+    CWD.unlock_raw();
+    G.unlock_raw();
 }
 
 /// Called once at load (constructor): fork handlers, and descriptors and working
@@ -267,6 +294,13 @@ pub fn init() {
     unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
     if cfg.mounts.is_empty() {
         return;
+    }
+    // A working directory under a prefix, handed down by the parent (see chdir).
+    if let Ok(c) = std::env::var(CWD_ENV) {
+        let n = paths::normalize(&c);
+        if c.starts_with('/') && paths::split_mount(&cfg.mounts, &n).is_some() {
+            CWD.with(|w| w.vcwd = Some(n));
+        }
     }
     if let Ok(spec) = std::env::var(FDS_ENV) {
         with(|st| st.adopt_inherited(&spec));
@@ -405,24 +439,14 @@ pub fn open_options(flags: c_int, mode: u32, create_ok: bool) -> OpenOptions {
 impl State {
     fn new() -> State {
         let cfg = config();
-        let mut st = State {
+        State {
             mounts: cfg.mounts.iter().map(|_| MountState::default()).collect(),
             ofds: HashMap::new(),
             fds: HashMap::new(),
             next_ofd: 1,
             dirs: HashSet::new(),
-            vcwd: None,
-            real_cwd: None,
             umask: read_umask(),
-        };
-        // A working directory under a prefix, handed down by the parent (see chdir).
-        if let Ok(c) = std::env::var(CWD_ENV) {
-            let n = paths::normalize(&c);
-            if c.starts_with('/') && paths::split_mount(&cfg.mounts, &n).is_some() {
-                st.vcwd = Some(n);
-            }
         }
-        st
     }
 
     // -------------------------------------------------------------------- sessions
@@ -562,73 +586,6 @@ impl State {
         let m = o.mount;
         let c = self.mounts[m].client.as_mut().ok_or(libc::ENOTCONN)?;
         f(c, o).map_err(|e| self.fail(m, e))
-    }
-
-    // -------------------------------------------------------------------- paths
-
-    fn real_cwd(&mut self) -> Option<&str> {
-        if self.real_cwd.is_none() {
-            let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
-            // SAFETY: a buffer of buf.len() bytes.
-            let p = unsafe { real!(getcwd: fn(*mut libc::c_char, usize) -> *mut libc::c_char)(buf.as_mut_ptr().cast(), buf.len()) };
-            if !p.is_null() {
-                let n = buf.iter().position(|&b| b == 0).unwrap_or(0);
-                self.real_cwd = String::from_utf8(buf[..n].to_vec()).ok();
-            }
-        }
-        self.real_cwd.as_deref()
-    }
-
-    pub fn invalidate_cwd(&mut self) {
-        self.real_cwd = None;
-    }
-
-    /// Resolve a path argument relative to `dirfd` (AT_FDCWD, a dafs directory, or a
-    /// local directory descriptor).
-    pub fn resolve(&mut self, dirfd: c_int, path: &[u8]) -> Result<Res, c_int> {
-        let mounts = &config().mounts;
-        if mounts.is_empty() || path.is_empty() {
-            return Ok(Res::Local(None));
-        }
-        let Ok(p) = std::str::from_utf8(path) else { return Ok(Res::Local(None)) };
-        let abs = if p.starts_with('/') {
-            if !paths::maybe_mounted(mounts, path) {
-                return Ok(Res::Local(None));
-            }
-            paths::normalize(p)
-        } else if dirfd == libc::AT_FDCWD {
-            if let Some(v) = &self.vcwd {
-                let abs = paths::absolute(v, p);
-                if paths::split_mount(mounts, &abs).is_none() {
-                    return Ok(Res::Local(CString::new(abs).ok()));
-                }
-                abs
-            } else {
-                match self.real_cwd() {
-                    Some(c) => paths::absolute(c, p),
-                    None => return Ok(Res::Local(None)),
-                }
-            }
-        } else if is_dafs_fd(dirfd) {
-            let o = &self.ofds[&self.ofd_id(dirfd)?];
-            if !o.is_dir {
-                return Err(libc::ENOTDIR);
-            }
-            let abs = paths::absolute(&o.vpath, p);
-            if paths::split_mount(mounts, &abs).is_none() {
-                return Ok(Res::Local(CString::new(abs).ok()));
-            }
-            abs
-        } else {
-            return Ok(Res::Local(None));
-        };
-        Ok(match paths::split_mount(mounts, &abs) {
-            Some((mount, rel)) => Res::Dafs(Target { mount, rel, vpath: abs }),
-            // "/dafs/../x" leaves the prefix: the kernel cannot walk through "/dafs"
-            // (it does not exist locally), so libc gets the normalised path.
-            None if p.starts_with('/') && !paths::through_prefix(mounts, path) => Res::Local(None),
-            None => Res::Local(CString::new(abs).ok()),
-        })
     }
 
     // -------------------------------------------------------------------- descriptors
@@ -837,3 +794,79 @@ impl State {
     }
 }
 
+
+// ------------------------------------------------------------------------ paths
+
+impl Cwd {
+    fn real(&mut self) -> Option<&str> {
+        if self.real.is_none() {
+            let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+            // SAFETY: a buffer of buf.len() bytes.
+            let p = unsafe { real!(getcwd: fn(*mut libc::c_char, usize) -> *mut libc::c_char)(buf.as_mut_ptr().cast(), buf.len()) };
+            if !p.is_null() {
+                let n = buf.iter().position(|&b| b == 0).unwrap_or(0);
+                self.real = String::from_utf8(buf[..n].to_vec()).ok();
+            }
+        }
+        self.real.as_deref()
+    }
+
+    /// Set (Some) or clear the virtual working directory; the environment carries it to
+    /// child programs, however they are started.
+    pub fn set(&mut self, v: Option<String>) {
+        match &v {
+            Some(p) => std::env::set_var(CWD_ENV, p),
+            None if self.vcwd.is_some() || std::env::var_os(CWD_ENV).is_some() => std::env::remove_var(CWD_ENV),
+            None => {}
+        }
+        self.vcwd = v;
+        self.real = None;
+    }
+}
+
+/// Resolve a path argument relative to `dirfd` (AT_FDCWD, a dafs directory, or a local
+/// directory descriptor). Absolute paths outside every prefix take no lock at all.
+pub fn resolve(dirfd: c_int, path: &[u8]) -> Result<Res, c_int> {
+    let mounts = &config().mounts;
+    if mounts.is_empty() || path.is_empty() {
+        return Ok(Res::Local(None));
+    }
+    let Ok(p) = std::str::from_utf8(path) else { return Ok(Res::Local(None)) };
+    let abs = if p.starts_with('/') {
+        if !paths::maybe_mounted(mounts, path) {
+            return Ok(Res::Local(None));
+        }
+        paths::normalize(p)
+    } else if dirfd == libc::AT_FDCWD {
+        let r = CWD.with(|w| match &w.vcwd {
+            Some(v) => Some((paths::absolute(v, p), true)),
+            None => w.real().map(|c| (paths::absolute(c, p), false)),
+        });
+        match r {
+            Some((abs, true)) if paths::split_mount(mounts, &abs).is_none() => return Ok(Res::Local(CString::new(abs).ok())),
+            Some((abs, _)) => abs,
+            None => return Ok(Res::Local(None)),
+        }
+    } else if is_dafs_fd(dirfd) {
+        let (is_dir, vpath) = with(|st| st.ofd_id(dirfd).map(|id| (st.ofds[&id].is_dir, st.ofds[&id].vpath.clone())))?;
+        if !is_dir {
+            return Err(libc::ENOTDIR);
+        }
+        let abs = paths::absolute(&vpath, p);
+        if paths::split_mount(mounts, &abs).is_none() {
+            return Ok(Res::Local(CString::new(abs).ok()));
+        }
+        abs
+    } else {
+        return Ok(Res::Local(None));
+    };
+    Ok(match paths::split_mount(mounts, &abs) {
+        Some((mount, rel)) => Res::Dafs(Target { mount, rel, vpath: abs }),
+        // "/dafs/../x" leaves the prefix: the kernel cannot walk through "/dafs" (it
+        // does not exist locally), so libc gets the normalised path.
+        None if p.starts_with('/') && !paths::through_prefix(mounts, path) => Res::Local(None),
+        // Relative to the real working directory and not under a prefix: unchanged.
+        None if !p.starts_with('/') && dirfd == libc::AT_FDCWD => Res::Local(None),
+        None => Res::Local(CString::new(abs).ok()),
+    })
+}
