@@ -78,6 +78,8 @@ static void test_basic(void) {
     char lp[PATH_MAX]; snprintf(lp, sizeof lp, "%s/xdev", L);
     CHECK(rename(pp("fd/basic.txt"), lp) == -1 && errno == EXDEV, "rename out of the prefix: EXDEV");
     CHECK(access(pp("fd/basic.txt"), R_OK | W_OK) == 0 && access(pp("fd/nope"), F_OK) == -1 && errno == ENOENT, "access");
+    fd = open(pp("fd/sync.txt"), O_WRONLY | O_CREAT | O_TRUNC | O_SYNC, 0644);
+    CHECK(fd >= 0 && write(fd, "durable", 7) == 7 && (fcntl(fd, F_GETFL) & O_SYNC) == O_SYNC && close(fd) == 0, "O_SYNC write");
     fd = open(pp("fd/append.txt"), O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0644);
     CHECK(write(fd, "one\n", 4) == 4 && lseek(fd, 0, SEEK_SET) == 0 && write(fd, "two\n", 4) == 4 && lseek(fd, 0, SEEK_CUR) == 8,
           "O_APPEND writes go to the end");
@@ -181,11 +183,20 @@ static void test_dirs(void) {
     n = 0; while (d2 && readdir(d2)) n++;
     CHECK(d2 && n == 4 && closedir(d2) == 0, "fdopendir");
     CHECK(fcntl(fd, F_GETFD) == -1 && errno == EBADF, "closedir closed the descriptor");
+    struct dirent **names = NULL;
+    int ns = scandir(pp("fd/dir"), &names, NULL, alphasort);
+    CHECK(ns == 4 && !strcmp(names[0]->d_name, ".") && !strcmp(names[2]->d_name, "a") && !strcmp(names[3]->d_name, "b"), "scandir + alphasort (%d)", ns);
+    for (int i = 0; i < ns; i++) free(names[i]);
+    free(names);
+    CHECK(pathconf(pp("fd/dir"), _PC_NAME_MAX) == 255, "pathconf _PC_NAME_MAX");
     /* chdir into the prefix: relative paths and getcwd follow */
     char old[PATH_MAX]; getcwd(old, sizeof old);
     CHECK(chdir(pp("fd/dir")) == 0, "chdir into the prefix");
     char cwd[PATH_MAX];
     CHECK(getcwd(cwd, sizeof cwd) && !strcmp(cwd, pp("fd/dir")), "getcwd reports the dafs directory (%s)", cwd);
+    char *gc = get_current_dir_name();
+    CHECK(gc && !strcmp(gc, pp("fd/dir")), "get_current_dir_name too");
+    free(gc);
     CHECK(stat("a", &st) == 0 && S_ISREG(st.st_mode) && stat("../dir/b", &st) == 0, "relative paths resolve under it");
     char lp[PATH_MAX]; snprintf(lp, sizeof lp, "%s", L);
     CHECK(stat("/etc/hostname", &st) == 0, "absolute local paths still work");

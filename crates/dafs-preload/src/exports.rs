@@ -448,11 +448,18 @@ fn do_write(fd: c_int, buf: *const u8, n: usize, at: Option<i64>) -> Result<usiz
                 if at.is_none() {
                     o.offset = end;
                 }
+                if o.flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {
+                    c.fsync(f)?;
+                }
                 return Ok(n);
             }
             let w = c.pwrite(f, data, off)?;
             if at.is_none() {
                 o.offset = off + w as u64;
+            }
+            // O_SYNC / O_DSYNC: the data is stable before write returns.
+            if o.flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {
+                c.fsync(f)?;
             }
             Ok(w)
         })
@@ -2808,4 +2815,145 @@ fn proc_fd_target(path: &[u8]) -> Option<String> {
         return None;
     }
     with(|st| st.ofd_id(n).ok().map(|id| st.ofds[&id].vpath.clone()))
+}
+
+/// get_current_dir_name: glibc's checks $PWD with internal calls; the virtual working
+/// directory is answered here.
+#[no_mangle]
+pub unsafe extern "C" fn get_current_dir_name() -> *mut c_char {
+    if let Some(_g) = Entered::enter() {
+        if !config().mounts.is_empty() {
+            if let Some(v) = state::CWD.with(|w| w.vcwd.clone()) {
+                return unsafe { copy_out(&v, std::ptr::null_mut(), 0) };
+            }
+        }
+    }
+    real!(get_current_dir_name: fn() -> *mut c_char)()
+}
+
+/// pathconf/fpathconf (glibc answers them with an internal statfs): NAME_MAX from the
+/// server, the other limits as the local root file system reports them.
+fn conf_value(name: c_int, name_max: u32) -> libc::c_long {
+    match name {
+        libc::_PC_NAME_MAX => name_max as libc::c_long,
+        libc::_PC_PATH_MAX => libc::PATH_MAX as libc::c_long,
+        libc::_PC_FILESIZEBITS => 64,
+        // SAFETY: a static path.
+        _ => unsafe { real!(pathconf: fn(*const c_char, c_int) -> libc::c_long)(c"/".as_ptr(), name) },
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn pathconf(path: *const c_char, name: c_int) -> libc::c_long {
+    match unsafe { classify(libc::AT_FDCWD, path) } {
+        P::Dafs(t, _g) => match on_path(&t, |c, p| {
+            c.stat(p)?;
+            Ok(c.statfs()?.name_max)
+        }) {
+            Ok(nm) => conf_value(name, nm),
+            Err(e) => neg(e) as libc::c_long,
+        },
+        P::Err(e) => neg(e) as libc::c_long,
+        P::Local(p, _k) => real!(pathconf: fn(*const c_char, c_int) -> libc::c_long)(p, name),
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn fpathconf(fd: c_int, name: c_int) -> libc::c_long {
+    if let Some(_g) = dafs_fd(fd) {
+        return match fs_of_fd(fd) {
+            Ok(s) => conf_value(name, s.name_max),
+            Err(e) => neg(e) as libc::c_long,
+        };
+    }
+    real!(fpathconf: fn(c_int, c_int) -> libc::c_long)(fd, name)
+}
+
+type DirentFilter = Option<unsafe extern "C" fn(*const libc::dirent64) -> c_int>;
+type DirentCompar = Option<unsafe extern "C" fn(*const *const libc::dirent64, *const *const libc::dirent64) -> c_int>;
+
+/// scandir on a dafs directory (glibc's opens the directory with an internal call):
+/// the same contract — malloc'd entries in a malloc'd array, filtered and sorted.
+unsafe fn scandir_dafs(t: &Target, list: *mut *mut *mut libc::dirent64, filter: DirentFilter, compar: DirentCompar) -> c_int {
+    let entries = match do_open(t, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0) {
+        Ok(fd) => {
+            let r = with(|st| st.ofd_id(fd).and_then(|id| st.list_dir(id)));
+            let _ = with(|st| st.drop_fd(fd));
+            state::real_close(fd);
+            match r {
+                Ok(v) => v,
+                Err(e) => return neg(e),
+            }
+        }
+        Err(e) => return neg(e),
+    };
+    let mut out: Vec<*mut libc::dirent64> = Vec::new();
+    let free_all = |v: &Vec<*mut libc::dirent64>| {
+        for &p in v {
+            // SAFETY: allocated with malloc below.
+            unsafe { libc::free(p.cast()) };
+        }
+    };
+    for (i, (name, ino, ty)) in entries.iter().enumerate() {
+        // SAFETY: a zeroed, malloc'd dirent64 the caller frees with free().
+        let e = unsafe { libc::calloc(1, std::mem::size_of::<libc::dirent64>()) } as *mut libc::dirent64;
+        if e.is_null() {
+            free_all(&out);
+            return neg(libc::ENOMEM);
+        }
+        let d = unsafe { &mut *e };
+        d.d_ino = *ino;
+        d.d_off = i as i64 + 1;
+        d.d_type = *ty;
+        d.d_reclen = std::mem::size_of::<libc::dirent64>() as u16;
+        for (dst, src) in d.d_name.iter_mut().zip(name.iter().take(255)) {
+            *dst = *src as c_char;
+        }
+        if let Some(f) = filter {
+            // SAFETY: the caller's filter on a valid entry.
+            if unsafe { f(e) } == 0 {
+                unsafe { libc::free(e.cast()) };
+                continue;
+            }
+        }
+        out.push(e);
+    }
+    if let Some(c) = compar {
+        // SAFETY: qsort over our array with the caller's comparison of entry pointers.
+        unsafe {
+            libc::qsort(
+                out.as_mut_ptr().cast(),
+                out.len(),
+                std::mem::size_of::<*mut libc::dirent64>(),
+                Some(std::mem::transmute::<unsafe extern "C" fn(*const *const libc::dirent64, *const *const libc::dirent64) -> c_int, unsafe extern "C" fn(*const c_void, *const c_void) -> c_int>(c)),
+            )
+        };
+    }
+    // SAFETY: a malloc'd array the caller frees with free().
+    let arr = unsafe { libc::malloc(out.len().max(1) * std::mem::size_of::<*mut libc::dirent64>()) } as *mut *mut libc::dirent64;
+    if arr.is_null() {
+        free_all(&out);
+        return neg(libc::ENOMEM);
+    }
+    unsafe {
+        std::ptr::copy_nonoverlapping(out.as_ptr(), arr, out.len());
+        *list = arr;
+    }
+    out.len() as c_int
+}
+
+// struct dirent and dirent64 have one layout on the supported targets.
+#[no_mangle]
+pub unsafe extern "C" fn scandir(dir: *const c_char, list: *mut *mut *mut libc::dirent64, filter: DirentFilter, compar: DirentCompar) -> c_int {
+    match unsafe { classify(libc::AT_FDCWD, dir) } {
+        P::Dafs(t, _g) => unsafe { scandir_dafs(&t, list, filter, compar) },
+        P::Err(e) => neg(e),
+        P::Local(p, _k) => real!(scandir: fn(*const c_char, *mut *mut *mut libc::dirent64, DirentFilter, DirentCompar) -> c_int)(p, list, filter, compar),
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn scandir64(dir: *const c_char, list: *mut *mut *mut libc::dirent64, filter: DirentFilter, compar: DirentCompar) -> c_int {
+    match unsafe { classify(libc::AT_FDCWD, dir) } {
+        P::Dafs(t, _g) => unsafe { scandir_dafs(&t, list, filter, compar) },
+        P::Err(e) => neg(e),
+        P::Local(p, _k) => real!(scandir64: fn(*const c_char, *mut *mut *mut libc::dirent64, DirentFilter, DirentCompar) -> c_int)(p, list, filter, compar),
+    }
 }
