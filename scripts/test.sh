@@ -22,7 +22,7 @@ if [ "$status" -ne 0 ]; then
 fi
 # Adapter suites (C API + fio engine, Python package): each script installs what it
 # needs, runs real programs against a real dafsd, and prints "N passed, N failed".
-for extra in scripts/test-c.sh scripts/test-python.sh; do
+for extra in scripts/test-c.sh scripts/test-python.sh scripts/test-preload.sh; do
     if [ -x "$extra" ]; then
         echo "==> $extra"
         out=$("$extra" 2>&1) || { echo "$out" | tail -60; echo "==> FAILED: $extra"; exit 1; }
