@@ -1081,11 +1081,19 @@ impl Client {
                 Err(err) => {
                     tracing::debug!("session recovery failed: {err}");
                     let why = format!("{e}; recovery failed: {err}");
-                    if let Error::Status(st) = &err {
-                        self.dead_status = Some(*st);
-                    }
+                    // The session's fate (BADSESSION, FENCED) or an authentication failure
+                    // says more than the broken connection; otherwise report the break
+                    // itself (its errno, e.g. ENOTCONN), not the last reconnect attempt's.
+                    let ret = match err {
+                        Error::Status(st) => {
+                            self.dead_status = Some(st);
+                            Error::Status(st)
+                        }
+                        Error::Auth(_) => err,
+                        _ => Error::Transport(e),
+                    };
                     self.fail_all(&why);
-                    return Err(err);
+                    return Err(ret);
                 }
             }
         }

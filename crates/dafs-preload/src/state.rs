@@ -502,7 +502,13 @@ impl State {
         match f {
             Fail::Errno(e) => e,
             Fail::Client(e) => {
-                if matches!(e, Error::Transport(_) | Error::Disconnected | Error::Protocol(_)) {
+                // The client library recovers broken connections by itself (re-binding the
+                // session); what reaches here is a connection it could not recover, or a
+                // session the server no longer knows (restarted, lease expired, fenced).
+                if matches!(
+                    e,
+                    Error::Transport(_) | Error::Disconnected | Error::Protocol(_) | Error::Status(dafs_proto::Status::BadSession | dafs_proto::Status::Fenced)
+                ) {
                     eprintln!("dafs-preload: connection to {} lost: {e}", config().mounts[m].url);
                     let ms = &mut self.mounts[m];
                     for fd in ms.conn_fds.drain(..) {
