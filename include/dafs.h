@@ -207,7 +207,10 @@ typedef struct dafs_stats_t {
     uint64_t waits_slept;       /* waits that slept in the kernel */
     uint64_t vm_registrations;  /* shm: registrations of application memory reached
                                    with process_vm_readv/writev (one extra copy) */
-    uint64_t reserved[8];
+    uint64_t reconnects;        /* broken connections recovered (session re-bound) */
+    uint64_t retransmits;       /* requests resent after a reconnect */
+    uint64_t stale_replies;     /* answers to duplicates, dropped */
+    uint64_t reserved[5];
 } dafs_stats_t;
 
 /* dafs_batch_submit modes: how a batch reports completion. */
@@ -308,6 +311,22 @@ DAFS_API int dafs_stats(const dafs_client_t *client, dafs_stats_t *out);
 
 /* One NULL round trip to the server (latency probe, liveness check). 0 or -errno. */
 DAFS_API int dafs_null(dafs_client_t *client);
+
+/* Sessions survive broken connections: the library reconnects by itself within the
+ * server's lease (90 s by default), re-binds the session and resends what was in
+ * flight; each request takes effect exactly once. When the session itself is gone
+ * (lease expired, server restarted, ended or fenced by an administrator) every call
+ * fails with the same error until dafs_reestablish.
+ *
+ * 0 while the session is usable; -ENOTCONN when the server no longer knows it; -EPERM
+ * when this client is fenced. */
+DAFS_API int dafs_session_lost(const dafs_client_t *client);
+
+/* Start a new session with the same server and configuration and re-open every open
+ * dafs_file_t by the path and flags it was opened with (the handles stay valid;
+ * creation and truncation are not repeated). Registered memory stays registered; locks
+ * of the old session are gone. 0 or -errno. */
+DAFS_API int dafs_reestablish(dafs_client_t *client);
 
 /* ---------------------------------------------------------------------------------- */
 /* Files and blocking I/O                                                             */

@@ -136,7 +136,7 @@ start_dafsd() { # name dir args... -> sets ADDR, SHM, PID
     SHM=$(sed -n 's/^shared memory: //p' "$WORK/$name.out")
     [ -n "$ADDR" ] || { echo "error: dafsd ($name) did not report its address" >&2; exit 1; }
 }
-start_dafsd main "$WORK/export" --shm-socket "$WORK/dafsd.sock"
+start_dafsd main "$WORK/export" --shm-socket "$WORK/dafsd.sock" --admin-socket "$WORK/admin.sock"
 MAIN_ADDR=$ADDR MAIN_SHM=$SHM
 [ -n "$MAIN_SHM" ] || { echo "error: dafsd did not offer shared memory" >&2; exit 1; }
 start_dafsd victim "$WORK/victim" --no-shm
@@ -150,7 +150,7 @@ fail() { failed=$((failed + 1)); echo "FAIL $1"; }
 # ---------------------------------------------------------------- C tests
 echo "==> tests/c/test_capi.c"
 set +e
-DAFS_TARGET=$MAIN_ADDR DAFS_SHM_TARGET=$MAIN_SHM DAFS_VICTIM_TARGET=$VICTIM_ADDR DAFS_VICTIM_PID=$VICTIM_PID \
+DAFS_TARGET=$MAIN_ADDR DAFS_SHM_TARGET=$MAIN_SHM DAFS_VICTIM_TARGET=$VICTIM_ADDR DAFS_VICTIM_PID=$VICTIM_PID DAFS_ADMIN_SOCKET="$WORK/admin.sock" \
     timeout 120 "$BUILD/test_capi" >"$WORK/test_capi.out" 2>&1
 rc=$?
 set -e

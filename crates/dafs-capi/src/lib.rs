@@ -117,7 +117,10 @@ pub struct dafs_stats_t {
     pub waits_spun: u64,
     pub waits_slept: u64,
     pub vm_registrations: u64,
-    pub reserved: [u64; 8],
+    pub reconnects: u64,
+    pub retransmits: u64,
+    pub stale_replies: u64,
+    pub reserved: [u64; 5],
 }
 
 /// One file segment of a batched I/O.
@@ -496,7 +499,10 @@ pub unsafe extern "C" fn dafs_stats(client: *const dafs_client_t, out: *mut dafs
             waits_spun: t.waits_spun,
             waits_slept: t.waits_slept,
             vm_registrations: t.vm_registrations,
-            reserved: [0; 8],
+            reconnects: s.reconnects,
+            retransmits: s.retransmits,
+            stale_replies: s.stale_replies,
+            reserved: [0; 5],
         };
         // SAFETY: checked non-null; caller-owned storage.
         unsafe { out.write(c) };
@@ -507,6 +513,31 @@ pub unsafe extern "C" fn dafs_stats(client: *const dafs_client_t, out: *mut dafs
 #[no_mangle]
 pub extern "C" fn dafs_null(client: *mut dafs_client_t) -> c_int {
     neg(with_client(client, |inner| inner.client.null().map(|_| 0).map_err(errno)))
+}
+
+#[no_mangle]
+pub extern "C" fn dafs_session_lost(client: *const dafs_client_t) -> c_int {
+    neg(with_client(client, |inner| match inner.client.session_lost() {
+        None => Ok(0),
+        Some(st) => Err(st.to_errno()),
+    }))
+}
+
+#[no_mangle]
+pub extern "C" fn dafs_reestablish(client: *mut dafs_client_t) -> c_int {
+    neg(with_client(client, |inner| {
+        inner.client.reestablish().map_err(errno)?;
+        // Every dafs_file_t of the client stays valid: re-open each by its path.
+        let files: Vec<usize> = inner.files.iter().copied().collect();
+        for p in files {
+            let fp = p as *mut dafs_file_t;
+            // SAFETY: a live Box<dafs_file_t> of this client (in its table); the guard
+            // makes this the only access.
+            let f = unsafe { &mut *fp };
+            f.file = inner.client.reopen(&f.file).map_err(errno)?;
+        }
+        Ok(0)
+    }))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -137,6 +137,19 @@ impl Default for ClientConfig {
     }
 }
 
+/// What SESSION_CREATE negotiated.
+struct Negotiated {
+    session_id: u64,
+    max_msg: u32,
+    slots: u32,
+    threshold: u32,
+    auth: AuthMethod,
+    server_nonce: [u8; 32],
+    direct_max: u32,
+    batch_max: u32,
+    offer: ShmOffer,
+}
+
 /// What a server's SESSION_CREATE reply offered for same-host connections.
 #[derive(Debug, Default)]
 struct ShmOffer {
@@ -603,8 +616,9 @@ impl Client {
         }
     }
 
-    fn establish(mut t: Box<dyn ClientTransport>, cfg: &ClientConfig) -> Result<(Client, ShmOffer)> {
-        Self::keepalive(t.as_ref());
+    /// SESSION_CREATE on `t`: the negotiated values, checked to be in range.
+    fn negotiate(t: &mut dyn ClientTransport, cfg: &ClientConfig) -> Result<Negotiated> {
+        Self::keepalive(t);
         let want_auth = if cfg.secret.is_some() { AuthMethod::HmacSha256 } else { AuthMethod::None };
         let mut buf = Vec::new();
         let h = Header::request(Opcode::SessionCreate, 0, 0, 0, 0);
@@ -613,33 +627,44 @@ impl Client {
         t.send(&buf)?;
         let msg = t.recv(Wait::Timeout(cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
         let (rh, reply) = dafs_proto::decode_reply(&msg, t.max_msg_size()).map_err(|e| Error::Protocol(e.to_string()))?;
-        let offer;
-        let (max_msg, slots, threshold, auth, server_nonce, direct_max, batch_max) = match reply {
-            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, batch_max, host_id, shm_path } => {
-                offer = ShmOffer { host_id, shm_path: String::from_utf8_lossy(shm_path).into_owned() };
-                (max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, batch_max)
-            }
+        let n = match reply {
+            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, batch_max, host_id, shm_path } => Negotiated {
+                session_id: rh.session_id,
+                max_msg: max_msg_size,
+                slots,
+                threshold: inline_threshold,
+                auth,
+                server_nonce,
+                direct_max,
+                batch_max,
+                offer: ShmOffer { host_id, shm_path: String::from_utf8_lossy(shm_path).into_owned() },
+            },
             Reply::Error(Status::AuthRequired) => return Err(Error::Auth("the server requires a shared secret (use --secret-file)".into())),
             Reply::Error(s) => return Err(Error::Status(s)),
             _ => return Err(Error::Protocol("unexpected reply to SESSION_CREATE".into())),
         };
-        if !(limits::MSG_SIZE_MIN..=cfg.max_msg_size.max(limits::MSG_SIZE_MIN)).contains(&max_msg) || slots == 0 || slots > limits::SLOTS_MAX {
+        if !(limits::MSG_SIZE_MIN..=cfg.max_msg_size.max(limits::MSG_SIZE_MIN)).contains(&n.max_msg) || n.slots == 0 || n.slots > limits::SLOTS_MAX {
             return Err(Error::Protocol("server negotiated out-of-range limits".into()));
         }
-        if threshold as usize + 1024 > max_msg as usize || direct_max == 0 || direct_max > limits::DIRECT_LEN_MAX {
+        if n.threshold as usize + 1024 > n.max_msg as usize || n.direct_max == 0 || n.direct_max > limits::DIRECT_LEN_MAX {
             return Err(Error::Protocol("server negotiated an out-of-range threshold".into()));
         }
-        t.set_max_msg_size(max_msg as usize);
+        t.set_max_msg_size(n.max_msg as usize);
+        Ok(n)
+    }
+
+    fn establish(mut t: Box<dyn ClientTransport>, cfg: &ClientConfig) -> Result<(Client, ShmOffer)> {
+        let n = Self::negotiate(t.as_mut(), cfg)?;
         let base_spin = t.default_spin();
         let mut c = Client {
             t,
-            session_id: rh.session_id,
-            slots: ClientSlots::new(slots),
-            inflight: (0..slots).map(|_| None).collect(),
-            max_msg: max_msg as usize,
-            inline_threshold: threshold as usize,
-            direct_max: direct_max as usize,
-            batch_max,
+            session_id: 0,
+            slots: ClientSlots::new(1),
+            inflight: Vec::new(),
+            max_msg: 0,
+            inline_threshold: 0,
+            direct_max: 0,
+            batch_max: 0,
             root: FileHandle([0; 32]),
             regions: HashMap::new(),
             cgs: HashMap::new(),
@@ -647,26 +672,49 @@ impl Client {
             next_req: 1,
             sync_done: None,
             internal_cg: CgId(0),
-            reqbufs: (0..slots).map(|_| Vec::new()).collect(),
+            reqbufs: Vec::new(),
             stats: ClientStats::default(),
             dead: false,
             dead_status: None,
             cfg: cfg.clone(),
-            bind_nonce: server_nonce,
+            bind_nonce: [0; 32],
             small_inflight: 0,
             base_spin,
             spin_now: base_spin,
         };
         c.cgs.insert(0, Cg::default());
-        match (&cfg.secret, auth) {
+        c.start_session(&n)?;
+        Ok((c, n.offer))
+    }
+
+    /// Take on the session `n` describes: fresh slots, then authenticate (if the server
+    /// requires it) and fetch the export's root handle.
+    fn start_session(&mut self, n: &Negotiated) -> Result<()> {
+        self.session_id = n.session_id;
+        self.slots = ClientSlots::new(n.slots);
+        self.inflight = (0..n.slots).map(|_| None).collect();
+        self.reqbufs = (0..n.slots).map(|_| Vec::new()).collect();
+        self.max_msg = n.max_msg as usize;
+        self.inline_threshold = n.threshold as usize;
+        self.direct_max = n.direct_max as usize;
+        self.batch_max = n.batch_max;
+        self.bind_nonce = n.server_nonce;
+        self.dead = false;
+        self.dead_status = None;
+        self.small_inflight = 0;
+        self.sync_done = None;
+        let cfg = &self.cfg;
+        match (&cfg.secret, n.auth) {
             (Some(secret), AuthMethod::HmacSha256) => {
+                let secret = secret.clone();
+                let client_id = cfg.client_id.clone();
                 let mut client_nonce = [0u8; 32];
                 getrandom::getrandom(&mut client_nonce).map_err(|e| Error::Auth(e.to_string()))?;
-                let proof = auth::client_proof(secret, c.session_id, &server_nonce, &client_nonce, cfg.client_id.as_bytes());
-                let m = c.call(&Request::SessionAuth { client_nonce, proof })?;
-                let (_, r) = c.decode(&m)?;
+                let proof = auth::client_proof(&secret, self.session_id, &n.server_nonce, &client_nonce, client_id.as_bytes());
+                let m = self.call(&Request::SessionAuth { client_nonce, proof })?;
+                let (_, r) = self.decode(&m)?;
                 let Reply::SessionAuth { server_proof } = r else { return Err(Error::Protocol("bad SESSION_AUTH reply".into())) };
-                if !auth::verify_server(secret, c.session_id, &server_nonce, &client_nonce, cfg.client_id.as_bytes(), &server_proof) {
+                if !auth::verify_server(&secret, self.session_id, &n.server_nonce, &client_nonce, client_id.as_bytes(), &server_proof) {
                     return Err(Error::Auth("the server could not prove it holds the shared secret".into()));
                 }
             }
@@ -674,12 +722,13 @@ impl Client {
             (None, AuthMethod::HmacSha256) => return Err(Error::Auth("the server requires a shared secret".into())),
             (None, AuthMethod::None) => {}
         }
-        let m = c.call(&Request::GetRootHandle { export: cfg.export.as_bytes() })?;
-        match c.decode(&m)?.1 {
-            Reply::Handle { fh, .. } => c.root = fh,
+        let export = self.cfg.export.clone();
+        let m = self.call(&Request::GetRootHandle { export: export.as_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { fh, .. } => self.root = fh,
             _ => return Err(Error::Protocol("bad GET_ROOTHANDLE reply".into())),
         }
-        Ok((c, offer))
+        Ok(())
     }
 
     // ------------------------------------------------------------------ negotiated values
@@ -718,22 +767,16 @@ impl Client {
         if self.inflight.iter().any(Option::is_some) {
             return Err(Error::InvalidArgument("requests still in flight"));
         }
+        // The transport stays this client's whatever happens, so a failed attempt (e.g.
+        // still fenced) can simply be repeated.
         self.t.reconnect(self.cfg.connect_timeout)?;
         let cfg = self.cfg.clone();
-        // A fresh client on the same transport, then keep what outlives sessions.
-        let t = std::mem::replace(&mut self.t, Box::new(NoTransport));
-        let (mut fresh, _) = Self::establish(t, &cfg)?;
-        std::mem::swap(&mut fresh.regions, &mut self.regions);
-        std::mem::swap(&mut fresh.cgs, &mut self.cgs);
-        fresh.next_cg = self.next_cg;
-        fresh.next_req = self.next_req;
-        fresh.stats = self.stats;
-        fresh.stats.reconnects += 1;
-        // The old state is dead (or will be: its transport is a placeholder), so its
-        // destructor sends nothing.
-        let mut old = std::mem::replace(self, fresh);
-        old.dead = true;
-        drop(old);
+        let n = Self::negotiate(self.t.as_mut(), &cfg)?;
+        if let Err(e) = self.start_session(&n) {
+            self.dead = true;
+            return Err(e);
+        }
+        self.stats.reconnects += 1;
         Ok(())
     }
 

@@ -355,6 +355,11 @@ impl Conn {
         if s.id != h.session_id {
             return self.send(sh, sc, &h, &Reply::Error(Status::BadSession));
         }
+        // Revoked (fenced, killed, or bound elsewhere) while this request was on its way:
+        // it must not execute here; the worker's scan would close us anyway.
+        if s.info.revoke.load(Relaxed) != REVOKE_NONE {
+            return ConnFate::Close;
+        }
         // Server-directed flow control: the administrator (or policy) may have moved
         // this session's target; every reply carries it and the client follows.
         let target = s.info.target_highest.load(Relaxed);
