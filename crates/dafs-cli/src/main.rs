@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 use dafs_client::{Client, ClientConfig, Error, OpenOptions};
 use dafs_proto::FileType;
 
+mod mount;
 mod serve;
 
 #[derive(Parser, Debug)]
@@ -64,6 +65,10 @@ enum Cmd {
     Ping { url: String },
     /// Performance harness: local files, DAFS over TCP and shared memory, NFS (see docs/benchmarks.md).
     Bench(dafs_bench::BenchArgs),
+    /// Mount an export as a local directory (FUSE); serves until unmounted.
+    Mount(mount::MountArgs),
+    /// Unmount a `dafs mount`.
+    Umount(mount::UmountArgs),
 }
 
 fn main() {
@@ -139,6 +144,8 @@ fn run(cli: &Cli) -> Result<(), Fail> {
     match &cli.cmd {
         Cmd::Serve(a) => serve::run(a).map_err(|e| Fail(2, e)),
         Cmd::Bench(a) => dafs_bench::run(a).map_err(|e| Fail(1, e)),
+        Cmd::Mount(a) => mount::mount(a, cli.secret_file.as_deref(), &cli.export),
+        Cmd::Umount(a) => mount::umount(a),
         Cmd::Ls { url, long } => {
             let (mut c, path) = connect(cli, url)?;
             let attr = c.stat(&path).map_err(|e| op_err(&path, e))?;
