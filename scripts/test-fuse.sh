@@ -475,6 +475,9 @@ check "consistency: server-side write visible after attr_ttl" bash -c "
     echo old > $MNT/c2o; cat $MNT/c2o >/dev/null
     printf 'new contents\n' > $EXPORT/c2o.tmp && mv $EXPORT/c2o.tmp $EXPORT/c2o
     sleep 1.3; grep -qx 'new contents' $MNT/c2o"
+check "consistency: data rewritten in place on the server is read at the next open" bash -c "
+    printf 'version-1\n' > $MNT/inplace; grep -qx version-1 $MNT/inplace &&
+    printf 'version-2\n' | dd of=$EXPORT/inplace conv=notrunc status=none && grep -qx version-2 $MNT/inplace"
 check "consistency: attr_ttl_ms=0 sees server-side appends at once" bash -c "
     $DAFS mount dafs://$MAIN_ADDR/ $WORK/m2 -d -o attr_ttl_ms=0 >/dev/null &&
     echo a > $WORK/m2/strict; cat $WORK/m2/strict >/dev/null; echo b >> $EXPORT/strict;
@@ -549,23 +552,60 @@ check "lazy-unmounted mount process exits once the last user leaves" bash -c "
     for i in \$(seq 100); do kill -0 $FG_PID 2>/dev/null || break; sleep 0.1; done; ! kill -0 $FG_PID 2>/dev/null"
 reap "$FG_PID" >/dev/null 2>&1 || true
 
-# A server killed under a mount (TCP, no shared memory): operations fail within
-# seconds (EIO or ENOTCONN), and the mount can still be unmounted.
-start_dafsd victim "$WORK/victim" --no-shm
-VICTIM_ADDR=$ADDR VICTIM_PID=$PID
-out=$("$DAFS" mount "dafs://$VICTIM_ADDR/" "$WORK/m3" -d)
-V_MOUNT_PID=$(echo "$out" | sed -n 's/.*(pid \([0-9]*\)).*/\1/p')
-echo before > "$WORK/m3/f"
-kill -9 "$VICTIM_PID"; sleep 0.2
-check "server killed: operations fail within 5 s with EIO/ENOTCONN" bash -c "
-    ! timeout 5 cat $WORK/m3/f >/dev/null 2>$WORK/dead.err; s1=\$?
-    ! timeout 5 touch $WORK/m3/new 2>>$WORK/dead.err
-    ! timeout 5 ls $WORK/m3/sub-does-not-exist-yet 2>>$WORK/dead.err
-    cat $WORK/dead.err; ! grep -q 'Terminated\|timed out' $WORK/dead.err &&
-    grep -Eq 'Input/output error|not connected' $WORK/dead.err"
-check "server killed: dafs umount still works and the mount process exits" bash -c "
-    timeout 10 $DAFS umount $WORK/m3 && ! grep -q ' $WORK/m3 ' /proc/mounts &&
-    for i in \$(seq 100); do kill -0 $V_MOUNT_PID 2>/dev/null || break; sleep 0.1; done; ! kill -0 $V_MOUNT_PID 2>/dev/null"
+foreground_mount "$WORK/m2"
+(cd "$WORK/m2" && sleep 3) &
+BUSY=$!
+sleep 0.3
+check "SIGTERM on a busy mount detaches it; the process exits once it is no longer used" bash -c "
+    kill -TERM $FG_PID; for i in \$(seq 50); do grep -q ' $WORK/m2 ' /proc/mounts || break; sleep 0.1; done
+    ! grep -q ' $WORK/m2 ' /proc/mounts && kill -0 $FG_PID 2>/dev/null && kill -0 $BUSY 2>/dev/null &&
+    while kill -0 $BUSY 2>/dev/null; do sleep 0.1; done &&
+    for i in \$(seq 100); do kill -0 $FG_PID 2>/dev/null || break; sleep 0.1; done; ! kill -0 $FG_PID 2>/dev/null"
+wait "$BUSY" 2>/dev/null || true
+reap "$FG_PID" >/dev/null 2>&1 || true
+
+foreground_mount "$WORK/m2"
+check "fusermount3 -u unmounts; the mount process exits" bash -c "
+    fusermount3 -u $WORK/m2 && ! grep -q ' $WORK/m2 ' /proc/mounts &&
+    for i in \$(seq 100); do kill -0 $FG_PID 2>/dev/null || break; sleep 0.1; done; ! kill -0 $FG_PID 2>/dev/null"
+rc=0; reap "$FG_PID" || rc=$?
+[ "$rc" -eq 0 ] && pass "fusermount3 -u: mount process exit status 0" || fail "fusermount3 -u: mount process exit status $rc"
+
+# A server killed under a mount, over TCP and over shared memory: operations fail
+# within seconds (EIO or ENOTCONN), and the mount can still be unmounted.
+server_killed() { # label dafsd-args...
+    local label=$1; shift
+    rm -rf "$WORK/victim"; mkdir -p "$WORK/victim"
+    start_dafsd "victim-$label" "$WORK/victim" "$@"
+    local vpid=$PID out mpid
+    if ! out=$("$DAFS" mount "dafs://$ADDR/" "$WORK/m3" -d); then fail "server killed ($label): mount failed"; return; fi
+    mpid=$(echo "$out" | sed -n 's/.*(pid \([0-9]*\)).*/\1/p')
+    echo before > "$WORK/m3/f"
+    exec 7<"$WORK/m3/f"
+    kill -9 "$vpid"; sleep 0.2
+    check "server killed ($label): operations fail within 5 s with EIO/ENOTCONN" bash -c "
+        ! timeout 5 cat $WORK/m3/f >/dev/null 2>$WORK/dead.err
+        ! timeout 5 cat <&7 >/dev/null 2>>$WORK/dead.err
+        ! timeout 5 touch $WORK/m3/new 2>>$WORK/dead.err
+        ! timeout 5 ls $WORK/m3/sub-does-not-exist-yet 2>>$WORK/dead.err
+        cat $WORK/dead.err; ! grep -q 'Terminated\|timed out' $WORK/dead.err &&
+        [ \$(grep -Ec 'Input/output error|not connected' $WORK/dead.err) -ge 4 ]"
+    { exec 7<&-; } 2>/dev/null  # close fails with EIO on the dead mount: expected
+    check "server killed ($label): dafs umount still works and the mount process exits" bash -c "
+        timeout 10 $DAFS umount $WORK/m3 && ! grep -q ' $WORK/m3 ' /proc/mounts &&
+        for i in \$(seq 100); do kill -0 $mpid 2>/dev/null || break; sleep 0.1; done; ! kill -0 $mpid 2>/dev/null"
+}
+server_killed tcp --no-shm
+server_killed shm --shm-socket "$WORK/victim.sock"
+
+# A mount process killed with SIGKILL leaves a dead mount ("Transport endpoint is not
+# connected"); dafs umount still removes it.
+out=$("$DAFS" mount "dafs://$MAIN_ADDR/" "$WORK/m2" -d)
+kpid=$(echo "$out" | sed -n 's/.*(pid \([0-9]*\)).*/\1/p')
+kill -9 "$kpid"; sleep 0.3
+check "mount process SIGKILLed: access fails at once, dafs umount cleans up" bash -c "
+    ! timeout 5 ls $WORK/m2 2>$WORK/k.err; grep -q 'not connected' $WORK/k.err &&
+    timeout 10 $DAFS umount $WORK/m2 && ! grep -q ' $WORK/m2 ' /proc/mounts && ls $WORK/m2 >/dev/null"
 
 # The main mount, unmounted last by dafs umount, leaves nothing behind.
 check "main mount: dafs umount, process exits, /proc/mounts clean" bash -c "

@@ -48,7 +48,7 @@ pub fn mount(a: &MountArgs, secret_file: Option<&std::path::Path>, export: &str)
         opts.parse_list(o).map_err(|e| Fail(2, e))?;
     }
     let (target, path) = dafs_client::parse_url(&a.url).map_err(|e| Fail(2, format!("{}: {e}", a.url)))?;
-    if path.trim_matches('/') != "" {
+    if !path.trim_matches('/').is_empty() {
         return Err(Fail(2, format!("{}: mounting a subdirectory is not supported; give the export root (use --export-name for other exports)", a.url)));
     }
     if a.background && std::env::var_os(DAEMON_ENV).is_none() {

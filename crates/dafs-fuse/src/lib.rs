@@ -263,15 +263,13 @@ impl DafsFs {
             return ino;
         }
         let want = a.fileid;
-        let ino = if want > ROOT_INO && want < SYNTHETIC_INO_BASE && !self.nodes.contains_key(&want) {
-            want
-        } else {
-            while self.nodes.contains_key(&self.next_synthetic) {
-                self.next_synthetic += 1;
-            }
-            self.next_synthetic
-        };
-        ino
+        if want > ROOT_INO && want < SYNTHETIC_INO_BASE && !self.nodes.contains_key(&want) {
+            return want;
+        }
+        while self.nodes.contains_key(&self.next_synthetic) {
+            self.next_synthetic += 1;
+        }
+        self.next_synthetic
     }
 
     /// Record a kernel lookup of `name` in `parent` resolving to (fh, attr); returns the
@@ -815,6 +813,7 @@ impl Filesystem for DafsFs {
     fn read(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, offset: i64, size: u32, _flags: i32, _lock: Option<u64>, reply: ReplyData) {
         let Some(of) = self.opens.get(&fh) else { return reply.error(libc::EBADF) };
         let Ok(off) = u64::try_from(offset) else { return reply.error(libc::EINVAL) };
+        tracing::trace!(fh, offset, len = size, "read");
         let mut buf = vec![0u8; size as usize];
         match self.c.pread(&of.file, &mut buf, off) {
             Ok(n) => reply.data(&buf[..n]),
@@ -826,6 +825,7 @@ impl Filesystem for DafsFs {
     }
 
     fn write(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, offset: i64, data: &[u8], _wflags: u32, _flags: i32, _lock: Option<u64>, reply: ReplyWrite) {
+        tracing::trace!(fh, offset, len = data.len(), "write");
         match self.do_write(fh, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
