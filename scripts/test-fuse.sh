@@ -366,6 +366,8 @@ scn_chmod() {
     umask 022
     echo secret > private; chmod 600 private
     chown 65534:65534 f; stat -c '%u %g' f; chown 0:0 f
+    mkdir sg; chgrp 65534 sg; chmod 2775 sg; touch sg/f; mkdir sg/d; ln -s f sg/l
+    stat -c '%n %a %g' sg sg/f sg/d; stat -c '%n %g' sg/l
 }
 
 scn_touch() {
@@ -462,6 +464,7 @@ check "permissions: nobody cannot write a 0644 root file" bash -c "! $NOBODY sh 
 check "permissions: nobody cannot read a 0600 root file" bash -c "chmod 600 $MNT/rootfile && ! $NOBODY cat $MNT/rootfile 2>/dev/null"
 check "permissions: nobody cannot create in a 0755 root directory" bash -c "! $NOBODY touch $MNT/nobody-was-here 2>/dev/null && [ ! -e $EXPORT/nobody-was-here ]"
 check "permissions: file nobody creates is owned by nobody (on the server too)" bash -c "$NOBODY sh -c 'echo mine > $MNT/public/n.txt' && [ \"\$(stat -c %U $MNT/public/n.txt)\" = nobody ] && [ \"\$(stat -c %U $EXPORT/public/n.txt)\" = nobody ] && $NOBODY sh -c 'echo more >> $MNT/public/n.txt'"
+check "permissions: symlink and directory nobody creates are owned by nobody" bash -c "$NOBODY sh -c 'ln -s n.txt $MNT/public/nl && mkdir $MNT/public/nd' && [ \"\$(stat -c %U:%G $MNT/public/nl $EXPORT/public/nd | sort -u)\" = nobody:nogroup ]"
 check "read-only mount refuses writes with EROFS, reads work" bash -c "
     $DAFS mount dafs://$MAIN_ADDR/ $WORK/m2 -d -o ro >/dev/null || exit 1
     r=0; if { echo x > $WORK/m2/ro-test; } 2>$WORK/ro.err; then r=1; fi

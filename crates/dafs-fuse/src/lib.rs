@@ -352,26 +352,31 @@ impl DafsFs {
     }
 
     /// The server creates objects with its own ids and under its own umask; give a new
-    /// object the owner and mode the caller asked for, as a local file system would.
-    /// Failures are ignored: a server not running as root cannot change owners, and
-    /// the object exists either way.
-    fn fix_new(&mut self, req: &Request<'_>, fh: FileHandle, mut attr: Attr, mode: Option<u32>) -> Attr {
+    /// object the owner and permission bits the caller asked for, as a local file
+    /// system would. Failures are ignored: a server not running as root cannot change
+    /// owners, and the object exists either way.
+    fn fix_new(&mut self, req: &Request<'_>, parent: u64, fh: FileHandle, mut attr: Attr, perm: Option<u32>) -> Attr {
+        // In a set-group-ID directory the new object takes the directory's group (and a
+        // new directory keeps the bit): the server's file system has done that already.
+        let setgid_parent = self.nodes.get(&parent).is_some_and(|n| n.attr.mode & 0o2000 != 0);
         let mut set = SetAttrs::default();
         if attr.uid != req.uid() {
             set.mask |= setattr_mask::UID;
             set.uid = req.uid();
         }
-        if attr.gid != req.gid() {
+        if attr.gid != req.gid() && !setgid_parent {
             set.mask |= setattr_mask::GID;
             set.gid = req.gid();
         }
-        if let Some(m) = mode {
-            if attr.mode & 0o7777 != m & 0o7777 {
+        if let Some(p) = perm {
+            // Only the rwx bits can differ (the server's umask); set-id and sticky bits
+            // are what the server's file system decided.
+            if attr.mode & 0o777 != p & 0o777 {
                 set.mask |= setattr_mask::MODE;
-                set.mode = m & 0o7777;
+                set.mode = (attr.mode & 0o7000) | (p & 0o777);
             }
         }
-        if set.mask != 0 && attr.ftype != DType::Symlink {
+        if set.mask != 0 {
             match self.c.setattr(fh, set) {
                 Ok(a) => attr = a,
                 Err(e) => tracing::debug!("setting owner/mode of a new object: {e}"),
@@ -691,7 +696,7 @@ impl Filesystem for DafsFs {
         let perm = mode & !umask & 0o7777;
         match self.in_dir(parent, |c, d| c.create_at(d, n, DType::Regular, perm, true)) {
             Ok((fh, attr)) => {
-                let attr = self.fix_new(req, fh, attr, Some(perm));
+                let attr = self.fix_new(req, parent, fh, attr, Some(perm));
                 self.entry(parent, n, fh, attr, reply)
             }
             Err(e) => reply.error(e),
@@ -703,7 +708,7 @@ impl Filesystem for DafsFs {
         let perm = mode & !umask & 0o7777;
         match self.in_dir(parent, |c, d| c.create_at(d, n, DType::Directory, perm, true)) {
             Ok((fh, attr)) => {
-                let attr = self.fix_new(req, fh, attr, Some(perm));
+                let attr = self.fix_new(req, parent, fh, attr, Some(perm));
                 self.entry(parent, n, fh, attr, reply)
             }
             Err(e) => reply.error(e),
@@ -731,7 +736,7 @@ impl Filesystem for DafsFs {
         let t = target.as_os_str().as_bytes();
         match self.in_dir(parent, |c, d| c.symlink_at(d, n, t)) {
             Ok((fh, attr)) => {
-                let attr = self.fix_new(req, fh, attr, None);
+                let attr = self.fix_new(req, parent, fh, attr, None);
                 self.entry(parent, n, fh, attr, reply)
             }
             Err(e) => reply.error(e),
@@ -990,7 +995,7 @@ impl Filesystem for DafsFs {
         // needs nothing more than READ, so the access mode stays as asked.
         match self.in_dir(parent, |c, d| c.open_at(d, n, opts)) {
             Ok(file) => {
-                let attr = self.fix_new(req, file.fh, file.attr, Some(perm));
+                let attr = self.fix_new(req, parent, file.fh, file.attr, Some(perm));
                 let ino = self.remember(parent, n, file.fh, attr);
                 let fh = self.new_fh();
                 self.opens.insert(fh, OpenFile { file, append: flags & libc::O_APPEND != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY, ino });
@@ -1026,8 +1031,12 @@ fn unescape_mountinfo(s: &str) -> PathBuf {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
+            let v = u32::from(b[i + 1] - b'0') * 64 + u32::from(b[i + 2] - b'0') * 8 + u32::from(b[i + 3] - b'0');
+            match u8::try_from(v) {
+                Ok(v) => out.push(v),
+                // Not an escape the kernel writes (above \377): keep it as text.
+                Err(_) => out.extend_from_slice(&b[i..i + 4]),
+            }
             i += 4;
         } else {
             out.push(b[i]);
@@ -1186,6 +1195,8 @@ mod tests {
         assert_eq!(unescape_mountinfo("/tmp/a\\040b"), PathBuf::from("/tmp/a b"));
         assert_eq!(unescape_mountinfo("/x\\134y"), PathBuf::from("/x\\y"));
         assert_eq!(unescape_mountinfo("/plain"), PathBuf::from("/plain"));
+        assert_eq!(unescape_mountinfo("/odd\\777"), PathBuf::from("/odd\\777"));
+        assert_eq!(unescape_mountinfo("/end\\04"), PathBuf::from("/end\\04"));
     }
 
     #[test]
@@ -1195,9 +1206,14 @@ mod tests {
 
     #[test]
     fn open_flag_mapping() {
+        use dafs_client::dafs_proto::types::open_flags as f;
+        // OpenOptions keeps its flags private; its Debug form shows them.
+        let flags = |o: OpenOptions| format!("{o:?}");
+        let want = |bits: u32| format!("OpenOptions {{ flags: {bits}, ");
+        assert!(flags(DafsFs::open_opts(libc::O_RDONLY)).starts_with(&want(f::READ)));
         // Only write-capable opens truncate or append.
-        let o = DafsFs::open_opts(libc::O_RDONLY | libc::O_TRUNC);
-        let w = DafsFs::open_opts(libc::O_WRONLY | libc::O_TRUNC | libc::O_APPEND);
-        assert_ne!(format!("{o:?}"), format!("{w:?}"));
+        assert!(flags(DafsFs::open_opts(libc::O_RDONLY | libc::O_TRUNC | libc::O_APPEND)).starts_with(&want(f::READ)));
+        assert!(flags(DafsFs::open_opts(libc::O_WRONLY | libc::O_TRUNC)).starts_with(&want(f::WRITE | f::TRUNCATE)));
+        assert!(flags(DafsFs::open_opts(libc::O_RDWR | libc::O_APPEND)).starts_with(&want(f::READ | f::WRITE | f::APPEND)));
     }
 }
