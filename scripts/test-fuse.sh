@@ -94,6 +94,20 @@ start_dafsd() { # name dir args... -> sets ADDR, PID
     [ -n "$ADDR" ] || { echo "error: dafsd ($name) did not report its address" >&2; exit 1; }
 }
 mounted() { grep -q " $1 " /proc/mounts; }
+wait_gone() { # pid seconds
+    for _ in $(seq $(( $2 * 10 ))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+    return 1
+}
+wait_mounted() { # pid output-file
+    # The pid in the line: an earlier run's line in a reused file does not count.
+    for _ in $(seq 100); do grep -q "^dafs: mounted .*(pid $1)" "$2" && return 0; sleep 0.1; done
+    echo "error: mount process $1 did not report a mount within 10 s:" >&2; sed 's/^/     /' "$2" >&2
+    return 1
+}
+reap() { # pid: exit status of a mount process, waiting at most 10 s (then kill -9: 137)
+    if ! wait_gone "$1" 10; then echo "mount process $1 still running; killing it" >&2; kill -9 "$1"; fi
+    local rc=0; wait "$1" 2>/dev/null || rc=$?; return "$rc"
+}
 
 start_dafsd main "$WORK/export"
 MAIN_ADDR=$ADDR
@@ -130,12 +144,12 @@ tree_manifest() {
 
 # Run scenario NAME (a shell function) in $LOCAL/NAME and in $MNT/NAME; compare its
 # output, the two trees, and the mount with the server's copy of the tree.
-scenario() {
-    local name=$1
+scenario() { # NAME [TAG]: TAG tells runs of one scenario on different mounts apart
+    local fn=scn_$1 name=$1${2:-}
     mkdir "$LOCAL/$name" "$MNT/$name"
     local rl=0 rm=0
-    (cd "$LOCAL/$name" && "scn_$name") >"$WORK/$name.local" 2>&1 || rl=$?
-    (cd "$MNT/$name" && "scn_$name") >"$WORK/$name.mnt" 2>&1 || rm=$?
+    (cd "$LOCAL/$name" && "$fn") >"$WORK/$name.local" 2>&1 || rl=$?
+    (cd "$MNT/$name" && "$fn") >"$WORK/$name.mnt" 2>&1 || rm=$?
     sed -i "s#$LOCAL#ROOT#g; s#$MNT#ROOT#g" "$WORK/$name.local" "$WORK/$name.mnt"
     if [ "$rl" -ne 0 ] || [ "$rm" -ne 0 ]; then
         fail "$name: exit status local $rl, mount $rm"
@@ -445,6 +459,25 @@ for s in cp tar sqlite python make links truncate chmod touch rename bigdir xatt
     scenario "$s"
 done
 
+# The same programs on a server whose handle table holds only 16 handles: the kernel
+# keeps far more inodes than that, so the mount keeps meeting STALE handles and must
+# look them up again by name, invisibly to the programs.
+printf 'handles_max = 16\n' > "$WORK/tiny.toml"
+mkdir -p "$WORK/tiny-export" "$WORK/m4"
+start_dafsd tiny "$WORK/tiny-export" --config "$WORK/tiny.toml"
+mounts+=("$WORK/m4")
+DAFS_LOG=dafs_fuse=debug "$DAFS" mount "dafs://$ADDR/" "$WORK/m4" >"$WORK/m4.log" 2>&1 &
+M4_PID=$!
+if wait_mounted "$M4_PID" "$WORK/m4.log"; then
+    (MNT=$WORK/m4 EXPORT=$WORK/tiny-export
+     for s in cp python make links rename; do scenario "$s" -tiny-handle-table; done) | tee "$WORK/tiny.results"
+    passed=$((passed + $(grep -c '^ok' "$WORK/tiny.results" || true))); failed=$((failed + $(grep -c '^FAIL' "$WORK/tiny.results" || true)))
+    check "tiny handle table: STALE handles were met and looked up again" grep -q 'looked up again' "$WORK/m4.log"
+    check "tiny handle table: dafs umount" "$DAFS" umount "$WORK/m4"
+else
+    fail "mount of the tiny-handle-table server"
+fi
+
 # ---------------------------------------------------------------- mount-only checks
 # Namespaces without a DAFS counterpart are refused clearly.
 check "xattr: trusted.* refused with ENOTSUP" python3 -c "
@@ -487,20 +520,6 @@ check "consistency: attr_ttl_ms=0 sees server-side appends at once" bash -c "
     [ \"\$(cat $WORK/m2/strict)\" = \"\$(printf 'a\nb')\" ]; r=\$?; $DAFS umount $WORK/m2; exit \$r"
 
 # ---------------------------------------------------------------- unmounting
-wait_gone() { # pid seconds
-    for _ in $(seq $(( $2 * 10 ))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-    return 1
-}
-wait_mounted() { # pid output-file
-    # The pid in the line: an earlier run's line in a reused file does not count.
-    for _ in $(seq 100); do grep -q "^dafs: mounted .*(pid $1)" "$2" && return 0; sleep 0.1; done
-    echo "error: mount process $1 did not report a mount within 10 s:" >&2; sed 's/^/     /' "$2" >&2
-    return 1
-}
-reap() { # pid: exit status of a mount process, waiting at most 10 s (then kill -9: 137)
-    if ! wait_gone "$1" 10; then echo "mount process $1 still running; killing it" >&2; kill -9 "$1"; fi
-    local rc=0; wait "$1" 2>/dev/null || rc=$?; return "$rc"
-}
 foreground_mount() { # mountpoint -> sets FG_PID
     DAFS_LOG=info "$DAFS" mount "dafs://$MAIN_ADDR/" "$1" >"$WORK/fg.out" 2>&1 &
     FG_PID=$!

@@ -58,6 +58,7 @@ pub fn mount(a: &MountArgs, secret_file: Option<&std::path::Path>, export: &str)
     let cfg = ClientConfig { export: export.to_string(), secret, ..Default::default() };
     let c = Client::connect(&target, cfg).map_err(|e| Fail(3, format!("cannot connect to {target}: {e}")))?;
     opts.fsname = format!("dafs:{target}");
+    opts.export = export.to_string();
     let shown = a.mountpoint.display().to_string();
     let url = a.url.clone();
     dafs_fuse::mount(c, &a.mountpoint, &opts, || {

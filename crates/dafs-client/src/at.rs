@@ -151,6 +151,16 @@ impl Client {
         self.decode(&m).map(|_| ())
     }
 
+    /// Ask the server for the root handle of `export` again (the name given at connect,
+    /// "" for the default) and use it from now on, also for path-based calls. For a
+    /// long-lived client: the server's handle table is bounded and may recycle the root
+    /// handle's slot like any other, after which it answers STALE.
+    pub fn refresh_root(&mut self, export: &str) -> Result<(FileHandle, Attr)> {
+        let (fh, attr) = self.handle_reply(&Request::GetRootHandle { export: export.as_bytes() }, "GET_ROOTHANDLE")?;
+        self.root = fh;
+        Ok((fh, attr))
+    }
+
     /// Whether the connection has failed (every later call fails at once).
     pub fn is_dead(&self) -> bool { self.dead }
 }

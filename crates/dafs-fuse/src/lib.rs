@@ -53,11 +53,14 @@ pub struct MountOptions {
     pub allow_root: bool,
     /// Shown as the mount's source in /proc/mounts.
     pub fsname: String,
+    /// The export name the client connected with ("" = the server's default): the
+    /// root handle is fetched again by it when the server recycles it.
+    pub export: String,
 }
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { attr_ttl: Duration::from_secs(1), read_only: false, allow_other: false, allow_root: false, fsname: "dafs".into() }
+        MountOptions { attr_ttl: Duration::from_secs(1), read_only: false, allow_other: false, allow_root: false, fsname: "dafs".into(), export: String::new() }
     }
 }
 
@@ -155,6 +158,7 @@ pub struct DafsFs {
     next_fh: u64,
     /// Logged once: after the connection is lost every request fails the same way.
     reported_dead: bool,
+    export: String,
 }
 
 fn errno(e: &Error) -> i32 {
@@ -241,6 +245,7 @@ impl DafsFs {
             dirs: HashMap::new(),
             next_fh: 1,
             reported_dead: false,
+            export: opts.export.clone(),
         };
         fs.nodes.insert(ROOT_INO, Node { fh: root, fsid: attr.fsid, fileid: attr.fileid, lookups: 1, parent: ROOT_INO, name: Vec::new(), attr });
         fs.by_id.insert((attr.fsid, attr.fileid), ROOT_INO);
@@ -299,8 +304,24 @@ impl DafsFs {
     /// Look `ino` up again by its last known name after the server answered STALE for
     /// its handle (the server's handle table recycles the least recently used slots).
     fn refresh(&mut self, ino: u64, depth: u32) -> Result<FileHandle, i32> {
-        if ino == ROOT_INO || depth > 64 {
+        if depth > 64 {
             return Err(libc::ESTALE);
+        }
+        if ino == ROOT_INO {
+            // The root has no name to look up: ask for the export's root handle again.
+            let (fsid, fileid) = self.node(ino).map(|n| (n.fsid, n.fileid))?;
+            return match self.c.refresh_root(&self.export) {
+                Ok((fh, attr)) if attr.fsid == fsid && attr.fileid == fileid => {
+                    tracing::debug!("server root handle was STALE; fetched it again");
+                    if let Some(n) = self.nodes.get_mut(&ino) {
+                        n.fh = fh;
+                        n.attr = attr;
+                    }
+                    Ok(fh)
+                }
+                Ok(_) => Err(libc::ESTALE),
+                Err(e) => Err(self.fail(&e)),
+            };
         }
         let (parent, name, fsid, fileid) = {
             let n = self.node(ino)?;
@@ -316,6 +337,7 @@ impl DafsFs {
         };
         match found {
             Ok((fh, attr)) if attr.fsid == fsid && attr.fileid == fileid => {
+                tracing::debug!(ino, "server handle was STALE; looked up again by name");
                 if let Some(n) = self.nodes.get_mut(&ino) {
                     n.fh = fh;
                     n.attr = attr;
