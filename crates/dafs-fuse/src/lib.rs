@@ -592,14 +592,9 @@ impl Filesystem for DafsFs {
                     }
                     return reply.attr(&self.ttl, &file_attr(ino, &a));
                 }
-                Err(e) if is_stale(&e) => {
-                    // Deleted while open: what we last knew, with no links left.
-                    if let Some(n) = self.nodes.get(&ino) {
-                        let mut a = n.attr;
-                        a.nlink = 0;
-                        return reply.attr(&Duration::ZERO, &file_attr(ino, &a));
-                    }
-                }
+                // Recycled by the server, or deleted: the inode's own handle (looked up
+                // again by name if need be) tells which, below.
+                Err(e) if is_stale(&e) => {}
                 Err(e) => {
                     let e = self.fail(&e);
                     return reply.error(e);
@@ -613,8 +608,8 @@ impl Filesystem for DafsFs {
                 }
                 reply.attr(&self.ttl, &file_attr(ino, &a))
             }
-            // fstat(2) does not tell us which open it comes from: a file deleted while
-            // still open answers with what we last knew, and no links.
+            // A file deleted while still open (fstat(2) need not say which open it
+            // comes from): what we last knew, with no links.
             Err(libc::ESTALE) if self.opens.values().any(|o| o.ino == ino) => match self.nodes.get(&ino) {
                 Some(n) => {
                     let mut a = n.attr;
