@@ -111,7 +111,7 @@ reap() { # pid: exit status of a mount process, waiting at most 10 s (then kill 
     local rc=0; wait "$1" 2>/dev/null || rc=$?; return "$rc"
 }
 
-start_dafsd main "$WORK/export"
+start_dafsd main "$WORK/export" --shm-socket "$WORK/shm.sock"
 MAIN_ADDR=$ADDR
 EXPORT=$WORK/export
 MNT=$WORK/mnt
@@ -490,6 +490,9 @@ try:
 except OSError as e:
     sys.exit(0 if e.errno == errno.EOPNOTSUPP else 'errno %s' % e.errno)"
 
+check "statfs: df and stat -f in the mount show the export's file system" bash -c "
+    [ \"\$(stat -f -c '%b %S %l %c' $MNT)\" = \"\$(stat -f -c '%b %S %l %c' $EXPORT)\" ] && df $MNT >/dev/null"
+
 # Kernel permission checks against the server's modes and owners.
 echo root-data > "$MNT/rootfile"; chmod 644 "$MNT/rootfile"
 mkdir "$MNT/public"; chmod 1777 "$MNT/public"
@@ -509,6 +512,10 @@ check "read-only mount refuses writes with EROFS, reads work" bash -c "
 
 # Close-to-open: a change made on the server is seen by the next open once the
 # attribute cache (default 1 s) has expired; with attr_ttl_ms=0 at once.
+check "dafs+shm:// URL mounts over shared memory" bash -c "
+    $DAFS mount -d dafs+shm://$WORK/shm.sock/ $WORK/m2 >/dev/null || exit 1
+    echo via-shm > $WORK/m2/shm-file; r=0; grep -qx via-shm $EXPORT/shm-file || r=1
+    $DAFS umount $WORK/m2 || r=1; exit \$r"
 check "consistency: server-side write visible after attr_ttl" bash -c "
     echo old > $MNT/c2o; cat $MNT/c2o >/dev/null
     printf 'new contents\n' > $EXPORT/c2o.tmp && mv $EXPORT/c2o.tmp $EXPORT/c2o
