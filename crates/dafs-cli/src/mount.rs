@@ -19,7 +19,7 @@ const DAEMON_ENV: &str = "DAFS_MOUNT_DAEMON_CHILD";
 pub struct MountArgs {
     /// Server and export root: dafs://HOST:PORT/ or dafs+shm:///PATH.sock/
     pub url: String,
-    /// Empty directory to mount on.
+    /// Directory to mount on (what it holds stays hidden while mounted).
     pub mountpoint: PathBuf,
     /// Mount options, comma-separated: ro, rw, allow_other, allow_root, attr_ttl_ms=N
     /// (kernel attribute and name cache lifetime; default 1000, 0 = always ask the server).
@@ -32,6 +32,7 @@ pub struct MountArgs {
 
 #[derive(Args, Debug)]
 pub struct UmountArgs {
+    /// Mount point of a `dafs mount`.
     pub mountpoint: PathBuf,
     /// Detach now even if programs still use the mount (they keep their open files).
     #[arg(short = 'l', long)]
