@@ -91,6 +91,36 @@ impl MountOptions {
         Ok(())
     }
 
+    /// The `-o` list for fusermount3 (same options as [`Self::fuse_options`]).
+    fn fusermount_options(&self) -> String {
+        let mut v = vec![
+            format!("fsname={}", self.fsname.replace(',', "_")),
+            "subtype=dafs".to_string(),
+            "default_permissions".into(),
+            "nodev".into(),
+            "nosuid".into(),
+            "noatime".into(),
+            if self.read_only { "ro" } else { "rw" }.into(),
+        ];
+        if self.allow_other {
+            v.push("allow_other".into());
+        }
+        if self.allow_root {
+            v.push("allow_root".into());
+        }
+        v.join(",")
+    }
+
+    fn acl(&self) -> fuser::SessionACL {
+        if self.allow_other {
+            fuser::SessionACL::All
+        } else if self.allow_root {
+            fuser::SessionACL::RootAndOwner
+        } else {
+            fuser::SessionACL::Owner
+        }
+    }
+
     fn fuse_options(&self) -> Vec<MountOption> {
         let mut v = vec![
             MountOption::FSName(self.fsname.clone()),
@@ -1141,7 +1171,20 @@ pub fn mount(c: Client, mountpoint: &Path, opts: &MountOptions, on_mounted: impl
         }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
-    let mut session = fuser::Session::new(fs, &abs, &opts.fuse_options()).map_err(|e| format!("mount on {}: {e}", abs.display()))?;
+    // Root mounts with mount(2) (fuser). Anyone else goes through the setuid helper
+    // fusermount3 directly: fuser first opens /dev/fuse itself, which fails with EACCES
+    // where the device is root-only (common in containers), while fusermount3 opens it
+    // as root and hands us the descriptor.
+    // DAFS_MOUNT_VIA_FUSERMOUNT=1 takes the helper's path as root too (the tests use it:
+    // where /dev/fuse is root-only, nobody but root can mount at all).
+    // SAFETY: geteuid has no preconditions.
+    let via_helper = unsafe { libc::geteuid() } != 0 || std::env::var_os("DAFS_MOUNT_VIA_FUSERMOUNT").is_some_and(|v| v == "1");
+    let mut session = if via_helper {
+        let fd = fusermount(&abs, &opts.fusermount_options())?;
+        fuser::Session::from_fd(fs, fd, opts.acl())
+    } else {
+        fuser::Session::new(fs, &abs, &opts.fuse_options()).map_err(|e| format!("mount on {}: {e}", abs.display()))?
+    };
     on_mounted();
     let sig_path = abs.clone();
     std::thread::Builder::new()
@@ -1166,7 +1209,59 @@ pub fn mount(c: Client, mountpoint: &Path, opts: &MountOptions, on_mounted: impl
         })
         .map_err(|e| format!("signal thread: {e}"))?;
     // Returns when the kernel ends the connection: after any unmount of the mount.
-    session.run().map_err(|e| format!("serving {}: {e}", abs.display()))
+    let r = session.run().map_err(|e| format!("serving {}: {e}", abs.display()));
+    if r.is_err() && via_helper && is_dafs_mount(&abs) {
+        // Ended for another reason: do not leave a dead mount behind (a session made
+        // from a descriptor does not unmount on drop).
+        let _ = unmount(&abs, true);
+    }
+    r
+}
+
+/// Mount with fusermount3 and receive the /dev/fuse descriptor it opened (the
+/// `_FUSE_COMMFD` protocol: one SCM_RIGHTS message on a socket pair).
+fn fusermount(mountpoint: &Path, options: &str) -> Result<std::os::fd::OwnedFd, String> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::process::CommandExt;
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+    let theirs_fd = theirs.as_raw_fd();
+    let mut cmd = std::process::Command::new("fusermount3");
+    cmd.arg("-o").arg(options).arg("--").arg(mountpoint).env("_FUSE_COMMFD", theirs_fd.to_string()).stdin(std::process::Stdio::null());
+    // SAFETY: fcntl is async-signal-safe; only the child's copy loses close-on-exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::fcntl(theirs_fd, libc::F_SETFD, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().map_err(|e| format!("cannot run fusermount3 (install the fuse3 package): {e}"))?;
+    drop(theirs);
+    if !out.status.success() {
+        return Err(format!("mount on {}: fusermount3: {}", mountpoint.display(), String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    // u64 elements: cmsg buffers must be aligned like struct cmsghdr.
+    let mut control = [0u64; 8];
+    // SAFETY: msghdr is plain data; every pointer in it refers to live locals above.
+    let fd = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        let n = libc::recvmsg(ours.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if n < 0 || cmsg.is_null() || (*cmsg).cmsg_level != libc::SOL_SOCKET || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
+            let _ = unmount(mountpoint, true);
+            return Err(format!("mount on {}: fusermount3 mounted but passed no /dev/fuse descriptor", mountpoint.display()));
+        }
+        std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>())
+    };
+    // SAFETY: SCM_RIGHTS gave this process a new descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 #[cfg(test)]
