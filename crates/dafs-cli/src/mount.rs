@@ -63,8 +63,11 @@ pub fn mount(a: &MountArgs, secret_file: Option<&std::path::Path>, export: &str)
     let shown = a.mountpoint.display().to_string();
     let url = a.url.clone();
     dafs_fuse::mount(c, &a.mountpoint, &opts, || {
-        println!("dafs: mounted {url} on {shown} (pid {})", std::process::id());
-        let _ = std::io::stdout().flush();
+        // Not println!: a closed standard output must not panic a running mount.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "dafs: mounted {url} on {shown} (pid {})", std::process::id());
+        let _ = out.flush();
+        drop(out);
         if std::env::var_os(DAEMON_ENV).is_some() {
             detach_stdio();
         }
