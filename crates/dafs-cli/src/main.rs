@@ -11,6 +11,7 @@ use dafs_client::{Client, ClientConfig, Error, OpenOptions};
 use dafs_proto::FileType;
 
 mod admin;
+mod mount;
 mod serve;
 
 #[derive(Parser, Debug)]
@@ -83,6 +84,10 @@ enum Cmd {
     Bench(dafs_bench::BenchArgs),
     /// Administer a running dafsd (sessions, fencing, counters) through its admin socket.
     Admin(admin::AdminArgs),
+    /// Mount an export as a local directory (FUSE); serves until unmounted.
+    Mount(mount::MountArgs),
+    /// Unmount a `dafs mount`.
+    Umount(mount::UmountArgs),
 }
 
 fn main() {
@@ -167,6 +172,8 @@ fn run(cli: &Cli) -> Result<(), Fail> {
         Cmd::Serve(a) => serve::run(a).map_err(|e| Fail(2, e)),
         Cmd::Bench(a) => dafs_bench::run(a).map_err(|e| Fail(1, e)),
         Cmd::Admin(a) => admin::run(a).map_err(|(code, msg)| Fail(code, msg)),
+        Cmd::Mount(a) => mount::mount(a, cli.secret_file.as_deref(), &cli.export),
+        Cmd::Umount(a) => mount::umount(a),
         Cmd::Ls { url, long } => {
             let (mut c, path) = connect(cli, url)?;
             let attr = c.stat(&path).map_err(|e| op_err(&path, e))?;

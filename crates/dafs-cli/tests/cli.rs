@@ -380,3 +380,31 @@ fn serve_subcommand_starts_a_server() {
     let o = run(&["serve", "--listen", "127.0.0.1:0"]);
     assert_eq!(o.status.code(), Some(2), "{}", show(&["serve", "no dir"], &o));
 }
+
+/// `dafs mount` / `dafs umount` errors that need no FUSE (the mounting itself is
+/// tested by scripts/test-fuse.sh against real programs).
+#[test]
+fn mount_and_umount_refuse_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = p(dir.path());
+    // Not mounted: clear error, exit 1, nothing touched.
+    let o = expect(1, &["umount", d]);
+    assert!(stderr(&o).contains("not a dafs mount point"), "{}", stderr(&o));
+    expect(1, &["umount", "--lazy", "/no/such/dir"]);
+    // Usage errors (exit 2) come before any connection or mount attempt.
+    let port = dead_port();
+    let url = format!("dafs://127.0.0.1:{port}/");
+    let o = expect(2, &["mount", &url, d, "-o", "ro,frobnicate"]);
+    assert!(stderr(&o).contains("frobnicate"), "{}", stderr(&o));
+    expect(2, &["mount", &url, d, "-o", "attr_ttl_ms=soon"]);
+    expect(2, &["mount", &url, d, "-o", "allow_other,allow_root"]);
+    expect(2, &["mount", "http://x/", d]);
+    let o = expect(2, &["mount", &format!("dafs://127.0.0.1:{port}/sub/dir"), d]);
+    assert!(stderr(&o).contains("subdirectory"), "{}", stderr(&o));
+    expect(2, &["mount", &url]);
+    // Nothing listening: exit 3, also with --background (the child reports it).
+    let o = expect(3, &["mount", &url, d]);
+    assert!(stderr(&o).contains("cannot connect"), "{}", stderr(&o));
+    expect(3, &["mount", "--background", &url, d]);
+    assert!(!std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(d));
+}

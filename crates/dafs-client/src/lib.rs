@@ -62,6 +62,7 @@
 //! # Ok::<(), dafs_client::Error>(())
 //! ```
 
+mod at;
 mod error;
 
 use std::collections::{HashMap, VecDeque};
@@ -76,6 +77,7 @@ use dafs_transport::{Access, ClientTransport, TransportStats, Wait};
 
 pub use dafs_proto;
 pub use dafs_transport::tls::TlsClientOptions;
+pub use at::DirEntryAt;
 pub use error::{Error, Result};
 
 /// How to connect.

@@ -1,0 +1,120 @@
+//! `dafs mount URL MOUNTPOINT` and `dafs umount MOUNTPOINT`: the FUSE mount (crate
+//! dafs-fuse) behind the CLI's conventions (exit 1 failure, 2 usage, 3 connection).
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use clap::Args;
+use dafs_client::{Client, ClientConfig};
+
+use crate::Fail;
+
+/// Set in the child that `--background` starts: it mounts in the foreground, reports
+/// the mount on its standard output (a pipe the parent reads), then detaches.
+const DAEMON_ENV: &str = "DAFS_MOUNT_DAEMON_CHILD";
+
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// Server and export root: dafs://HOST:PORT/ or dafs+shm:///PATH.sock/
+    pub url: String,
+    /// Directory to mount on (what it holds stays hidden while mounted).
+    pub mountpoint: PathBuf,
+    /// Mount options, comma-separated: ro, rw, allow_other, allow_root, attr_ttl_ms=N
+    /// (kernel attribute and name cache lifetime; default 1000, 0 = always ask the server).
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    pub options: Vec<String>,
+    /// Return once the mount is up and keep serving it in the background.
+    #[arg(short = 'd', long)]
+    pub background: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct UmountArgs {
+    /// Mount point of a `dafs mount`.
+    pub mountpoint: PathBuf,
+    /// Detach now even if programs still use the mount (they keep their open files).
+    #[arg(short = 'l', long)]
+    pub lazy: bool,
+}
+
+pub fn umount(a: &UmountArgs) -> Result<(), Fail> {
+    dafs_fuse::unmount(&a.mountpoint, a.lazy).map_err(|e| Fail(1, e))
+}
+
+pub fn mount(a: &MountArgs, secret_file: Option<&std::path::Path>, export: &str) -> Result<(), Fail> {
+    let mut opts = dafs_fuse::MountOptions::default();
+    for o in &a.options {
+        opts.parse_list(o).map_err(|e| Fail(2, e))?;
+    }
+    let (target, path) = dafs_client::parse_url(&a.url).map_err(|e| Fail(2, format!("{}: {e}", a.url)))?;
+    if !path.trim_matches('/').is_empty() {
+        return Err(Fail(2, format!("{}: mounting a subdirectory is not supported; give the export root (use --export-name for other exports)", a.url)));
+    }
+    if a.background && std::env::var_os(DAEMON_ENV).is_none() {
+        return spawn_background();
+    }
+    let secret = secret_file.map(|p| crate::serve::read_secret(&p.to_path_buf())).transpose().map_err(|e| Fail(2, e))?;
+    let cfg = ClientConfig { export: export.to_string(), secret, ..Default::default() };
+    let c = Client::connect(&target, cfg).map_err(|e| Fail(3, format!("cannot connect to {target}: {e}")))?;
+    opts.fsname = format!("dafs:{target}");
+    opts.export = export.to_string();
+    let shown = a.mountpoint.display().to_string();
+    let url = a.url.clone();
+    dafs_fuse::mount(c, &a.mountpoint, &opts, || {
+        // Not println!: a closed standard output must not panic a running mount.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "dafs: mounted {url} on {shown} (pid {})", std::process::id());
+        let _ = out.flush();
+        drop(out);
+        if std::env::var_os(DAEMON_ENV).is_some() {
+            detach_stdio();
+        }
+    })
+    .map_err(|e| Fail(1, e))
+}
+
+/// Start this same command again without a terminal, wait for it to report the mount
+/// (or fail), and return: so `dafs mount -d ... && ls MOUNTPOINT` never races the mount.
+fn spawn_background() -> Result<(), Fail> {
+    let exe = std::env::current_exe().map_err(|e| Fail(1, format!("cannot find own executable: {e}")))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(std::env::args_os().skip(1)).env(DAEMON_ENV, "1").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    // SAFETY: setsid is async-signal-safe; a new session leaves the terminal's
+    // process group, so ^C in the shell that ran `dafs mount -d` does not unmount.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| Fail(1, format!("cannot start the mount process: {e}")))?;
+    let out = child.stdout.take().expect("piped");
+    let mut line = String::new();
+    let _ = BufReader::new(out).read_line(&mut line);
+    if line.starts_with("dafs: mounted") {
+        print!("{line}");
+        return Ok(());
+    }
+    // The child failed before mounting; it has said why on the shared stderr.
+    let status = child.wait().map_err(|e| Fail(1, format!("mount process: {e}")))?;
+    Err(Fail(status.code().filter(|c| *c != 0).unwrap_or(1), "mount failed".into()))
+}
+
+/// Point standard input, output and error at /dev/null: the parent stops reading the
+/// pipe, and a closed terminal must not kill the mount with SIGPIPE or EIO.
+fn detach_stdio() {
+    // SAFETY: plain descriptor operations on this process's own standard descriptors.
+    unsafe {
+        let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if fd >= 0 {
+            for t in 0..3 {
+                libc::dup2(fd, t);
+            }
+            if fd > 2 {
+                libc::close(fd);
+            }
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Handle-relative namespace calls: every operation names its directory by handle and
+//! its object by one path component, instead of by a path from the export root.
+//!
+//! A kernel file system (the FUSE mount in `dafs-fuse`) keeps inodes, not paths: a
+//! directory may be renamed while the kernel still holds it, so resolving from the root
+//! by a remembered path would reach the wrong object. These calls are the same protocol
+//! requests the path-based calls send, just without the root-relative lookup in front.
+
+use dafs_proto::types::DirEntries;
+use dafs_proto::{Attr, FileHandle, FileType, Reply, Request};
+
+use crate::{Client, DirEntry, Error, File, OpenOptions, Result};
+
+/// One directory entry and the cookie that continues the listing after it.
+#[derive(Debug, Clone)]
+pub struct DirEntryAt {
+    pub entry: DirEntry,
+    pub cookie: u64,
+}
+
+impl Client {
+    fn handle_reply(&mut self, req: &Request, what: &str) -> Result<(FileHandle, Attr)> {
+        let m = self.call(req)?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { fh, attr } => Ok((fh, attr)),
+            _ => Err(Error::Protocol(format!("bad {what} reply"))),
+        }
+    }
+
+    /// Look up `name` (one component, or a relative path) in directory `dir`.
+    pub fn lookup_at(&mut self, dir: FileHandle, name: &[u8], follow: bool) -> Result<(FileHandle, Attr)> {
+        self.handle_reply(&Request::Lookup { dir, path: name, follow }, "LOOKUP")
+    }
+
+    /// Create `name` in `dir` without opening it (regular file, directory, ...).
+    pub fn create_at(&mut self, dir: FileHandle, name: &[u8], ftype: FileType, mode: u32, exclusive: bool) -> Result<(FileHandle, Attr)> {
+        self.handle_reply(&Request::Create { dir, ftype, mode: mode & 0o7777, exclusive, name }, "CREATE")
+    }
+
+    /// Open the object `fh` names.
+    pub fn open_handle(&mut self, fh: FileHandle, opts: OpenOptions) -> Result<File> {
+        opts.check()?;
+        let m = self.call(&Request::Open { fh, flags: opts.flags, mode: opts.mode, name: b"", key: opts.key_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::Open { open_id, fh, attr } => Ok(File { open_id, fh, attr, pos: 0, origin: None }),
+            _ => Err(Error::Protocol("bad OPEN reply".into())),
+        }
+    }
+
+    /// Open (typically create) `name` in directory `dir`: one round trip, so create
+    /// with `exclusive` is atomic on the server.
+    pub fn open_at(&mut self, dir: FileHandle, name: &[u8], opts: OpenOptions) -> Result<File> {
+        opts.check()?;
+        let m = self.call(&Request::Open { fh: dir, flags: opts.flags, mode: opts.mode, name, key: opts.key_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::Open { open_id, fh, attr } => Ok(File { open_id, fh, attr, pos: 0, origin: None }),
+            _ => Err(Error::Protocol("bad OPEN reply".into())),
+        }
+    }
+
+    pub fn remove_at(&mut self, dir: FileHandle, name: &[u8]) -> Result<()> {
+        let m = self.call(&Request::Remove { dir, name })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    pub fn rmdir_at(&mut self, dir: FileHandle, name: &[u8]) -> Result<()> {
+        let m = self.call(&Request::RmDir { dir, name })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Rename, replacing an existing target as rename(2) does.
+    pub fn rename_at(&mut self, from_dir: FileHandle, from_name: &[u8], to_dir: FileHandle, to_name: &[u8]) -> Result<()> {
+        let m = self.call(&Request::Rename { from_dir, from_name, to_dir, to_name })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Hard link: `name` in `dir` becomes another name of `fh`.
+    pub fn link_at(&mut self, fh: FileHandle, dir: FileHandle, name: &[u8]) -> Result<Attr> {
+        let m = self.call(&Request::Link { fh, dir, name })?;
+        match self.decode(&m)?.1 {
+            Reply::Attr { attr } => Ok(attr),
+            _ => Err(Error::Protocol("bad LINK reply".into())),
+        }
+    }
+
+    pub fn symlink_at(&mut self, dir: FileHandle, name: &[u8], target: &[u8]) -> Result<(FileHandle, Attr)> {
+        self.handle_reply(&Request::Symlink { dir, name, target }, "SYMLINK")
+    }
+
+    pub fn readlink_handle(&mut self, fh: FileHandle) -> Result<Vec<u8>> {
+        let m = self.call(&Request::ReadLink { fh })?;
+        match self.decode(&m)?.1 {
+            Reply::ReadLink { target } => Ok(target.to_vec()),
+            _ => Err(Error::Protocol("bad READLINK reply".into())),
+        }
+    }
+
+    /// Which of `mask` ([`dafs_proto::types::access_mask`]) the server grants on `fh`.
+    pub fn access_handle(&mut self, fh: FileHandle, mask: u32) -> Result<u32> {
+        let m = self.call(&Request::Access { fh, mask })?;
+        match self.decode(&m)?.1 {
+            Reply::Access { granted } => Ok(granted),
+            _ => Err(Error::Protocol("bad ACCESS reply".into())),
+        }
+    }
+
+    /// One READDIR round trip, with the continuation cookie of every entry (so a caller
+    /// that can take only part of the page resumes exactly after what it took).
+    pub fn readdir_at(&mut self, dir: FileHandle, cookie: u64, max_entries: u32) -> Result<(Vec<DirEntryAt>, bool)> {
+        let m = self.call(&Request::ReadDir { dir, cookie, max_entries, max_bytes: 0 })?;
+        match self.decode(&m)?.1 {
+            Reply::ReadDir { eof, entries, .. } => {
+                let mut out = Vec::new();
+                for e in DirEntries::new(entries) {
+                    let e = e.map_err(|e| Error::Protocol(e.to_string()))?;
+                    out.push(DirEntryAt { entry: DirEntry { name: e.name.to_vec(), fileid: e.fileid, ftype: e.ftype }, cookie: e.cookie });
+                }
+                if !eof && out.is_empty() {
+                    return Err(Error::Protocol("READDIR made no progress".into()));
+                }
+                Ok((out, eof))
+            }
+            _ => Err(Error::Protocol("bad READDIR reply".into())),
+        }
+    }
+
+    pub fn get_nattr_handle(&mut self, fh: FileHandle, name: &str) -> Result<Vec<u8>> {
+        let m = self.call(&Request::GetNamedAttr { fh, name: name.as_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::NamedAttr { value } => Ok(value.to_vec()),
+            _ => Err(Error::Protocol("bad GET_NATTR reply".into())),
+        }
+    }
+
+    pub fn set_nattr_handle(&mut self, fh: FileHandle, name: &str, value: &[u8], flags: u32) -> Result<()> {
+        let m = self.call(&Request::SetNamedAttr { fh, flags, name: name.as_bytes(), value })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Names of `fh`'s named attributes (raw bytes, as the server sent them).
+    pub fn list_nattr_handle(&mut self, fh: FileHandle) -> Result<Vec<Vec<u8>>> {
+        let m = self.call(&Request::ListNamedAttr { fh })?;
+        match self.decode(&m)?.1 {
+            Reply::NamedAttrList { names } => Ok(names.split(|&b| b == 0).filter(|n| !n.is_empty()).map(|n| n.to_vec()).collect()),
+            _ => Err(Error::Protocol("bad LIST_NATTR reply".into())),
+        }
+    }
+
+    pub fn remove_nattr_handle(&mut self, fh: FileHandle, name: &str) -> Result<()> {
+        let m = self.call(&Request::RemoveNamedAttr { fh, name: name.as_bytes() })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Ask the server for the root handle of `export` again (the name given at connect,
+    /// "" for the default) and use it from now on, also for path-based calls. For a
+    /// long-lived client: the server's handle table is bounded and may recycle the root
+    /// handle's slot like any other, after which it answers STALE.
+    pub fn refresh_root(&mut self, export: &str) -> Result<(FileHandle, Attr)> {
+        let (fh, attr) = self.handle_reply(&Request::GetRootHandle { export: export.as_bytes() }, "GET_ROOTHANDLE")?;
+        self.root = fh;
+        Ok((fh, attr))
+    }
+
+    /// Whether the connection has failed (every later call fails at once).
+    pub fn is_dead(&self) -> bool { self.dead }
+}
