@@ -1140,3 +1140,26 @@ fn handle_of_deleted_file_never_names_a_file_that_reuses_its_inode() {
     // On ext4 and tmpfs a freed inode number is reused at once; make sure the case ran.
     assert!(reused > 0, "the file system never reused an inode number: the case was not exercised");
 }
+
+#[test]
+fn a_recycled_root_handle_is_fetched_again() {
+    let cfgdir = tempfile::tempdir().unwrap();
+    let cfg = cfgdir.path().join("dafsd.toml");
+    std::fs::write(&cfg, "handles_max = 16\n").unwrap();
+    let srv = TestServer::start(&["--config", cfg.to_str().unwrap()]);
+    std::fs::create_dir(srv.dir().join("d")).unwrap();
+    for i in 0..60 {
+        std::fs::write(srv.dir().join("d").join(format!("f{i}")), b"x").unwrap();
+    }
+    std::fs::write(srv.dir().join("top"), b"top").unwrap();
+    let mut c = srv.client();
+    let (d, _) = c.lookup("d").unwrap();
+    // Many handles issued without touching the root: the 16-entry table recycles it.
+    for i in 0..60 {
+        let _ = c.lookup_at(d, format!("f{i}").as_bytes(), true);
+    }
+    assert_eq!(c.getattr(c.root_handle()).unwrap_err().status(), Some(Status::Stale), "the root was recycled");
+    // Path-based calls recover by fetching the root again.
+    assert_eq!(c.stat("top").unwrap().size, 3);
+    c.getattr(c.root_handle()).unwrap();
+}

@@ -1727,6 +1727,19 @@ impl Client {
     // ------------------------------------------------------------------ namespace
 
     fn lookup_path(&mut self, path: &str, follow: bool) -> Result<(FileHandle, Attr)> {
+        match self.lookup_path_once(path, follow) {
+            // The server's handle table recycled the export's root handle (it is a cache
+            // of bounded size): fetch it again and retry once.
+            Err(Error::Status(Status::Stale)) => {
+                let export = self.cfg.export.clone();
+                self.refresh_root(&export)?;
+                self.lookup_path_once(path, follow)
+            }
+            r => r,
+        }
+    }
+
+    fn lookup_path_once(&mut self, path: &str, follow: bool) -> Result<(FileHandle, Attr)> {
         let p = clean_path(path)?;
         if p.is_empty() {
             let m = self.call(&Request::GetAttr { fh: self.root })?;
