@@ -2309,6 +2309,14 @@ impl Drop for Client {
     }
 }
 
+// SAFETY: a Client may move to another thread (one thread at a time: it is not Sync).
+// What makes the compiler unsure are the raw pointers to registered memory in the region
+// table and in in-flight I/O state: they name process-wide memory (the transport's own
+// allocations, or application memory under the registration contract), not anything
+// tied to a thread. The transport is `Send` by its trait bound; nothing here uses
+// thread-locals, `Rc` or thread-affine OS resources.
+unsafe impl Send for Client {}
+
 /// Placeholder transport of a client whose transport moved to a new session.
 struct NoTransport;
 
