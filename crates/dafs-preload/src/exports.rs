@@ -1,5 +1,13 @@
 //! The interposed functions. Each one either serves a dafs path / descriptor / DIR*
 //! (with the reentrancy guard held) or calls the next definition (glibc) unchanged.
+//!
+//! SAFETY (module-wide): every function here is called by C code with the contract of
+//! the libc function it replaces (valid NUL-terminated paths, buffers of the stated
+//! length, `iovec` arrays of `cnt` entries, out-pointers to writable storage). The
+//! `unsafe` blocks that only forward those arguments — to the real libc function, or to
+//! an `unsafe fn` here taking the same contract — rely on exactly that and carry no
+//! comment of their own; blocks that do anything more (reinterpreting memory, writing
+//! through out-pointers after checks, building slices) say why they are sound.
 
 #![allow(non_upper_case_globals)]
 
