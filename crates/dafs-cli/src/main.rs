@@ -49,7 +49,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Serve a directory (same as the dafsd binary).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// List a directory.
     Ls {
         url: String,
