@@ -81,7 +81,7 @@ enum Cmd {
     /// Round-trip a NULL request and print the negotiated session parameters.
     Ping { url: String },
     /// Performance harness: local files, DAFS over TCP and shared memory, NFS (see docs/benchmarks.md).
-    Bench(dafs_bench::BenchArgs),
+    Bench(Box<dafs_bench::BenchArgs>),
     /// Administer a running dafsd (sessions, fencing, counters) through its admin socket.
     Admin(admin::AdminArgs),
     /// Mount an export as a local directory (FUSE); serves until unmounted.
