@@ -111,31 +111,15 @@ cc -shared -fPIC -O2 -Wall -Werror -Wno-unused-parameter \
 # ---------------------------------------------------------------- servers
 WORK=$(mktemp -d /tmp/dafs-test-c.XXXXXX)
 pids=()
+source scripts/lib-dafsd.sh
+DAFSD=$REL/dafsd
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do
-        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    done
+    stop_pids
     rm -rf "$WORK"
 }
 trap cleanup EXIT
 mkdir -p "$WORK/export" "$WORK/victim" "$WORK/local"
 
-start_dafsd() { # name dir args... -> sets ADDR, SHM, PID
-    local name=$1 dir=$2; shift 2
-    "$REL/dafsd" "$dir" --listen 127.0.0.1:0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-    PID=$!
-    disown "$PID" # no job-control chatter when the connection-loss test kills one
-    pids+=("$PID")
-    for _ in $(seq 100); do
-        grep -q '^dafsd listening on' "$WORK/$name.out" 2>/dev/null && break
-        kill -0 "$PID" 2>/dev/null || { cat "$WORK/$name.err" >&2; echo "error: dafsd ($name) exited" >&2; exit 1; }
-        sleep 0.1
-    done
-    ADDR=$(sed -n 's/^dafsd listening on //p' "$WORK/$name.out")
-    SHM=$(sed -n 's/^shared memory: //p' "$WORK/$name.out")
-    [ -n "$ADDR" ] || { echo "error: dafsd ($name) did not report its address" >&2; exit 1; }
-}
 start_dafsd main "$WORK/export" --shm-socket "$WORK/dafsd.sock" --admin-socket "$WORK/admin.sock"
 MAIN_ADDR=$ADDR MAIN_SHM=$SHM
 [ -n "$MAIN_SHM" ] || { echo "error: dafsd did not offer shared memory" >&2; exit 1; }

@@ -59,16 +59,15 @@ WORK=$(mktemp -d /tmp/dafs-test-fuse.XXXXXX)
 chmod 755 "$WORK"
 pids=()
 mounts=()
+source scripts/lib-dafsd.sh
+DAFSD=$BIN/dafsd
 cleanup() {
     set +e
     for m in "${mounts[@]}"; do
         grep -q " $m " /proc/mounts && { "$DAFS" umount "$m" 2>/dev/null || "$DAFS" umount --lazy "$m" 2>/dev/null; }
     done
     kill "$WATCHDOG" 2>/dev/null
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${pids[@]}"; do
-        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    done
+    stop_pids
     if [ -n "${DAFS_FUSE_KEEP:-}" ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
@@ -81,20 +80,6 @@ WATCHDOG=$!
 disown "$WATCHDOG"
 mkdir -p "$WORK/export" "$WORK/victim" "$WORK/local" "$WORK/mnt" "$WORK/m2" "$WORK/m3" "$WORK/src"
 
-start_dafsd() { # name dir args... -> sets ADDR, PID
-    local name=$1 dir=$2; shift 2
-    "$BIN/dafsd" "$dir" --listen 127.0.0.1:0 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-    PID=$!
-    disown "$PID"
-    pids+=("$PID")
-    for _ in $(seq 100); do
-        grep -q '^dafsd listening on' "$WORK/$name.out" 2>/dev/null && break
-        kill -0 "$PID" 2>/dev/null || { cat "$WORK/$name.err" >&2; echo "error: dafsd ($name) exited" >&2; exit 1; }
-        sleep 0.1
-    done
-    ADDR=$(sed -n 's/^dafsd listening on //p' "$WORK/$name.out")
-    [ -n "$ADDR" ] || { echo "error: dafsd ($name) did not report its address" >&2; exit 1; }
-}
 mounted() { grep -q " $1 " /proc/mounts; }
 wait_gone() { # pid seconds
     for _ in $(seq $(( $2 * 10 ))); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done

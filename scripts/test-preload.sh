@@ -43,11 +43,10 @@ LIB=$REL/libdafs_preload.so
 
 WORK=$(mktemp -d /tmp/dafs-test-preload.XXXXXX)
 pids=()
+source scripts/lib-dafsd.sh
+DAFSD=$REL/dafsd
 cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do
-        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    done
+    stop_pids
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -55,20 +54,6 @@ EXPORT=$WORK/export L=$WORK/local
 mkdir -p "$EXPORT" "$L"
 cc -std=gnu11 -Wall -Wextra -Werror -O1 tests/preload/fdtest.c -o "$WORK/fdtest" -pthread
 
-start_dafsd() { # name dir -> sets ADDR, PID
-    local name=$1 dir=$2
-    "$REL/dafsd" "$dir" --listen 127.0.0.1:0 >"$WORK/$name.out" 2>"$WORK/$name.err" &
-    PID=$!
-    disown "$PID"
-    pids+=("$PID")
-    for _ in $(seq 100); do
-        grep -q '^dafsd listening on' "$WORK/$name.out" 2>/dev/null && break
-        kill -0 "$PID" 2>/dev/null || { cat "$WORK/$name.err" >&2; echo "error: dafsd ($name) exited" >&2; exit 1; }
-        sleep 0.1
-    done
-    ADDR=$(sed -n 's/^dafsd listening on //p' "$WORK/$name.out")
-    [ -n "$ADDR" ] || { echo "error: dafsd ($name) did not report its address" >&2; exit 1; }
-}
 start_dafsd main "$EXPORT"
 MAIN_PID=$PID
 # The prefix must not exist locally (it is virtual).
