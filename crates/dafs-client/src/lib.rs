@@ -1896,11 +1896,7 @@ impl Client {
 
     pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
         let (fh, _) = self.lookup_path(path, false)?;
-        let m = self.call(&Request::ReadLink { fh })?;
-        match self.decode(&m)?.1 {
-            Reply::ReadLink { target } => Ok(target.to_vec()),
-            _ => Err(Error::Protocol("bad READLINK reply".into())),
-        }
+        self.readlink_handle(fh)
     }
 
     /// Change attributes (see [`dafs_proto::types::setattr_mask`]).
@@ -1931,11 +1927,7 @@ impl Client {
     /// Which of `mask` ([`dafs_proto::types::access_mask`]) the server grants.
     pub fn access(&mut self, path: &str, mask: u32) -> Result<u32> {
         let (fh, _) = self.lookup_path(path, true)?;
-        let m = self.call(&Request::Access { fh, mask })?;
-        match self.decode(&m)?.1 {
-            Reply::Access { granted } => Ok(granted),
-            _ => Err(Error::Protocol("bad ACCESS reply".into())),
-        }
+        self.access_handle(fh, mask)
     }
 
     pub fn statfs(&mut self) -> Result<FsStat> {

@@ -12,6 +12,21 @@ pub fn sym(name: &'static str) -> usize {
 
 /// A symbol every glibc we support exports is missing: nothing sensible can continue.
 #[cold]
+/// The address of the next definition of `name` (NUL-terminated), looked up once and
+/// kept in `cache`; a libc without it is a fatal configuration error.
+pub fn cached_sym(cache: &std::sync::atomic::AtomicUsize, name: &'static str) -> usize {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut p = cache.load(Relaxed);
+    if p == 0 {
+        p = sym(name);
+        if p == 0 {
+            missing(name.trim_end_matches('\0'))
+        }
+        cache.store(p, Relaxed);
+    }
+    p
+}
+
 pub fn missing(name: &str) -> ! {
     let msg = format!("dafs-preload: libc has no `{name}`\n");
     // SAFETY: writing a buffer we own to stderr.
@@ -24,12 +39,7 @@ pub fn missing(name: &str) -> ! {
 macro_rules! real {
     ($name:ident : fn($($t:ty),*) -> $r:ty) => {{
         static P: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let mut p = P.load(std::sync::atomic::Ordering::Relaxed);
-        if p == 0 {
-            p = $crate::real::sym(concat!(stringify!($name), "\0"));
-            if p == 0 { $crate::real::missing(stringify!($name)) }
-            P.store(p, std::sync::atomic::Ordering::Relaxed);
-        }
+        let p = $crate::real::cached_sym(&P, concat!(stringify!($name), "\0"));
         // SAFETY: p is the address of the libc function of this name, whose C prototype
         // is the one spelled out at the call site.
         #[allow(unused_unsafe)]
@@ -38,12 +48,7 @@ macro_rules! real {
     }};
     ($name:ident : fn($($t:ty),* , ...) -> $r:ty) => {{
         static P: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let mut p = P.load(std::sync::atomic::Ordering::Relaxed);
-        if p == 0 {
-            p = $crate::real::sym(concat!(stringify!($name), "\0"));
-            if p == 0 { $crate::real::missing(stringify!($name)) }
-            P.store(p, std::sync::atomic::Ordering::Relaxed);
-        }
+        let p = $crate::real::cached_sym(&P, concat!(stringify!($name), "\0"));
         // SAFETY: as above, for a C-variadic prototype.
         #[allow(unused_unsafe)]
         let f = unsafe { std::mem::transmute::<usize, unsafe extern "C" fn($($t),* , ...) -> $r>(p) };
