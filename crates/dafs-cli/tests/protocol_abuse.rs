@@ -1126,3 +1126,60 @@ fn authentication_failures() {
     assert!(matches!(e, Error::Status(Status::AuthFailed)), "{e:?}");
     assert_serves(&srv, "auth failures");
 }
+
+/// SESSION_BIND from a raw client: what a hijacker, a confused client or a replayed bind
+/// gets, and that the legitimate owner can still bind afterwards.
+#[test]
+fn session_bind_abuse() {
+    let secret = b"correct horse battery staple";
+    let srv = TestServer::start_with_secret(secret, &[]);
+    // The owner: a session, authenticated, with one request executed on slot 0.
+    let mut owner = Raw::connect(&srv);
+    let s = owner.create(65536, 2, AuthMethod::HmacSha256).unwrap();
+    let sid = owner.sid;
+    let cn = [5u8; 32];
+    let good = auth::client_proof(secret, sid, &s.nonce, &cn, &owner.client_id);
+    assert_eq!(status(&owner.call(0, &Request::SessionAuth { client_nonce: cn, proof: good })), Status::Ok);
+    let id = owner.client_id.clone();
+    let bind = |sid: u64, nonce: &[u8; 32], cn: [u8; 32], secret: &[u8], client: &[u8]| {
+        let proof = auth::bind_proof(secret, sid, nonce, &cn, client);
+        enc(&Header::request(Opcode::SessionBind, sid, 0, 0, 0), &Request::SessionBind { client_nonce: cn, proof, client_id: client })
+    };
+    let mut other = Raw::connect(&srv);
+    // Unknown session, other client id, wrong secret: refused, nothing changes.
+    assert_eq!(status(&other.roundtrip(&bind(sid ^ 4, &s.nonce, [1; 32], secret, &id))), Status::BadSession);
+    assert_eq!(status(&other.roundtrip(&bind(sid, &s.nonce, [1; 32], secret, b"intruder"))), Status::BadSession);
+    // Without the secret, a bind cannot even disturb the live owner.
+    assert_eq!(status(&other.roundtrip(&bind(sid, &s.nonce, [1; 32], b"not the secret", &id))), Status::AuthFailed);
+    assert_eq!(status(&owner.call(1, &Request::Null)), Status::Ok, "the owner's connection is untouched");
+    // A correct bind while the owner's connection is alive: DELAY, and the server closes
+    // the owner's connection (the session is parked, not lost).
+    assert_eq!(status(&other.roundtrip(&bind(sid, &s.nonce, [1; 32], secret, &id))), Status::Delay);
+    let mut b = [0u8; 1];
+    owner.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(owner.s.read(&mut b).unwrap_or(0), 0, "the old connection is closed");
+    drop(owner);
+    assert_eq!(status(&other.roundtrip(&bind(sid, &s.nonce, [1; 32], b"not the secret", &id))), Status::AuthFailed);
+    // A SESSION_AUTH transcript replayed as a bind proof does not verify either.
+    let replayed = enc(&Header::request(Opcode::SessionBind, sid, 0, 0, 0), &Request::SessionBind { client_nonce: cn, proof: good, client_id: &id });
+    assert_eq!(status(&other.roundtrip(&replayed)), Status::AuthFailed);
+    // The right proof binds, and the session continues: slot 0's next sequence id is 2.
+    let r = other.roundtrip(&bind(sid, &s.nonce, [2; 32], secret, &id));
+    let (h, reply) = decode_reply(&r, MAX).unwrap();
+    assert_eq!(h.session_id, sid);
+    let Reply::SessionBind { slots, next_nonce, server_proof, .. } = reply else { panic!("SESSION_BIND: {reply:?}") };
+    assert_eq!(slots, 2);
+    assert_eq!(server_proof, auth::bind_server_proof(secret, sid, &[2; 32], &next_nonce, &id));
+    other.sid = sid;
+    other.seq = vec![2, 1];
+    assert_eq!(status(&other.call(0, &Request::Null)), Status::Ok, "bound: no re-authentication needed");
+    // The old bind message cannot be replayed: the nonce rotated.
+    let mut third = Raw::connect(&srv);
+    drop(other);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(status(&third.roundtrip(&bind(sid, &s.nonce, [2; 32], secret, &id))), Status::AuthFailed);
+    assert_eq!(status(&third.roundtrip(&bind(sid, &next_nonce, [3; 32], secret, &id))), Status::Ok);
+    // A second bind (or create) on a connection that has a session is refused.
+    assert_eq!(status(&third.roundtrip(&bind(sid, &next_nonce, [3; 32], secret, &id))), Status::Inval);
+    assert_serves(&srv, "bind abuse");
+}

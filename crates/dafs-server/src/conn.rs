@@ -54,8 +54,6 @@ pub(crate) struct Session {
     exec_digest: Vec<u64>,
     /// Negotiated message size (re-applied to a new connection on bind).
     max_msg: u32,
-    /// The next SESSION_BIND must prove over this nonce (rotated by every bind).
-    bind_nonce: [u8; NONCE_LEN],
     /// Credential the session's requests run with (SET_CRED), if any.
     cred: Option<cred::Cred>,
     /// Exactly the bytes the client presented (the HMAC transcript covers these).
@@ -488,7 +486,7 @@ impl Conn {
         let server_nonce = random_bytes();
         info!(session = id, client = %client_name, peer = %self.t.peer(), slots, max_msg, "session created");
         sh.stats.sessions_created.fetch_add(1, Relaxed);
-        let info = Arc::new(SessionInfo::new(id, client_name.clone(), slots, self.t.peer()));
+        let info = Arc::new(SessionInfo::new(id, client_name.clone(), slots, self.t.peer(), server_nonce));
         sh.sessions.insert(info.clone());
         self.session = Some(Session {
             id,
@@ -496,7 +494,6 @@ impl Conn {
             cache: ReplyCache::new(slots, sh.cfg.reply_cache_slot_bytes),
             exec_digest: vec![0; slots as usize],
             max_msg,
-            bind_nonce: server_nonce,
             cred: None,
             client_id: client_id.to_vec(),
             client_name,
@@ -541,7 +538,10 @@ impl Conn {
         if sh.sessions.bound_count(&client_name) >= sh.cfg.connections_per_client_max {
             return self.send(sh, sc, &h, &Reply::Error(Status::Limit));
         }
-        let (mut s, info) = match sh.sessions.take(h.session_id, client_id) {
+        let secret = sh.cfg.secret.as_deref();
+        let verify = |nonce: &[u8; NONCE_LEN]| secret.is_none_or(|k| auth::verify_bind(k, h.session_id, nonce, client_nonce, client_id, proof));
+        let next_nonce = random_bytes();
+        let (s, info) = match sh.sessions.take(h.session_id, client_id, verify, next_nonce) {
             Take::Bound(s, info) => (s, info),
             Take::Busy => {
                 // The old connection is being closed by its worker; the client retries.
@@ -549,25 +549,21 @@ impl Conn {
                 sh.stats.binds_delayed.fetch_add(1, Relaxed);
                 return self.send(sh, sc, &h, &Reply::Error(Status::Delay));
             }
+            Take::AuthFailed => {
+                sh.stats.auth_failures.fetch_add(1, Relaxed);
+                warn!(session = h.session_id, client = %client_name, peer = %self.t.peer(), "bind refused: authentication failed");
+                return self.send(sh, sc, &h, &Reply::Error(Status::AuthFailed));
+            }
             Take::Unknown | Take::WrongClient => {
                 sh.stats.binds_refused.fetch_add(1, Relaxed);
                 debug!(session = h.session_id, client = %client_name, "bind refused: no such session for this client");
                 return self.send(sh, sc, &h, &Reply::Error(Status::BadSession));
             }
         };
-        let next_nonce = random_bytes();
-        let mut server_proof = [0u8; NONCE_LEN];
-        if let Some(secret) = sh.cfg.secret.as_deref() {
-            if !auth::verify_bind(secret, s.id, &s.bind_nonce, client_nonce, &s.client_id, proof) {
-                sh.stats.auth_failures.fetch_add(1, Relaxed);
-                warn!(session = s.id, client = %s.client_name, peer = %self.t.peer(), "bind refused: authentication failed");
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(sh.cfg.lease_secs);
-                sh.sessions.untake(s, &info, deadline);
-                return self.send(sh, sc, &h, &Reply::Error(Status::AuthFailed));
-            }
-            server_proof = auth::bind_server_proof(secret, s.id, client_nonce, &next_nonce, &s.client_id);
-        }
-        s.bind_nonce = next_nonce;
+        let server_proof = match secret {
+            Some(k) => auth::bind_server_proof(k, s.id, client_nonce, &next_nonce, &s.client_id),
+            None => [0u8; NONCE_LEN],
+        };
         sh.stats.binds.fetch_add(1, Relaxed);
         *info.peer.lock().unwrap() = self.t.peer();
         info!(session = s.id, client = %s.client_name, peer = %self.t.peer(), "session bound to a new connection");

@@ -43,10 +43,14 @@ pub struct SessionInfo {
     pub peer: Mutex<String>,
     /// Reply cache bytes held now.
     pub cache_bytes: AtomicU64,
+    /// The nonce the next SESSION_BIND must prove over (SESSION_CREATE's server nonce,
+    /// then rotated by every bind, under the table lock, so a bind message cannot be
+    /// replayed).
+    pub bind_nonce: Mutex<[u8; 32]>,
 }
 
 impl SessionInfo {
-    pub fn new(id: u64, client_id: String, slots: u32, peer: String) -> Self {
+    pub fn new(id: u64, client_id: String, slots: u32, peer: String, bind_nonce: [u8; 32]) -> Self {
         SessionInfo {
             id,
             client_id,
@@ -61,6 +65,7 @@ impl SessionInfo {
             revoke: AtomicU8::new(REVOKE_NONE),
             peer: Mutex::new(peer),
             cache_bytes: AtomicU64::new(0),
+            bind_nonce: Mutex::new(bind_nonce),
         }
     }
 }
@@ -82,6 +87,8 @@ pub enum Take<S> {
     Unknown,
     /// The session belongs to another client id.
     WrongClient,
+    /// The bind's proof did not verify: nothing changed (no revocation either).
+    AuthFailed,
     /// Still bound to another connection; that connection is being revoked: retry.
     Busy,
 }
@@ -130,17 +137,26 @@ impl<S> SessionTable<S> {
         }
     }
 
-    /// A SESSION_BIND: take a parked session, or revoke the connection holding it.
-    pub fn take(&self, id: u64, client_id: &[u8]) -> Take<S> {
+    /// A SESSION_BIND: take a parked session, or revoke the connection holding it — only
+    /// after `verify` accepted the bind's proof against the current bind nonce, so a
+    /// client without the secret can neither take nor disturb the session. On success the
+    /// bind nonce becomes `next_nonce` atomically with the take.
+    pub fn take(&self, id: u64, client_id: &[u8], verify: impl FnOnce(&[u8; 32]) -> bool, next_nonce: [u8; 32]) -> Take<S> {
         let mut m = self.inner.lock().unwrap();
         let Some(e) = m.get_mut(&id) else { return Take::Unknown };
         if e.info.client_id.as_bytes() != client_id {
             return Take::WrongClient;
         }
+        let mut nonce = e.info.bind_nonce.lock().unwrap();
+        if !verify(&nonce) {
+            return Take::AuthFailed;
+        }
         match e.parked.take() {
             Some((state, _)) => {
+                *nonce = next_nonce;
                 e.info.connected.store(true, Relaxed);
                 e.info.binds.fetch_add(1, Relaxed);
+                drop(nonce);
                 Take::Bound(state, e.info.clone())
             }
             None => {
@@ -149,15 +165,6 @@ impl<S> SessionTable<S> {
                 }
                 Take::Busy
             }
-        }
-    }
-
-    /// Give back a session taken by [`SessionTable::take`] whose bind then failed
-    /// (authentication): it stays parked with its original lease end.
-    pub fn untake(&self, state: Box<S>, info: &Arc<SessionInfo>, deadline: Instant) {
-        info.connected.store(false, Relaxed);
-        if let Some(e) = self.inner.lock().unwrap().get_mut(&info.id) {
-            e.parked = Some((state, deadline));
         }
     }
 
@@ -261,26 +268,29 @@ impl<S> SessionTable<S> {
 mod tests {
     use super::*;
 
-    fn info(id: u64, client: &str) -> Arc<SessionInfo> { Arc::new(SessionInfo::new(id, client.into(), 4, "peer".into())) }
+    fn info(id: u64, client: &str) -> Arc<SessionInfo> { Arc::new(SessionInfo::new(id, client.into(), 4, "peer".into(), [0; 32])) }
 
     #[test]
     fn park_take_expire() {
         let t: SessionTable<u32> = SessionTable::default();
         let i = info(5, "c1");
         t.insert(i.clone());
-        assert!(matches!(t.take(5, b"c1"), Take::Busy), "bound elsewhere: revoke and retry");
+        assert!(matches!(t.take(5, b"c1", |_| false, [1; 32]), Take::AuthFailed), "no proof: nothing happens");
+        assert_eq!(i.revoke.load(Relaxed), REVOKE_NONE);
+        assert!(matches!(t.take(5, b"c1", |_| true, [1; 32]), Take::Busy), "bound elsewhere: revoke and retry");
         assert_eq!(i.revoke.load(Relaxed), REVOKE_DETACH);
         t.park(Box::new(42), &i, Duration::from_secs(60));
-        assert!(matches!(t.take(5, b"other"), Take::WrongClient));
-        match t.take(5, b"c1") {
+        assert!(matches!(t.take(5, b"other", |_| true, [1; 32]), Take::WrongClient));
+        match t.take(5, b"c1", |n| *n == [0; 32], [1; 32]) {
             Take::Bound(s, _) => assert_eq!(*s, 42),
             _ => panic!("parked session binds"),
         }
-        assert!(matches!(t.take(6, b"c1"), Take::Unknown));
+        assert_eq!(*i.bind_nonce.lock().unwrap(), [1; 32], "nonce rotated with the take");
+        assert!(matches!(t.take(6, b"c1", |_| true, [1; 32]), Take::Unknown));
         t.park(Box::new(43), &i, Duration::ZERO);
         let gone = t.expired(Instant::now());
         assert_eq!(gone.len(), 1);
-        assert!(matches!(t.take(5, b"c1"), Take::Unknown), "expired: BADSESSION");
+        assert!(matches!(t.take(5, b"c1", |_| true, [2; 32]), Take::Unknown), "expired: BADSESSION");
     }
 
     #[test]
