@@ -377,6 +377,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                     if let Err(e) = poll.registry().register(&mut SourceFd(&fd), Token(idx), Interest::READABLE | Interest::WRITABLE) {
                         warn!("cannot watch new connection: {e}");
                         free.push(idx);
+                        sh.connections_live.fetch_sub(1, Relaxed);
                         continue;
                     }
                     let mut c = Conn::new(t);
