@@ -632,6 +632,32 @@ server_killed() { # label dafsd-args...
 server_killed tcp --no-shm
 server_killed shm --shm-socket "$WORK/victim.sock"
 
+# A server restarted under a mount, on the same address: the session is gone with it,
+# so the mount starts a new one; the first operation may fail, then everything goes on
+# (nodes are looked up again by name). Connection breaks without a restart never show:
+# the client library re-binds the session by itself.
+server_restarted() {
+    rm -rf "$WORK/rs"; mkdir -p "$WORK/rs" "$WORK/m4"
+    local port p1 p2 out mpid
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$BIN/dafsd" "$WORK/rs" --listen "127.0.0.1:$port" --no-shm --no-admin >"$WORK/rs1.out" 2>&1 & p1=$!; disown "$p1"; pids+=("$p1")
+    for _ in $(seq 100); do grep -q '^dafsd listening' "$WORK/rs1.out" 2>/dev/null && break; sleep 0.1; done
+    if ! out=$("$DAFS" mount "dafs://127.0.0.1:$port/" "$WORK/m4" -d); then fail "server restarted: mount failed"; return; fi
+    mpid=$(echo "$out" | sed -n 's/.*(pid \([0-9]*\)).*/\1/p')
+    mkdir "$WORK/m4/d" && echo one > "$WORK/m4/d/f"
+    kill "$p1"; wait_gone "$p1" 10
+    "$BIN/dafsd" "$WORK/rs" --listen "127.0.0.1:$port" --no-shm --no-admin >"$WORK/rs2.out" 2>&1 & p2=$!; disown "$p2"; pids+=("$p2")
+    for _ in $(seq 100); do grep -q '^dafsd listening' "$WORK/rs2.out" 2>/dev/null && break; sleep 0.1; done
+    for _ in $(seq 25); do timeout 5 cat "$WORK/m4/d/f" >/dev/null 2>&1 && break; sleep 0.2; done
+    check "server restarted: the mount continues with a new session (read old, write new)" bash -c "
+        [ \"\$(timeout 5 cat $WORK/m4/d/f)\" = one ] && echo two > $WORK/m4/d/g && [ \"\$(cat $WORK/rs/d/g)\" = two ] &&
+        [ \"\$(ls $WORK/m4/d | tr '\n' ' ')\" = 'f g ' ]"
+    check "server restarted: dafs umount, the mount process exits" bash -c "
+        timeout 10 $DAFS umount $WORK/m4 && ! grep -q ' $WORK/m4 ' /proc/mounts &&
+        for i in \$(seq 100); do kill -0 $mpid 2>/dev/null || break; sleep 0.1; done; ! kill -0 $mpid 2>/dev/null"
+}
+server_restarted
+
 # A mount process killed with SIGKILL leaves a dead mount ("Transport endpoint is not
 # connected"); dafs umount still removes it.
 out=$("$DAFS" mount "dafs://$MAIN_ADDR/" "$WORK/m2" -d)

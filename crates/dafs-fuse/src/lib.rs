@@ -189,6 +189,8 @@ pub struct DafsFs {
     /// Logged once: after the connection is lost every request fails the same way.
     reported_dead: bool,
     export: String,
+    /// When a new session was last tried for a dead client (at most once a second).
+    last_recovery: Option<std::time::Instant>,
 }
 
 fn errno(e: &Error) -> i32 {
@@ -276,6 +278,7 @@ impl DafsFs {
             next_fh: 1,
             reported_dead: false,
             export: opts.export.clone(),
+            last_recovery: None,
         };
         fs.nodes.insert(ROOT_INO, Node { fh: root, fsid: attr.fsid, fileid: attr.fileid, lookups: 1, parent: ROOT_INO, name: Vec::new(), attr });
         fs.by_id.insert((attr.fsid, attr.fileid), ROOT_INO);
@@ -283,11 +286,34 @@ impl DafsFs {
     }
 
     fn fail(&mut self, e: &Error) -> i32 {
+        if self.c.is_dead() {
+            self.try_new_session();
+        }
         if self.c.is_dead() && !self.reported_dead {
             self.reported_dead = true;
-            tracing::error!("connection to the server lost ({e}): every operation on the mount now fails; unmount it");
+            tracing::error!("connection to the server lost ({e}): operations fail until the server is back (a new session is tried at most once a second)");
         }
         errno(e)
+    }
+
+    /// The client library recovers broken connections by itself (the session re-bound
+    /// within its lease). What reaches here is a session the server no longer has (it
+    /// restarted, the lease ran out) or a server that is gone: start a new session if the
+    /// server answers. Nodes keep working (their handles are looked up again by name when
+    /// the server says STALE); files opened before fail with EBADF.
+    fn try_new_session(&mut self) {
+        let now = std::time::Instant::now();
+        if self.last_recovery.is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1)) {
+            return;
+        }
+        self.last_recovery = Some(now);
+        match self.c.reestablish() {
+            Ok(()) => {
+                self.reported_dead = false;
+                tracing::warn!("the server lost this mount's session (restarted?): a new session is up; files opened before fail with EBADF");
+            }
+            Err(e) => tracing::debug!("new session not possible yet: {e}"),
+        }
     }
 
     /// The inode number for the object (fsid, fileid): the server's file id itself, so
