@@ -58,8 +58,6 @@ pub(crate) struct Session {
     cred: Option<cred::Cred>,
     /// Exactly the bytes the client presented (the HMAC transcript covers these).
     client_id: Vec<u8>,
-    /// Printable form for logs.
-    client_name: String,
     slots: ServerSlots,
     auth_required: bool,
     authenticated: bool,
@@ -125,7 +123,7 @@ enum Done {
 /// close), its locks, its place among the live sessions.
 pub(crate) fn release_session(sh: &Shared, s: Session, why: &str) {
     let locks = sh.locks.release_owner(s.id);
-    info!(session = s.id, client = %s.client_name, opens = s.opens.len(), locks, "{why}");
+    info!(session = s.id, client = %s.info.client_id, opens = s.opens.len(), locks, "{why}");
     for (open_id, of) in s.opens {
         sh.open_table.release(of.file, s.id, open_id);
         // A create-unlinked file never published vanishes with its descriptor.
@@ -226,7 +224,7 @@ impl Conn {
                 sh.sessions.remove(s.id);
                 release_session(sh, s, "session ended");
             } else {
-                info!(session = s.id, client = %s.client_name, lease_secs = sh.cfg.lease_secs, "connection lost; session kept for its lease");
+                info!(session = s.id, client = %s.info.client_id, lease_secs = sh.cfg.lease_secs, "connection lost; session kept for its lease");
                 let info = s.info.clone();
                 sh.sessions.park(Box::new(s), &info, std::time::Duration::from_secs(sh.cfg.lease_secs));
             }
@@ -331,7 +329,7 @@ impl Conn {
         }
         let fate = self.send(sh, sc, &h, &Reply::Error(status));
         if complete {
-            self.complete_slot(sh, sc, &h);
+            self.complete_slot(sc, &h);
         }
         fate
     }
@@ -405,13 +403,13 @@ impl Conn {
         s.info.slots_busy.store(s.slots.busy_count(), Relaxed);
         if s.auth_required && !s.authenticated && !h.opcode.allowed_before_auth() {
             let fate = self.send(sh, sc, &h, &Reply::Error(Status::AuthRequired));
-            self.complete_slot(sh, sc, &h);
+            self.complete_slot(sc, &h);
             return fate;
         }
         // Run with the session's credential (no-op when it is already this thread's).
         if let Err(status) = cred::apply(sh, s.cred.as_ref()) {
             let fate = self.send(sh, sc, &h, &Reply::Error(status));
-            self.complete_slot(sh, sc, &h);
+            self.complete_slot(sc, &h);
             return fate;
         }
         let destroy = matches!(req, Request::SessionDestroy);
@@ -425,7 +423,7 @@ impl Conn {
             Ok(Done::Deferred) => return ConnFate::Keep,
             Err(status) => self.send(sh, sc, &h, &Reply::Error(status)),
         };
-        self.complete_slot(sh, sc, &h);
+        self.complete_slot(sc, &h);
         if destroy {
             self.destroying = true;
             self.close(sh);
@@ -435,7 +433,7 @@ impl Conn {
 
     /// The request on `h`'s slot has been answered (its reply is the last one encoded
     /// into `sc.out`): keep the reply for retransmissions and free the slot.
-    fn complete_slot(&mut self, sh: &Shared, sc: &Scratch, h: &Header) {
+    fn complete_slot(&mut self, sc: &Scratch, h: &Header) {
         let Some(s) = self.session.as_mut() else { return };
         let slot = h.slot_id;
         let digest = s.exec_digest[slot as usize];
@@ -450,7 +448,6 @@ impl Conn {
         s.info.slots_busy.store(s.slots.busy_count(), Relaxed);
         s.info.cache_bytes.store(s.cache.bytes_held() as u64, Relaxed);
         s.info.opens.store(s.opens.len() as u32, Relaxed);
-        let _ = sh;
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -467,14 +464,8 @@ impl Conn {
             return self.send(sh, sc, &h, &Reply::Error(Status::AuthRequired));
         }
         let client_name = String::from_utf8_lossy(client_id).into_owned();
-        if sh.sessions.is_fenced(&client_name) {
-            sh.stats.fenced_refusals.fetch_add(1, Relaxed);
-            warn!(client = %client_name, peer = %self.t.peer(), "session refused: client is fenced");
-            return self.send(sh, sc, &h, &Reply::Error(Status::Fenced));
-        }
-        if sh.sessions.bound_count(&client_name) >= sh.cfg.connections_per_client_max {
-            warn!(client = %client_name, limit = sh.cfg.connections_per_client_max, "session refused: connections per client");
-            return self.send(sh, sc, &h, &Reply::Error(Status::Limit));
+        if let Err(st) = self.admit_client(sh, &client_name) {
+            return self.send(sh, sc, &h, &Reply::Error(st));
         }
         if sh.sessions_live.fetch_add(1, Relaxed) >= sh.cfg.sessions_max {
             sh.sessions_live.fetch_sub(1, Relaxed);
@@ -486,7 +477,7 @@ impl Conn {
         let server_nonce = random_bytes();
         info!(session = id, client = %client_name, peer = %self.t.peer(), slots, max_msg, "session created");
         sh.stats.sessions_created.fetch_add(1, Relaxed);
-        let info = Arc::new(SessionInfo::new(id, client_name.clone(), slots, self.t.peer(), server_nonce));
+        let info = Arc::new(SessionInfo::new(id, client_name, slots, self.t.peer(), server_nonce));
         sh.sessions.insert(info.clone());
         self.session = Some(Session {
             id,
@@ -496,7 +487,6 @@ impl Conn {
             max_msg,
             cred: None,
             client_id: client_id.to_vec(),
-            client_name,
             slots: ServerSlots::new(slots),
             auth_required,
             authenticated: false,
@@ -523,6 +513,21 @@ impl Conn {
         fate
     }
 
+    /// May `client` have a session on this connection (SESSION_CREATE, SESSION_BIND)?
+    /// Not if it is fenced, nor beyond its connections-per-client limit.
+    fn admit_client(&self, sh: &Shared, client: &str) -> Result<(), Status> {
+        if sh.sessions.is_fenced(client) {
+            sh.stats.fenced_refusals.fetch_add(1, Relaxed);
+            warn!(client, peer = %self.t.peer(), "session refused: client is fenced");
+            return Err(Status::Fenced);
+        }
+        if sh.sessions.bound_count(client) >= sh.cfg.connections_per_client_max {
+            warn!(client, limit = sh.cfg.connections_per_client_max, "session refused: connections per client");
+            return Err(Status::Limit);
+        }
+        Ok(())
+    }
+
     /// SESSION_BIND: take a session whose connection broke (within its lease) onto this
     /// connection. Its slots, reply cache and open files continue; the client then
     /// retransmits what it had in flight, and the slot rules execute each request once.
@@ -531,12 +536,8 @@ impl Conn {
             return self.send(sh, sc, &h, &Reply::Error(Status::Inval));
         }
         let client_name = String::from_utf8_lossy(client_id);
-        if sh.sessions.is_fenced(&client_name) {
-            sh.stats.fenced_refusals.fetch_add(1, Relaxed);
-            return self.send(sh, sc, &h, &Reply::Error(Status::Fenced));
-        }
-        if sh.sessions.bound_count(&client_name) >= sh.cfg.connections_per_client_max {
-            return self.send(sh, sc, &h, &Reply::Error(Status::Limit));
+        if let Err(st) = self.admit_client(sh, &client_name) {
+            return self.send(sh, sc, &h, &Reply::Error(st));
         }
         let secret = sh.cfg.secret.as_deref();
         let verify = |nonce: &[u8; NONCE_LEN]| secret.is_none_or(|k| auth::verify_bind(k, h.session_id, nonce, client_nonce, client_id, proof));
@@ -566,7 +567,7 @@ impl Conn {
         };
         sh.stats.binds.fetch_add(1, Relaxed);
         *info.peer.lock().unwrap() = self.t.peer();
-        info!(session = s.id, client = %s.client_name, peer = %self.t.peer(), "session bound to a new connection");
+        info!(session = s.id, client = %s.info.client_id, peer = %self.t.peer(), "session bound to a new connection");
         let reply = Reply::SessionBind { slots: s.slots.granted(), target_highest: s.slots.target_highest(), next_nonce, server_proof };
         let max_msg = s.max_msg;
         self.session = Some(*s);
@@ -614,14 +615,14 @@ impl Conn {
             }
             let b = self.batches.remove(&btag).unwrap();
             let fate = self.send_batch_reply(sh, sc, &b.hdr, b.flags, &b.results);
-            self.complete_slot(sh, sc, &b.hdr);
+            self.complete_slot(sc, &b.hdr);
             return fate;
         }
         let fate = match result {
             Ok((n, off)) => self.send(sh, sc, &p.hdr, &Reply::Write { count: n as u32, stable: p.stable, offset: off }),
             Err(e) => self.send(sh, sc, &p.hdr, &Reply::Error(e)),
         };
-        self.complete_slot(sh, sc, &p.hdr);
+        self.complete_slot(sc, &p.hdr);
         fate
     }
 
@@ -665,7 +666,7 @@ impl Conn {
                 let secret = sh.cfg.secret.as_deref().expect("auth_required implies a secret");
                 if !auth::verify_client(secret, s.id, &s.server_nonce, &client_nonce, &s.client_id, &proof) {
                     sh.stats.auth_failures.fetch_add(1, Relaxed);
-                    warn!(session = s.id, client = %s.client_name, "authentication failed");
+                    warn!(session = s.id, client = %s.info.client_id, "authentication failed");
                     return Err(Status::AuthFailed);
                 }
                 s.authenticated = true;
@@ -681,9 +682,9 @@ impl Conn {
                     sh.cfg.exports.iter().position(|e| e.name.as_bytes() == name).ok_or(Status::NoEnt)?
                 };
                 let s = self.session.as_ref().expect("dispatch checked the session");
-                if !sh.cfg.exports[idx].admits(&s.client_name) {
+                if !sh.cfg.exports[idx].admits(&s.info.client_id) {
                     sh.stats.access_refusals.fetch_add(1, Relaxed);
-                    warn!(client = %s.client_name, export = %sh.cfg.exports[idx].name, "attach refused by the export's client rules");
+                    warn!(client = %s.info.client_id, export = %sh.cfg.exports[idx].name, "attach refused by the export's client rules");
                     return Err(Status::Access);
                 }
                 let fd = sh.roots[idx].try_clone().map_err(fsops::io_st)?;

@@ -245,10 +245,9 @@ fn accept_loop(sh: Arc<Shared>, mut poll: Poll, mut listener: TcpListener, mut s
         // Leases: release the state of sessions whose client did not come back in time.
         if last_reap.elapsed() >= Duration::from_millis(250) {
             last_reap = Instant::now();
-            for (s, info) in sh.sessions.expired(last_reap) {
+            for (s, _) in sh.sessions.expired(last_reap) {
                 sh.stats.sessions_expired.fetch_add(1, Relaxed);
                 conn::release_session(&sh, *s, "lease expired; session released");
-                let _ = info;
             }
         }
         loop {

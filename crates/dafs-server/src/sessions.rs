@@ -233,14 +233,6 @@ impl<S> SessionTable<S> {
         v
     }
 
-    pub fn len(&self) -> usize { self.inner.lock().unwrap().len() }
-    pub fn is_empty(&self) -> bool { self.len() == 0 }
-
-    /// Ask the workers to re-check revocation flags (after setting one directly).
-    pub fn bump(&self) {
-        self.revoke_epoch.fetch_add(1, Relaxed);
-    }
-
     /// Set the target highest slot of a session (server-directed flow control); the
     /// owning worker applies it on its next request.
     pub fn set_target(&self, id: u64, target: u32) -> Option<u32> {
