@@ -20,6 +20,10 @@ if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
 fi
 if command -v rustup >/dev/null 2>&1; then
     rustup show active-toolchain >/dev/null 2>&1 || rustup default stable
+    # The test command checks formatting and lints.
+    for comp in rustfmt clippy; do
+        rustup component list --installed 2>/dev/null | grep -q "^$comp" || rustup component add "$comp"
+    done
 fi
 if ! command -v cargo >/dev/null 2>&1; then
     echo "error: no Rust toolchain found. Install Rust >= 1.87 with rustup, then rerun." >&2

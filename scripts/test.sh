@@ -5,6 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure-deps.sh
 export RUST_BACKTRACE=1
+# Style gates first: they are cheap and a failure here needs no test run to explain.
+echo "==> cargo fmt --check"
+cargo fmt --all -- --check
+echo "==> cargo clippy (-D warnings)"
+cargo clippy --workspace --all-targets -q -- -D warnings
 echo "==> cargo build (tests)"
 cargo build --workspace --all-targets -q
 echo "==> cargo test"

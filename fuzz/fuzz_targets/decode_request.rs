@@ -21,7 +21,11 @@ fn slices<'a>(r: &Request<'a>) -> Vec<&'a [u8]> {
         SessionCreate { client_id, .. } => vec![client_id],
         GetRootHandle { export } => vec![export],
         Lookup { path, .. } => vec![path],
-        Create { name, .. } | Open { name, .. } | Remove { name, .. } | RmDir { name, .. } | Link { name, .. } => vec![name],
+        Create { name, .. }
+        | Open { name, .. }
+        | Remove { name, .. }
+        | RmDir { name, .. }
+        | Link { name, .. } => vec![name],
         WriteInline { data, .. } => vec![data],
         Rename { from_name, to_name, .. } => vec![from_name, to_name],
         Symlink { name, target, .. } => vec![name, target],

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use dafs_client::{CgId, Client, ClientConfig, ClientStats, File as DFile, IoBuf, OpenOptions, Provider, RegionId};
+use dafs_client::{
+    CgId, Client, ClientConfig, ClientStats, File as DFile, IoBuf, OpenOptions, Provider, RegionId,
+};
 use serde::Serialize;
 
 use crate::util::{self, cpu_self, proc_cpu, Burner, Rng};
@@ -60,11 +62,22 @@ pub trait Backend {
     /// `compute_us` per block. `depth` 0: synchronous (read, then compute); otherwise
     /// asynchronous, up to `depth` reads in flight ahead of the computation. Returns
     /// the elapsed seconds.
-    fn overlap(&mut self, bs: usize, n: usize, depth: usize, compute_us: f64, burner: &Burner) -> Result<f64, String>;
+    fn overlap(
+        &mut self,
+        bs: usize,
+        n: usize,
+        depth: usize,
+        compute_us: f64,
+        burner: &Burner,
+    ) -> Result<f64, String>;
     /// Mean latency of a zero-byte request, when the backend has one.
-    fn null_us(&mut self, _secs: f64) -> Result<Option<f64>, String> { Ok(None) }
+    fn null_us(&mut self, _secs: f64) -> Result<Option<f64>, String> {
+        Ok(None)
+    }
     /// Path counters, for the report.
-    fn stats(&self) -> Option<ClientStats> { None }
+    fn stats(&self) -> Option<ClientStats> {
+        None
+    }
 }
 
 /// Offsets for a test: random (aligned to the block size) or sequential with wrap-around.
@@ -79,7 +92,14 @@ struct Offsets {
 
 impl Offsets {
     fn new(rand: bool, seed: u64, first: u64, stride: u64, nblocks: u64, bs: u64) -> Offsets {
-        Offsets { rand, rng: Rng::new(seed), next: first % nblocks.max(1), stride, nblocks: nblocks.max(1), bs }
+        Offsets {
+            rand,
+            rng: Rng::new(seed),
+            next: first % nblocks.max(1),
+            stride,
+            nblocks: nblocks.max(1),
+            bs,
+        }
     }
     fn next(&mut self) -> u64 {
         let b = if self.rand {
@@ -115,10 +135,23 @@ pub struct Local {
 }
 
 impl Local {
-    fn worker(f: &std::fs::File, s: &DataSpec, k: usize, nblocks: u64, deadline: Instant) -> std::io::Result<u64> {
+    fn worker(
+        f: &std::fs::File,
+        s: &DataSpec,
+        k: usize,
+        nblocks: u64,
+        deadline: Instant,
+    ) -> std::io::Result<u64> {
         let mut buf = vec![0u8; s.bs];
         util::fill(&mut buf, s.seed);
-        let mut offs = Offsets::new(s.rand, s.seed.wrapping_add(k as u64 * 7919), k as u64, s.qd.max(1) as u64, nblocks, s.bs as u64);
+        let mut offs = Offsets::new(
+            s.rand,
+            s.seed.wrapping_add(k as u64 * 7919),
+            k as u64,
+            s.qd.max(1) as u64,
+            nblocks,
+            s.bs as u64,
+        );
         let mut ops = 0u64;
         let every = if s.bs >= 65536 { 1 } else { 8 };
         loop {
@@ -139,10 +172,16 @@ impl Local {
 }
 
 impl Backend for Local {
-    fn name(&self) -> &'static str { "local" }
+    fn name(&self) -> &'static str {
+        "local"
+    }
 
     fn data(&mut self, s: &DataSpec) -> Result<Sample, String> {
-        let f = std::fs::OpenOptions::new().read(true).write(true).open(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
         let nblocks = self.size / s.bs as u64;
         let cpu0 = cpu_self();
         let t0 = Instant::now();
@@ -151,19 +190,31 @@ impl Backend for Local {
             Self::worker(&f, s, 0, nblocks, deadline).map_err(|e| e.to_string())?
         } else {
             std::thread::scope(|sc| {
-                let hs: Vec<_> = (0..s.qd).map(|k| {
-                    let f = &f;
-                    sc.spawn(move || Self::worker(f, s, k, nblocks, deadline))
-                }).collect();
+                let hs: Vec<_> = (0..s.qd)
+                    .map(|k| {
+                        let f = &f;
+                        sc.spawn(move || Self::worker(f, s, k, nblocks, deadline))
+                    })
+                    .collect();
                 let mut total = 0;
                 for h in hs {
-                    total += h.join().map_err(|_| "worker panicked".to_string())?.map_err(|e| e.to_string())?;
+                    total += h
+                        .join()
+                        .map_err(|_| "worker panicked".to_string())?
+                        .map_err(|e| e.to_string())?;
                 }
                 Ok::<u64, String>(total)
             })?
         };
         let secs = t0.elapsed().as_secs_f64();
-        Ok(Sample { secs, bytes: ops * s.bs as u64, ops, cpu_s: cpu_self() - cpu0, srv_cpu_s: None, other_cores: None })
+        Ok(Sample {
+            secs,
+            bytes: ops * s.bs as u64,
+            ops,
+            cpu_s: cpu_self() - cpu0,
+            srv_cpu_s: None,
+            other_cores: None,
+        })
     }
 
     fn meta(&mut self, n: usize) -> Result<MetaSample, String> {
@@ -181,7 +232,12 @@ impl Backend for Local {
                 let err = |e: std::io::Error| format!("{}: {e}", p.display());
                 match phase {
                     0 => {
-                        let f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&p).map_err(err)?;
+                        let f = std::fs::OpenOptions::new()
+                            .write(true)
+                            .create(true)
+                            .truncate(true)
+                            .open(&p)
+                            .map_err(err)?;
                         f.write_all_at(&buf, 0).map_err(err)?;
                     }
                     1 => {
@@ -198,8 +254,16 @@ impl Backend for Local {
         Ok(out)
     }
 
-    fn overlap(&mut self, bs: usize, n: usize, depth: usize, compute_us: f64, burner: &Burner) -> Result<f64, String> {
-        let f = std::fs::File::open(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
+    fn overlap(
+        &mut self,
+        bs: usize,
+        n: usize,
+        depth: usize,
+        compute_us: f64,
+        burner: &Burner,
+    ) -> Result<f64, String> {
+        let f =
+            std::fs::File::open(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
         let fblocks = (self.size / bs as u64).max(1) as usize;
         let at = move |i: usize| ((i % fblocks) * bs) as u64;
         let mut sink = 0u64;
@@ -233,7 +297,10 @@ impl Backend for Local {
                     }
                 });
                 for _ in 0..n {
-                    let buf = full_rx.recv().map_err(|_| "read-ahead thread died".to_string())?.map_err(|e| e.to_string())?;
+                    let buf = full_rx
+                        .recv()
+                        .map_err(|_| "read-ahead thread died".to_string())?
+                        .map_err(|e| e.to_string())?;
                     sink = sink.wrapping_add(touch(&buf));
                     if compute_us > 0.0 {
                         sink = sink.wrapping_add(burner.burn_us(compute_us));
@@ -267,17 +334,37 @@ pub struct Dafs {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn submit(c: &mut Client, f: &DFile, write: bool, off: u64, region: RegionId, len: usize, cg: CgId, ud: u64) -> Result<(), String> {
+fn submit(
+    c: &mut Client,
+    f: &DFile,
+    write: bool,
+    off: u64,
+    region: RegionId,
+    len: usize,
+    cg: CgId,
+    ud: u64,
+) -> Result<(), String> {
     let buf = IoBuf::Region { region, offset: 0, len };
-    let r = if write { c.submit_write(f, off, buf, cg, ud) } else { c.submit_read(f, off, buf, cg, ud) };
-    r.map(|_| ()).map_err(|e| format!("submit_{} at offset {off}: {e}", if write { "write" } else { "read" }))
+    let r = if write {
+        c.submit_write(f, off, buf, cg, ud)
+    } else {
+        c.submit_read(f, off, buf, cg, ud)
+    };
+    r.map(|_| ()).map_err(|e| {
+        format!("submit_{} at offset {off}: {e}", if write { "write" } else { "read" })
+    })
 }
 
 fn wait1(c: &mut Client, cg: CgId, bs: usize, what: &str) -> Result<u64, String> {
-    let d = c
-        .wait_one(cg, Some(WAIT_TIMEOUT))
-        .map_err(|e| format!("wait_one: {e}"))?
-        .ok_or_else(|| format!("no completion within {} s ({} in flight)", WAIT_TIMEOUT.as_secs(), c.outstanding(cg)))?;
+    let d = c.wait_one(cg, Some(WAIT_TIMEOUT)).map_err(|e| format!("wait_one: {e}"))?.ok_or_else(
+        || {
+            format!(
+                "no completion within {} s ({} in flight)",
+                WAIT_TIMEOUT.as_secs(),
+                c.outstanding(cg)
+            )
+        },
+    )?;
     let n = d.result.map_err(|e| format!("{what} failed: {e}"))?;
     if n != bs {
         return Err(format!("short {what}: {n} of {bs} bytes"));
@@ -286,8 +373,26 @@ fn wait1(c: &mut Client, cg: CgId, bs: usize, what: &str) -> Result<u64, String>
 }
 
 impl Dafs {
-    pub fn new(label: &'static str, target: String, provider: Provider, srv_pid: u32, size: u64, file: &str) -> Dafs {
-        Dafs { label, target, provider, srv_pid, size, file: file.into(), c: None, f: None, last_stats: None, reconnects: 0 }
+    pub fn new(
+        label: &'static str,
+        target: String,
+        provider: Provider,
+        srv_pid: u32,
+        size: u64,
+        file: &str,
+    ) -> Dafs {
+        Dafs {
+            label,
+            target,
+            provider,
+            srv_pid,
+            size,
+            file: file.into(),
+            c: None,
+            f: None,
+            last_stats: None,
+            reconnects: 0,
+        }
     }
 
     pub fn connect(&mut self) -> Result<(), String> {
@@ -295,8 +400,11 @@ impl Dafs {
             return Ok(());
         }
         let cfg = ClientConfig { provider: self.provider, ..Default::default() };
-        let mut c = Client::connect(&self.target, cfg).map_err(|e| format!("connect {}: {e}", self.target))?;
-        let f = c.open(&self.file, OpenOptions::read_write()).map_err(|e| format!("open {}: {e}", self.file))?;
+        let mut c = Client::connect(&self.target, cfg)
+            .map_err(|e| format!("connect {}: {e}", self.target))?;
+        let f = c
+            .open(&self.file, OpenOptions::read_write())
+            .map_err(|e| format!("open {}: {e}", self.file))?;
         self.c = Some(c);
         self.f = Some(f);
         Ok(())
@@ -329,7 +437,11 @@ impl Dafs {
         let c = self.c.as_mut().unwrap();
         let f = self.f.as_ref().unwrap();
         if s.bs > c.max_io_size() {
-            return Err(format!("block size {} above the server's max I/O size {}", s.bs, c.max_io_size()));
+            return Err(format!(
+                "block size {} above the server's max I/O size {}",
+                s.bs,
+                c.max_io_size()
+            ));
         }
         let mut regions = Vec::with_capacity(s.qd);
         for _ in 0..s.qd {
@@ -371,7 +483,14 @@ impl Dafs {
         for r in regions {
             c.unregister(r).map_err(|e| e.to_string())?;
         }
-        Ok(Sample { secs, bytes: ops * s.bs as u64, ops, cpu_s: cpu, srv_cpu_s: srv, other_cores: None })
+        Ok(Sample {
+            secs,
+            bytes: ops * s.bs as u64,
+            ops,
+            cpu_s: cpu,
+            srv_cpu_s: srv,
+            other_cores: None,
+        })
     }
 
     fn meta_inner(&mut self, n: usize) -> Result<MetaSample, String> {
@@ -397,7 +516,9 @@ impl Dafs {
                 let err = |op: &str, e: dafs_client::Error| format!("{op} {p}: {e}");
                 match phase {
                     0 => {
-                        let f = c.open(&p, OpenOptions::read_write().create(true).truncate(true)).map_err(|e| err("open(create)", e))?;
+                        let f = c
+                            .open(&p, OpenOptions::read_write().create(true).truncate(true))
+                            .map_err(|e| err("open(create)", e))?;
                         let w = c.pwrite(&f, &buf, 0).map_err(|e| err("pwrite", e))?;
                         if w != 4096 {
                             return Err(format!("pwrite {p}: short write {w}"));
@@ -408,7 +529,10 @@ impl Dafs {
                         let f = c.open(&p, OpenOptions::read()).map_err(|e| err("open", e))?;
                         let r = c.pread(&f, &mut rbuf, 0).map_err(|e| err("pread", e))?;
                         if r != 4096 || rbuf != buf {
-                            return Err(format!("pread {p}: got {r} bytes{}", if r == 4096 { " with wrong contents" } else { "" }));
+                            return Err(format!(
+                                "pread {p}: got {r} bytes{}",
+                                if r == 4096 { " with wrong contents" } else { "" }
+                            ));
                         }
                         c.close(f).map_err(|e| err("close", e))?;
                     }
@@ -426,7 +550,14 @@ impl Dafs {
         Ok(out)
     }
 
-    fn overlap_inner(&mut self, bs: usize, n: usize, depth: usize, compute_us: f64, burner: &Burner) -> Result<f64, String> {
+    fn overlap_inner(
+        &mut self,
+        bs: usize,
+        n: usize,
+        depth: usize,
+        compute_us: f64,
+        burner: &Burner,
+    ) -> Result<f64, String> {
         self.connect()?;
         let fblocks = (self.size / bs as u64).max(1) as usize;
         let at = move |i: usize| ((i % fblocks) * bs) as u64;
@@ -460,7 +591,8 @@ impl Dafs {
                     done[j as usize] = true;
                 }
                 let slot = i % depth;
-                sink = sink.wrapping_add(touch(c.region(regions[slot]).map_err(|e| e.to_string())?));
+                sink =
+                    sink.wrapping_add(touch(c.region(regions[slot]).map_err(|e| e.to_string())?));
                 if compute_us > 0.0 {
                     sink = sink.wrapping_add(burner.burn_us(compute_us));
                 }
@@ -496,12 +628,21 @@ impl Dafs {
     /// Negotiated parameters, for the report.
     pub fn describe(&mut self) -> Result<String, String> {
         let c = self.client()?;
-        Ok(format!("provider {}, {} slots, inline threshold {} B, max I/O {} B, max message {} B", c.provider(), c.slots(), c.inline_threshold(), c.max_io_size(), c.max_msg_size()))
+        Ok(format!(
+            "provider {}, {} slots, inline threshold {} B, max I/O {} B, max message {} B",
+            c.provider(),
+            c.slots(),
+            c.inline_threshold(),
+            c.max_io_size(),
+            c.max_msg_size()
+        ))
     }
 }
 
 impl Backend for Dafs {
-    fn name(&self) -> &'static str { self.label }
+    fn name(&self) -> &'static str {
+        self.label
+    }
 
     fn data(&mut self, s: &DataSpec) -> Result<Sample, String> {
         let r = self.data_inner(s);
@@ -513,7 +654,14 @@ impl Backend for Dafs {
         self.guard(r)
     }
 
-    fn overlap(&mut self, bs: usize, n: usize, depth: usize, compute_us: f64, burner: &Burner) -> Result<f64, String> {
+    fn overlap(
+        &mut self,
+        bs: usize,
+        n: usize,
+        depth: usize,
+        compute_us: f64,
+        burner: &Burner,
+    ) -> Result<f64, String> {
         let r = self.overlap_inner(bs, n, depth, compute_us, burner);
         self.guard(r)
     }
@@ -523,5 +671,7 @@ impl Backend for Dafs {
         self.guard(r)
     }
 
-    fn stats(&self) -> Option<ClientStats> { self.c.as_ref().map(|c| c.stats()).or(self.last_stats) }
+    fn stats(&self) -> Option<ClientStats> {
+        self.c.as_ref().map(|c| c.stats()).or(self.last_stats)
+    }
 }

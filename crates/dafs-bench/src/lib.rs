@@ -122,13 +122,21 @@ fn resolve(a: &BenchArgs) -> Result<Cfg, String> {
             x => x.into(),
         }
     };
-    let backends: Vec<String> = if a.backends.is_empty() { ALL_BACKENDS.iter().map(|s| s.to_string()).collect() } else { a.backends.iter().map(|s| norm(s)).collect() };
+    let backends: Vec<String> = if a.backends.is_empty() {
+        ALL_BACKENDS.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.backends.iter().map(|s| norm(s)).collect()
+    };
     for b in &backends {
         if !ALL_BACKENDS.contains(&b.as_str()) {
             return Err(format!("unknown backend {b:?} (known: {})", ALL_BACKENDS.join(", ")));
         }
     }
-    let workloads: Vec<String> = if a.workloads.is_empty() { ALL_WORKLOADS.iter().map(|s| s.to_string()).collect() } else { a.workloads.iter().map(|s| s.trim().to_ascii_lowercase()).collect() };
+    let workloads: Vec<String> = if a.workloads.is_empty() {
+        ALL_WORKLOADS.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.workloads.iter().map(|s| s.trim().to_ascii_lowercase()).collect()
+    };
     for w in &workloads {
         if !ALL_WORKLOADS.contains(&w.as_str()) {
             return Err(format!("unknown workload {w:?} (known: {})", ALL_WORKLOADS.join(", ")));
@@ -136,7 +144,11 @@ fn resolve(a: &BenchArgs) -> Result<Cfg, String> {
     }
     let size = a.size.unwrap_or(if a.quick { 64 << 20 } else { 1 << 30 });
     let bss: Vec<usize> = if a.block_sizes.is_empty() {
-        if a.quick { vec![4096, 1 << 20] } else { vec![4096, 16384, 65536, 262144, 1 << 20] }
+        if a.quick {
+            vec![4096, 1 << 20]
+        } else {
+            vec![4096, 16384, 65536, 262144, 1 << 20]
+        }
     } else {
         a.block_sizes.iter().map(|b| *b as usize).collect()
     };
@@ -151,7 +163,8 @@ fn resolve(a: &BenchArgs) -> Result<Cfg, String> {
             return Err(format!("block size {b} must be 1..=file size {size}"));
         }
     }
-    let overlap_bss: Vec<usize> = if a.quick { vec![65536, 1 << 20] } else { vec![65536, 262144, 1 << 20] };
+    let overlap_bss: Vec<usize> =
+        if a.quick { vec![65536, 1 << 20] } else { vec![65536, 262144, 1 << 20] };
     Ok(Cfg {
         quick: a.quick,
         runs: a.runs,
@@ -308,12 +321,34 @@ pub struct Results {
 }
 
 impl Results {
-    pub fn row(&self, op: &str, pattern: &str, qd: usize, bs: usize, backend: &str) -> Option<&DataRow> {
-        self.data.iter().find(|r| r.op == op && r.pattern == pattern && r.qd == qd && r.bs == bs && r.backend == backend && r.error.is_none())
+    pub fn row(
+        &self,
+        op: &str,
+        pattern: &str,
+        qd: usize,
+        bs: usize,
+        backend: &str,
+    ) -> Option<&DataRow> {
+        self.data.iter().find(|r| {
+            r.op == op
+                && r.pattern == pattern
+                && r.qd == qd
+                && r.bs == bs
+                && r.backend == backend
+                && r.error.is_none()
+        })
     }
 }
 
-fn summarize(op: &'static str, pattern: &'static str, qd: usize, bs: usize, backend: &str, runs: Vec<Sample>, error: Option<String>) -> DataRow {
+fn summarize(
+    op: &'static str,
+    pattern: &'static str,
+    qd: usize,
+    bs: usize,
+    backend: &str,
+    runs: Vec<Sample>,
+    error: Option<String>,
+) -> DataRow {
     let f = |g: &dyn Fn(&Sample) -> f64| median(&runs.iter().map(g).collect::<Vec<_>>());
     let gb = |s: &Sample| s.bytes as f64 / 1e9;
     DataRow {
@@ -326,7 +361,9 @@ fn summarize(op: &'static str, pattern: &'static str, qd: usize, bs: usize, back
         iops: f(&|s| s.ops as f64 / s.secs),
         lat_us: f(&|s| s.secs * 1e6 * qd as f64 / s.ops.max(1) as f64),
         cpu_s_per_gb: f(&|s| s.cpu_s / gb(s)),
-        srv_cpu_s_per_gb: median_opt(&runs.iter().map(|s| s.srv_cpu_s.map(|c| c / gb(s))).collect::<Vec<_>>()),
+        srv_cpu_s_per_gb: median_opt(
+            &runs.iter().map(|s| s.srv_cpu_s.map(|c| c / gb(s))).collect::<Vec<_>>(),
+        ),
         other_cores: median_opt(&runs.iter().map(|s| s.other_cores).collect::<Vec<_>>()),
         runs,
         error,
@@ -354,13 +391,22 @@ fn create_data_file(path: &Path, size: u64) -> Result<(), String> {
 fn host_info() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split_once(':')).map(|(_, v)| v.trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
         .unwrap_or_else(|| "unknown cpu".into());
     let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let mem = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|s| s.lines().next().map(|l| l.split_whitespace().nth(1).and_then(|k| k.parse::<u64>().ok()).unwrap_or(0)))
+        .and_then(|s| {
+            s.lines().next().map(|l| {
+                l.split_whitespace().nth(1).and_then(|k| k.parse::<u64>().ok()).unwrap_or(0)
+            })
+        })
         .unwrap_or(0);
     format!("{cpu}, {n} CPUs, {:.0} GiB RAM, Linux {}", mem as f64 / 1048576.0, kernel.trim())
 }
@@ -369,7 +415,11 @@ fn progress(msg: &str) {
     eprintln!("[dafs bench] {msg}");
 }
 
-fn run_one(b: &mut dyn Backend, what: &str, f: impl FnOnce(&mut dyn Backend) -> Result<Sample, String>) -> Result<Sample, String> {
+fn run_one(
+    b: &mut dyn Backend,
+    what: &str,
+    f: impl FnOnce(&mut dyn Backend) -> Result<Sample, String>,
+) -> Result<Sample, String> {
     heartbeat(&format!("{what} on {}", b.name()));
     f(b)
 }
@@ -405,7 +455,10 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         date: util::utc_now(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         host: host_info(),
-        load_avg_at_start: std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string(),
+        load_avg_at_start: std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
         quick: cfg.quick,
         runs: cfg.runs,
         file_size: cfg.size,
@@ -424,7 +477,10 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     let mut res = Results { info, ..Default::default() };
 
     let tmp_parent = a.tmpdir.clone().unwrap_or_else(std::env::temp_dir);
-    let tmp = tempfile::Builder::new().prefix("dafs-bench-").tempdir_in(&tmp_parent).map_err(|e| format!("temporary directory in {}: {e}", tmp_parent.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix("dafs-bench-")
+        .tempdir_in(&tmp_parent)
+        .map_err(|e| format!("temporary directory in {}: {e}", tmp_parent.display()))?;
     let export = tmp.path().join("export");
     std::fs::create_dir_all(&export).map_err(|e| e.to_string())?;
     let data_path = export.join(DATA_FILE);
@@ -443,18 +499,41 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     if want("dafs-tcp") || want("dafs-shm") {
         let bin = server::find_dafsd(a.dafsd.as_deref())?;
         res.info.dafsd = bin.display().to_string();
-        let srv = Dafsd::start(&bin, &export, a.server_spin_us, None, &tmp.path().join("main.sock"), &tmp.path().join("dafsd-main.log"))?;
-        progress(&format!("dafsd (pid {}) listening on {}, {}", srv.pid, srv.addr, srv.shm_url.as_deref().unwrap_or("no shared memory")));
+        let srv = Dafsd::start(
+            &bin,
+            &export,
+            a.server_spin_us,
+            None,
+            &tmp.path().join("main.sock"),
+            &tmp.path().join("dafsd-main.log"),
+        )?;
+        progress(&format!(
+            "dafsd (pid {}) listening on {}, {}",
+            srv.pid,
+            srv.addr,
+            srv.shm_url.as_deref().unwrap_or("no shared memory")
+        ));
         dafsd_bin = Some(bin);
         main_srv = Some(srv);
     }
     let mut backends: Vec<Box<dyn Backend>> = Vec::new();
     if want("local") {
-        backends.push(Box::new(Local { path: data_path.clone(), meta_dir: tmp.path().join("local-meta"), size: cfg.size }));
+        backends.push(Box::new(Local {
+            path: data_path.clone(),
+            meta_dir: tmp.path().join("local-meta"),
+            size: cfg.size,
+        }));
     }
     if let Some(srv) = &main_srv {
         if want("dafs-tcp") {
-            let mut d = Dafs::new("dafs-tcp", srv.addr.clone(), Provider::Tcp, srv.pid, cfg.size, DATA_FILE);
+            let mut d = Dafs::new(
+                "dafs-tcp",
+                srv.addr.clone(),
+                Provider::Tcp,
+                srv.pid,
+                cfg.size,
+                DATA_FILE,
+            );
             match d.describe() {
                 Ok(s) => {
                     res.info.sessions.push(("dafs-tcp".into(), s));
@@ -466,7 +545,14 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         if want("dafs-shm") {
             match &srv.shm_url {
                 Some(u) => {
-                    let mut d = Dafs::new("dafs-shm", u.clone(), Provider::Auto, srv.pid, cfg.size, DATA_FILE);
+                    let mut d = Dafs::new(
+                        "dafs-shm",
+                        u.clone(),
+                        Provider::Auto,
+                        srv.pid,
+                        cfg.size,
+                        DATA_FILE,
+                    );
                     match d.describe() {
                         Ok(s) => {
                             res.info.sessions.push(("dafs-shm".into(), s));
@@ -483,11 +569,23 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     if want("nfs") {
         match nfs::Nfs::detect(a.nfs_url.as_deref(), a.nfsbench.as_deref(), cfg.size) {
             Ok(mut n) => {
-                progress(&format!("nfs: {} via {} (ganesha pid {:?}); creating its data file", n.url, n.bin.display(), n.pid));
+                progress(&format!(
+                    "nfs: {} via {} (ganesha pid {:?}); creating its data file",
+                    n.url,
+                    n.bin.display(),
+                    n.pid
+                ));
                 heartbeat("nfs prepare");
                 match n.prepare() {
                     Ok(()) => {
-                        res.info.nfs = format!("{} (nfsbench {}, server CPU from {})", n.url, n.bin.display(), n.pid.map(|p| format!("ganesha.nfsd pid {p}")).unwrap_or_else(|| "nowhere: ganesha.nfsd not found".into()));
+                        res.info.nfs = format!(
+                            "{} (nfsbench {}, server CPU from {})",
+                            n.url,
+                            n.bin.display(),
+                            n.pid
+                                .map(|p| format!("ganesha.nfsd pid {p}"))
+                                .unwrap_or_else(|| "nowhere: ganesha.nfsd not found".into())
+                        );
                         nfs_backend = Some(n);
                     }
                     Err(e) => {
@@ -517,8 +615,13 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
 
     // --- (1) bandwidth and CPU vs block size
     if wl("bandwidth") {
-        let tests: [(&'static str, &'static str, usize); 5] =
-            [("read", "rand", 1), ("read", "seq", 1), ("read", "seq", cfg.qd), ("write", "rand", 1), ("write", "seq", cfg.qd)];
+        let tests: [(&'static str, &'static str, usize); 5] = [
+            ("read", "rand", 1),
+            ("read", "seq", 1),
+            ("read", "seq", cfg.qd),
+            ("write", "rand", 1),
+            ("write", "seq", cfg.qd),
+        ];
         for (op, pat, qd) in tests {
             for &bs in &cfg.bss {
                 let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); backends.len()];
@@ -531,16 +634,30 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
                         if b.name() != "nfs" {
                             let _ = util::warm(&data_path);
                         }
-                        let spec = DataSpec { write: op == "write", rand: pat == "rand", qd, bs, secs: cfg.secs, seed: 1 + run as u64 * 1000 + bs as u64 };
+                        let spec = DataSpec {
+                            write: op == "write",
+                            rand: pat == "rand",
+                            qd,
+                            bs,
+                            secs: cfg.secs,
+                            seed: 1 + run as u64 * 1000 + bs as u64,
+                        };
                         let what = format!("{op} {pat} QD{qd} {}", util::fmt_size(bs as u64));
                         let busy0 = util::machine_busy();
                         let cpu0 = util::cpu_self();
                         match run_one(b.as_mut(), &what, |b| b.data(&spec)) {
                             Ok(mut s) => {
                                 // Other load: machine busy time less this process and the server.
-                                let ours = if b.name() == "nfs" { s.cpu_s } else { util::cpu_self() - cpu0 };
+                                let ours = if b.name() == "nfs" {
+                                    s.cpu_s
+                                } else {
+                                    util::cpu_self() - cpu0
+                                };
                                 if let (Some(a), Some(z)) = (busy0, util::machine_busy()) {
-                                    s.other_cores = Some(((z - a) - ours - s.srv_cpu_s.unwrap_or(0.0)).max(0.0) / s.secs.max(1e-3));
+                                    s.other_cores = Some(
+                                        ((z - a) - ours - s.srv_cpu_s.unwrap_or(0.0)).max(0.0)
+                                            / s.secs.max(1e-3),
+                                    );
                                 }
                                 progress(&format!("{what} {:<8} run {}: {:>9.1} MB/s, {:>8.2} us/op, client {:.3} s/GB", b.name(), run + 1, s.bytes as f64 / s.secs / 1e6, s.secs * 1e6 * qd as f64 / s.ops.max(1) as f64, s.cpu_s / (s.bytes as f64 / 1e9)));
                                 samples[i].push(s);
@@ -554,7 +671,15 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
                     }
                 }
                 for (i, b) in backends.iter().enumerate() {
-                    res.data.push(summarize(op, pat, qd, bs, b.name(), std::mem::take(&mut samples[i]), errs[i].take()));
+                    res.data.push(summarize(
+                        op,
+                        pat,
+                        qd,
+                        bs,
+                        b.name(),
+                        std::mem::take(&mut samples[i]),
+                        errs[i].take(),
+                    ));
                 }
             }
         }
@@ -582,8 +707,19 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             }
         }
         if let (Some(bin), Some(_)) = (&dafsd_bin, &main_srv) {
-            lr.default_threshold = res.info.sessions.first().and_then(|(_, s)| s.split("inline threshold ").nth(1)?.split(' ').next()?.parse().ok());
-            match latency_model(&cfg, bin, &export, a.server_spin_us, tmp.path(), &want, &mut lr, &mut res.errors) {
+            lr.default_threshold = res.info.sessions.first().and_then(|(_, s)| {
+                s.split("inline threshold ").nth(1)?.split(' ').next()?.parse().ok()
+            });
+            match latency_model(
+                &cfg,
+                bin,
+                &export,
+                a.server_spin_us,
+                tmp.path(),
+                &want,
+                &mut lr,
+                &mut res.errors,
+            ) {
                 Ok(()) => {}
                 Err(e) => res.errors.push(format!("latency model: {e}")),
             }
@@ -605,7 +741,14 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
                 heartbeat(&format!("metadata on {}", b.name()));
                 match b.meta(cfg.files) {
                     Ok(m) => {
-                        progress(&format!("metadata {:<8} run {}: {:.0} / {:.0} / {:.0} ops/s", b.name(), run + 1, cfg.files as f64 / m.secs[0], cfg.files as f64 / m.secs[1], cfg.files as f64 / m.secs[2]));
+                        progress(&format!(
+                            "metadata {:<8} run {}: {:.0} / {:.0} / {:.0} ops/s",
+                            b.name(),
+                            run + 1,
+                            cfg.files as f64 / m.secs[0],
+                            cfg.files as f64 / m.secs[1],
+                            cfg.files as f64 / m.secs[2]
+                        ));
                         runs[i].push(m);
                     }
                     Err(e) => {
@@ -624,9 +767,19 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
                 backend: b.name().into(),
                 files: cfg.files,
                 ops_s: [ph(&|m| n / m.secs[0]), ph(&|m| n / m.secs[1]), ph(&|m| n / m.secs[2])],
-                cpu_us_per_op: [ph(&|m| m.cpu_s[0] * 1e6 / n), ph(&|m| m.cpu_s[1] * 1e6 / n), ph(&|m| m.cpu_s[2] * 1e6 / n)],
-                srv_cpu_us_per_op: [0, 1, 2].map(|p| median_opt(&rs.iter().map(|m| m.srv_cpu_s[p].map(|c| c * 1e6 / n)).collect::<Vec<_>>())),
-                mix_ops_s: median(&rs.iter().map(|m| 3.0 * n / m.secs.iter().sum::<f64>()).collect::<Vec<_>>()),
+                cpu_us_per_op: [
+                    ph(&|m| m.cpu_s[0] * 1e6 / n),
+                    ph(&|m| m.cpu_s[1] * 1e6 / n),
+                    ph(&|m| m.cpu_s[2] * 1e6 / n),
+                ],
+                srv_cpu_us_per_op: [0, 1, 2].map(|p| {
+                    median_opt(
+                        &rs.iter().map(|m| m.srv_cpu_s[p].map(|c| c * 1e6 / n)).collect::<Vec<_>>(),
+                    )
+                }),
+                mix_ops_s: median(
+                    &rs.iter().map(|m| 3.0 * n / m.secs.iter().sum::<f64>()).collect::<Vec<_>>(),
+                ),
                 runs: rs,
                 error: errs[i].take(),
             });
@@ -641,15 +794,38 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             for b in backends.iter_mut().filter(|b| b.name() != "nfs") {
                 let name = b.name().to_string();
                 heartbeat(&format!("overlap {} on {name}", util::fmt_size(bs as u64)));
-                let r = overlap_one(b.as_mut(), &data_path, bs, n, depth, a.compute_us, &burner, cfg.runs, if cfg.quick { 0.05 } else { 0.25 });
+                let r = overlap_one(
+                    b.as_mut(),
+                    &data_path,
+                    bs,
+                    n,
+                    depth,
+                    a.compute_us,
+                    &burner,
+                    cfg.runs,
+                    if cfg.quick { 0.05 } else { 0.25 },
+                );
                 match r {
                     Ok(row) => {
                         progress(&format!("overlap {:<8} {}: compute {:.0} us/block, io {:.3}s sync {:.3}s async {:.3}s -> hidden {:.0}%", name, util::fmt_size(bs as u64), row.compute_us, row.t_io, row.t_sync, row.t_async, row.hidden * 100.0));
                         res.overlap.push(row);
                     }
                     Err(e) => {
-                        res.errors.push(format!("overlap {} on {name}: {e}", util::fmt_size(bs as u64)));
-                        res.overlap.push(OverlapRow { backend: name, bs, blocks: n, depth, compute_us: 0.0, t_io: f64::NAN, t_compute: f64::NAN, t_sync: f64::NAN, t_async: f64::NAN, hidden: f64::NAN, error: Some(e) });
+                        res.errors
+                            .push(format!("overlap {} on {name}: {e}", util::fmt_size(bs as u64)));
+                        res.overlap.push(OverlapRow {
+                            backend: name,
+                            bs,
+                            blocks: n,
+                            depth,
+                            compute_us: 0.0,
+                            t_io: f64::NAN,
+                            t_compute: f64::NAN,
+                            t_sync: f64::NAN,
+                            t_async: f64::NAN,
+                            hidden: f64::NAN,
+                            error: Some(e),
+                        });
                     }
                 }
             }
@@ -670,12 +846,21 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     }
     if let Some(srv) = main_srv.as_mut() {
         if !srv.alive() {
-            res.errors.push(format!("dafsd (pid {}) died during the run; its log: {}", srv.pid, std::fs::read_to_string(&srv.log).unwrap_or_default().trim()));
+            res.errors.push(format!(
+                "dafsd (pid {}) died during the run; its log: {}",
+                srv.pid,
+                std::fs::read_to_string(&srv.log).unwrap_or_default().trim()
+            ));
         }
         let log = std::fs::read_to_string(&srv.log).unwrap_or_default();
-        let warn: Vec<&str> = log.lines().filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("panick")).take(10).collect();
+        let warn: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("panick"))
+            .take(10)
+            .collect();
         if !warn.is_empty() {
-            res.notes.push(format!("dafsd log has warnings/errors:\n```\n{}\n```", warn.join("\n")));
+            res.notes
+                .push(format!("dafsd log has warnings/errors:\n```\n{}\n```", warn.join("\n")));
         }
     }
     if !have_nfs {
@@ -689,8 +874,11 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     }
 
     report::evaluate_targets(&mut res, &cfg, have_nfs);
-    res.info.other_load_cores = median_opt(&res.data.iter().flat_map(|r| r.runs.iter().map(|s| s.other_cores)).collect::<Vec<_>>());
-    res.info.load_avg_at_end = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
+    res.info.other_load_cores = median_opt(
+        &res.data.iter().flat_map(|r| r.runs.iter().map(|s| s.other_cores)).collect::<Vec<_>>(),
+    );
+    res.info.load_avg_at_end =
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
     if let Some(o) = res.info.other_load_cores {
         if o > 0.3 {
             res.errors.push(format!(
@@ -720,7 +908,13 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     let json_path = a.out.join("results.json");
     let json = serde_json::to_string_pretty(&res).map_err(|e| e.to_string())?;
     std::fs::write(&json_path, json).map_err(|e| format!("{}: {e}", json_path.display()))?;
-    progress(&format!("wrote {}, {} and {} plot(s) in {:.0} s", md_path.display(), json_path.display(), res.plots.len(), res.info.elapsed_s));
+    progress(&format!(
+        "wrote {}, {} and {} plot(s) in {:.0} s",
+        md_path.display(),
+        json_path.display(),
+        res.plots.len(),
+        res.info.elapsed_s
+    ));
     Ok(())
 }
 
@@ -738,16 +932,38 @@ fn latency_model(
     // Forced-inline server: every measured size fits its threshold; forced-direct: threshold 0.
     let max_size = *cfg.lat_sizes.iter().max().unwrap();
     let inline_t = (max_size as u32 * 2).max(131072);
-    let s_in = Dafsd::start(bin, export, spin, Some(inline_t), &tmp.join("inline.sock"), &tmp.join("dafsd-inline.log"))?;
-    let s_di = Dafsd::start(bin, export, spin, Some(0), &tmp.join("direct.sock"), &tmp.join("dafsd-direct.log"))?;
+    let s_in = Dafsd::start(
+        bin,
+        export,
+        spin,
+        Some(inline_t),
+        &tmp.join("inline.sock"),
+        &tmp.join("dafsd-inline.log"),
+    )?;
+    let s_di = Dafsd::start(
+        bin,
+        export,
+        spin,
+        Some(0),
+        &tmp.join("direct.sock"),
+        &tmp.join("dafsd-direct.log"),
+    )?;
     let mut clients: Vec<(String, String, Dafs)> = Vec::new();
     for (mode, s) in [("inline", &s_in), ("direct", &s_di)] {
         if want("dafs-tcp") {
-            clients.push(("tcp".into(), mode.into(), Dafs::new("dafs-tcp", s.addr.clone(), Provider::Tcp, s.pid, cfg.size, DATA_FILE)));
+            clients.push((
+                "tcp".into(),
+                mode.into(),
+                Dafs::new("dafs-tcp", s.addr.clone(), Provider::Tcp, s.pid, cfg.size, DATA_FILE),
+            ));
         }
         if want("dafs-shm") {
             if let Some(u) = &s.shm_url {
-                clients.push(("shm".into(), mode.into(), Dafs::new("dafs-shm", u.clone(), Provider::Auto, s.pid, cfg.size, DATA_FILE)));
+                clients.push((
+                    "shm".into(),
+                    mode.into(),
+                    Dafs::new("dafs-shm", u.clone(), Provider::Auto, s.pid, cfg.size, DATA_FILE),
+                ));
             }
         }
     }
@@ -766,7 +982,14 @@ fn latency_model(
         for (si, &size) in cfg.lat_sizes.iter().enumerate() {
             for (ci, (t, m, d)) in clients.iter_mut().enumerate() {
                 heartbeat(&format!("latency {t} {m} {size}"));
-                let spec = DataSpec { write: false, rand: true, qd: 1, bs: size, secs: cfg.lat_secs, seed: 7 + run as u64 };
+                let spec = DataSpec {
+                    write: false,
+                    rand: true,
+                    qd: 1,
+                    bs: size,
+                    secs: cfg.lat_secs,
+                    seed: 7 + run as u64,
+                };
                 match d.data(&spec) {
                     Ok(s) => pts[ci][si].push(s.secs * 1e6 / s.ops.max(1) as f64),
                     Err(e) => errors.push(format!("latency {t} {m} {size} B: {e}")),
@@ -782,10 +1005,22 @@ fn latency_model(
             }
             let mean = median(&pts[ci][si]);
             line.push((size as f64, mean));
-            lr.points.push(LatPoint { transport: t.clone(), mode: m.clone(), size, mean_us: mean, runs_us: pts[ci][si].clone() });
+            lr.points.push(LatPoint {
+                transport: t.clone(),
+                mode: m.clone(),
+                size,
+                mean_us: mean,
+                runs_us: pts[ci][si].clone(),
+            });
         }
         if let Some((a, b, r2)) = fit_line(&line) {
-            lr.fits.push(LatFit { transport: t.clone(), mode: m.clone(), intercept_us: a, slope_ns_per_byte: b * 1e3, r2 });
+            lr.fits.push(LatFit {
+                transport: t.clone(),
+                mode: m.clone(),
+                intercept_us: a,
+                slope_ns_per_byte: b * 1e3,
+                r2,
+            });
         }
         if let Some(s) = d.stats() {
             let (inl, dir) = (s.inline_reads, s.direct_reads);
@@ -801,7 +1036,12 @@ fn latency_model(
         // inline: a_i + b_i x ; direct: a_d + b_d x ; equal at x = (a_d - a_i) / (b_i - b_d)
         let db = (fi.slope_ns_per_byte - fd.slope_ns_per_byte) / 1e3;
         let model = if db > 0.0 { Some((fd.intercept_us - fi.intercept_us) / db) } else { None };
-        let get = |mode: &str, size: usize| lr.points.iter().find(|p| p.transport == t && p.mode == mode && p.size == size).map(|p| p.mean_us);
+        let get = |mode: &str, size: usize| {
+            lr.points
+                .iter()
+                .find(|p| p.transport == t && p.mode == mode && p.size == size)
+                .map(|p| p.mean_us)
+        };
         let mut empirical = None;
         for &size in cfg.lat_sizes.iter().rev() {
             match (get("inline", size), get("direct", size)) {
@@ -813,11 +1053,23 @@ fn latency_model(
             (Some(x), _) if x <= 0.0 => "0 (direct is cheaper at every size)".to_string(),
             (Some(x), _) => {
                 let p = 2f64.powf(x.log2().round());
-                format!("{} (crossover of the fitted lines at {:.0} B, rounded to a power of two)", util::fmt_size(p as u64), x)
+                format!(
+                    "{} (crossover of the fitted lines at {:.0} B, rounded to a power of two)",
+                    util::fmt_size(p as u64),
+                    x
+                )
             }
-            (None, _) => format!("above {} (inline is cheaper at every size: its per-byte cost is not higher)", util::fmt_size(max_size as u64)),
+            (None, _) => format!(
+                "above {} (inline is cheaper at every size: its per-byte cost is not higher)",
+                util::fmt_size(max_size as u64)
+            ),
         };
-        lr.crossovers.push(Crossover { transport: t.into(), model_bytes: model, empirical_bytes: empirical, recommended });
+        lr.crossovers.push(Crossover {
+            transport: t.into(),
+            model_bytes: model,
+            empirical_bytes: empirical,
+            recommended,
+        });
     }
     drop(clients);
     drop(s_in);
@@ -826,7 +1078,17 @@ fn latency_model(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn overlap_one(b: &mut dyn Backend, data_path: &Path, bs: usize, n: usize, depth: usize, compute_us: Option<f64>, burner: &Burner, runs: usize, min_secs: f64) -> Result<OverlapRow, String> {
+fn overlap_one(
+    b: &mut dyn Backend,
+    data_path: &Path,
+    bs: usize,
+    n: usize,
+    depth: usize,
+    compute_us: Option<f64>,
+    burner: &Burner,
+    runs: usize,
+    min_secs: f64,
+) -> Result<OverlapRow, String> {
     let _ = util::warm(data_path);
     // Pure I/O time per block sets the computation (unless given): equal compute and
     // I/O is where hiding matters most, and the ideal async time is then t_compute.
@@ -835,7 +1097,11 @@ fn overlap_one(b: &mut dyn Backend, data_path: &Path, bs: usize, n: usize, depth
     b.overlap(bs, n0, 0, 0.0, burner)?;
     let t0 = b.overlap(bs, n0, 0, 0.0, burner)?;
     // Long enough to measure: stretch (wrapping around the file) to about `min_secs` of I/O.
-    let n = if t0 < min_secs { ((n0 as f64 * min_secs / t0.max(1e-6)).ceil() as usize).min(n0 * 32) } else { n0 };
+    let n = if t0 < min_secs {
+        ((n0 as f64 * min_secs / t0.max(1e-6)).ceil() as usize).min(n0 * 32)
+    } else {
+        n0
+    };
     let cu = compute_us.unwrap_or(t0 * 1e6 / n0 as f64);
     let (mut tio, mut tc, mut ts, mut ta, mut hid) = (vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..runs {
@@ -857,7 +1123,19 @@ fn overlap_one(b: &mut dyn Backend, data_path: &Path, bs: usize, n: usize, depth
         ta.push(t_a);
         hid.push((t_s - t_a) / t_io);
     }
-    Ok(OverlapRow { backend: b.name().into(), bs, blocks: n, depth, compute_us: cu, t_io: median(&tio), t_compute: median(&tc), t_sync: median(&ts), t_async: median(&ta), hidden: median(&hid), error: None })
+    Ok(OverlapRow {
+        backend: b.name().into(),
+        bs,
+        blocks: n,
+        depth,
+        compute_us: cu,
+        t_io: median(&tio),
+        t_compute: median(&tc),
+        t_sync: median(&ts),
+        t_async: median(&ta),
+        hidden: median(&hid),
+        error: None,
+    })
 }
 
 pub use util::parse_size;
@@ -911,8 +1189,22 @@ mod tests {
     fn local_only_run_writes_report_json_and_plots() {
         let out = tempfile::tempdir().unwrap();
         let a = BenchArgs::parse_from_test(&[
-            "--backends", "local", "--size", "1m", "--block-sizes", "4k,64k", "--secs", "0.02", "--runs", "1",
-            "--files", "20", "--workloads", "bandwidth,metadata", "--out", out.path().to_str().unwrap(),
+            "--backends",
+            "local",
+            "--size",
+            "1m",
+            "--block-sizes",
+            "4k,64k",
+            "--secs",
+            "0.02",
+            "--runs",
+            "1",
+            "--files",
+            "20",
+            "--workloads",
+            "bandwidth,metadata",
+            "--out",
+            out.path().to_str().unwrap(),
         ]);
         run(&a).unwrap();
         let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
@@ -920,9 +1212,16 @@ mod tests {
         assert!(md.contains("n/a (not measured"));
         assert!(md.contains("### Random reads, QD 1"));
         assert!(md.contains("## 3. Small-file metadata mix"));
-        let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.path().join("results.json")).unwrap(),
+        )
+        .unwrap();
         assert_eq!(json["targets"].as_array().unwrap().len(), 5);
-        assert!(json["data"].as_array().unwrap().iter().all(|r| r["error"].is_null() && r["mbps"].as_f64().unwrap() > 0.0));
+        assert!(json["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["error"].is_null() && r["mbps"].as_f64().unwrap() > 0.0));
         assert!(out.path().join("bw_rand_read_qd1.png").is_file());
     }
 

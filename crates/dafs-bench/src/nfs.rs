@@ -32,7 +32,9 @@ pub struct Nfs {
 type Kv = HashMap<String, String>;
 
 fn listening(addr: &str) -> bool {
-    addr.parse::<SocketAddr>().map(|a| TcpStream::connect_timeout(&a, Duration::from_millis(300)).is_ok()).unwrap_or(false)
+    addr.parse::<SocketAddr>()
+        .map(|a| TcpStream::connect_timeout(&a, Duration::from_millis(300)).is_ok())
+        .unwrap_or(false)
 }
 
 impl Nfs {
@@ -101,16 +103,26 @@ impl Nfs {
 pub(crate) fn parse_results(text: &str) -> Vec<Kv> {
     text.lines()
         .filter_map(|l| l.strip_prefix("RESULT "))
-        .map(|l| l.split_whitespace().filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
         .collect()
 }
 
 fn num(kv: &Kv, k: &str) -> Result<f64, String> {
-    kv.get(k).ok_or_else(|| format!("nfsbench RESULT has no {k}"))?.parse().map_err(|_| format!("nfsbench RESULT {k} is not a number"))
+    kv.get(k)
+        .ok_or_else(|| format!("nfsbench RESULT has no {k}"))?
+        .parse()
+        .map_err(|_| format!("nfsbench RESULT {k} is not a number"))
 }
 
 impl Backend for Nfs {
-    fn name(&self) -> &'static str { "nfs" }
+    fn name(&self) -> &'static str {
+        "nfs"
+    }
 
     fn data(&mut self, s: &DataSpec) -> Result<Sample, String> {
         let mut a: Vec<String> = vec![
@@ -142,8 +154,19 @@ impl Backend for Nfs {
         let r = self.exec(&a)?;
         let kv = r.last().ok_or("nfsbench printed no RESULT line")?;
         let bytes = num(kv, "bytes")?;
-        let srv = if self.pid.is_some() { Some(num(kv, "srv_cpu_s_per_GB")? * bytes / 1e9) } else { None };
-        Ok(Sample { secs: num(kv, "secs")?, bytes: bytes as u64, ops: num(kv, "ops")? as u64, cpu_s: num(kv, "cpu_s")?, srv_cpu_s: srv, other_cores: None })
+        let srv = if self.pid.is_some() {
+            Some(num(kv, "srv_cpu_s_per_GB")? * bytes / 1e9)
+        } else {
+            None
+        };
+        Ok(Sample {
+            secs: num(kv, "secs")?,
+            bytes: bytes as u64,
+            ops: num(kv, "ops")? as u64,
+            cpu_s: num(kv, "cpu_s")?,
+            srv_cpu_s: srv,
+            other_cores: None,
+        })
     }
 
     fn meta(&mut self, n: usize) -> Result<MetaSample, String> {
@@ -153,15 +176,29 @@ impl Backend for Nfs {
         let names = ["create_write4k_close", "open_read4k_close", "unlink"];
         let mut out = MetaSample::default();
         for (i, name) in names.iter().enumerate() {
-            let kv = r.iter().find(|kv| kv.get("meta").map(|m| m == name).unwrap_or(false)).ok_or_else(|| format!("nfsbench printed no {name} result"))?;
+            let kv = r
+                .iter()
+                .find(|kv| kv.get("meta").map(|m| m == name).unwrap_or(false))
+                .ok_or_else(|| format!("nfsbench printed no {name} result"))?;
             out.secs[i] = num(kv, "secs")?;
             out.cpu_s[i] = num(kv, "cpu_us_per_op")? * n as f64 / 1e6;
-            out.srv_cpu_s[i] = if self.pid.is_some() { Some(num(kv, "srv_cpu_us_per_op")? * n as f64 / 1e6) } else { None };
+            out.srv_cpu_s[i] = if self.pid.is_some() {
+                Some(num(kv, "srv_cpu_us_per_op")? * n as f64 / 1e6)
+            } else {
+                None
+            };
         }
         Ok(out)
     }
 
-    fn overlap(&mut self, _bs: usize, _n: usize, _depth: usize, _compute_us: f64, _burner: &Burner) -> Result<f64, String> {
+    fn overlap(
+        &mut self,
+        _bs: usize,
+        _n: usize,
+        _depth: usize,
+        _compute_us: f64,
+        _burner: &Burner,
+    ) -> Result<f64, String> {
         Err("the overlap test is not run on nfs".into())
     }
 }

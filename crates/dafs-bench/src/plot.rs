@@ -7,7 +7,8 @@ use plotters::prelude::*;
 
 use crate::Results;
 
-const FONT_PATHS: [&str; 2] = ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/TTF/DejaVuSans.ttf"];
+const FONT_PATHS: [&str; 2] =
+    ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/TTF/DejaVuSans.ttf"];
 
 /// Register a sans-serif font; false if none could be loaded (plots are then drawn
 /// without text).
@@ -39,9 +40,17 @@ type Series = Vec<(String, Vec<(f64, f64)>)>;
 
 /// A line plot, one line per series: x (bytes) on a log2 axis labelled with sizes,
 /// y on a log10 axis.
-fn line_plot(path: &Path, title: &str, xdesc: &str, ydesc: &str, series: &Series, text: bool) -> Result<(), String> {
+fn line_plot(
+    path: &Path,
+    title: &str,
+    xdesc: &str,
+    ydesc: &str,
+    series: &Series,
+    text: bool,
+) -> Result<(), String> {
     let keep = |p: &(f64, f64)| p.0 > 0.0 && p.1 > 0.0 && p.1.is_finite();
-    let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| s.1.iter().copied()).filter(keep).collect();
+    let pts: Vec<(f64, f64)> =
+        series.iter().flat_map(|s| s.1.iter().copied()).filter(keep).collect();
     if pts.is_empty() {
         return Err("no data".into());
     }
@@ -85,20 +94,33 @@ fn line_plot(path: &Path, title: &str, xdesc: &str, ydesc: &str, series: &Series
                     format!("{b:.0}")
                 }
             })
-            .y_label_formatter(&|v| if *v >= 10.0 { format!("{v:.0}") } else if *v >= 1.0 { format!("{v:.1}") } else { format!("{v:.3}") })
+            .y_label_formatter(&|v| {
+                if *v >= 10.0 {
+                    format!("{v:.0}")
+                } else if *v >= 1.0 {
+                    format!("{v:.1}")
+                } else {
+                    format!("{v:.3}")
+                }
+            })
             .label_style(("sans-serif", 15))
             .draw()
             .map_err(|x| e(&x))?;
     }
     for (name, pts) in series {
         let c = color(name);
-        let pts: Vec<(f64, f64)> = pts.iter().copied().filter(keep).map(|(x, y)| (x.log2(), y)).collect();
+        let pts: Vec<(f64, f64)> =
+            pts.iter().copied().filter(keep).map(|(x, y)| (x.log2(), y)).collect();
         if pts.is_empty() {
             continue;
         }
-        let s = chart.draw_series(LineSeries::new(pts, c.stroke_width(3)).point_size(4)).map_err(|x| e(&x))?;
+        let s = chart
+            .draw_series(LineSeries::new(pts, c.stroke_width(3)).point_size(4))
+            .map_err(|x| e(&x))?;
         if text {
-            s.label(name.clone()).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3)));
+            s.label(name.clone()).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 24, y)], c.stroke_width(3))
+            });
         }
     }
     if text {
@@ -128,19 +150,35 @@ pub(crate) fn plots(res: &Results, out: &Path) -> Result<(Vec<String>, Option<St
     };
     let mut files = Vec::new();
     let backends = &res.info.backends;
-    let mut qds: Vec<usize> = res.data.iter().filter(|r| r.op == "read" && r.pattern == "seq").map(|r| r.qd).collect();
+    let mut qds: Vec<usize> =
+        res.data.iter().filter(|r| r.op == "read" && r.pattern == "seq").map(|r| r.qd).collect();
     qds.sort_unstable();
     qds.dedup();
-    let mut cases: Vec<(&str, usize, String, String)> = vec![("rand", 1, "rand_read_qd1".into(), "random reads, QD 1".into())];
+    let mut cases: Vec<(&str, usize, String, String)> =
+        vec![("rand", 1, "rand_read_qd1".into(), "random reads, QD 1".into())];
     for q in qds {
         cases.push(("seq", q, format!("seq_read_qd{q}"), format!("sequential reads, QD {q}")));
     }
     for (pat, qd, tag, desc) in &cases {
-        for (kind, ydesc, f) in [("bw", "MB/s", (|r: &crate::DataRow| r.mbps) as fn(&crate::DataRow) -> f64), ("cpu", "client CPU s/GB", |r: &crate::DataRow| r.cpu_s_per_gb)] {
+        for (kind, ydesc, f) in [
+            ("bw", "MB/s", (|r: &crate::DataRow| r.mbps) as fn(&crate::DataRow) -> f64),
+            ("cpu", "client CPU s/GB", |r: &crate::DataRow| r.cpu_s_per_gb),
+        ] {
             let series: Series = backends
                 .iter()
                 .map(|b| {
-                    let pts = res.data.iter().filter(|r| r.op == "read" && r.pattern == *pat && r.qd == *qd && &r.backend == b && !r.runs.is_empty()).map(|r| (r.bs as f64, f(r))).collect();
+                    let pts = res
+                        .data
+                        .iter()
+                        .filter(|r| {
+                            r.op == "read"
+                                && r.pattern == *pat
+                                && r.qd == *qd
+                                && &r.backend == b
+                                && !r.runs.is_empty()
+                        })
+                        .map(|r| (r.bs as f64, f(r)))
+                        .collect();
                     (b.clone(), pts)
                 })
                 .collect();
@@ -148,22 +186,43 @@ pub(crate) fn plots(res: &Results, out: &Path) -> Result<(Vec<String>, Option<St
                 continue;
             }
             let name = format!("{kind}_{tag}.png");
-            let title = if kind == "bw" { format!("Bandwidth vs block size: {desc}") } else { format!("Client CPU per GB vs block size: {desc}") };
+            let title = if kind == "bw" {
+                format!("Bandwidth vs block size: {desc}")
+            } else {
+                format!("Client CPU per GB vs block size: {desc}")
+            };
             line_plot(&out.join(&name), &title, "block size (bytes)", ydesc, &series, text)?;
             files.push(name);
         }
     }
     if let Some(l) = &res.latency {
-        let mut keys: Vec<String> = l.points.iter().map(|p| format!("{} {}", p.transport, p.mode)).collect();
+        let mut keys: Vec<String> =
+            l.points.iter().map(|p| format!("{} {}", p.transport, p.mode)).collect();
         keys.sort();
         keys.dedup();
         let series: Series = keys
             .iter()
-            .map(|k| (k.clone(), l.points.iter().filter(|p| &format!("{} {}", p.transport, p.mode) == k).map(|p| (p.size as f64, p.mean_us)).collect()))
+            .map(|k| {
+                (
+                    k.clone(),
+                    l.points
+                        .iter()
+                        .filter(|p| &format!("{} {}", p.transport, p.mode) == k)
+                        .map(|p| (p.size as f64, p.mean_us))
+                        .collect(),
+                )
+            })
             .collect();
         if !series.is_empty() {
             let name = "latency_inline_vs_direct.png".to_string();
-            line_plot(&out.join(&name), "Read latency vs size: inline vs direct (QD 1)", "read size (bytes)", "mean latency (us)", &series, text)?;
+            line_plot(
+                &out.join(&name),
+                "Read latency vs size: inline vs direct (QD 1)",
+                "read size (bytes)",
+                "mean latency (us)",
+                &series,
+                text,
+            )?;
             files.push(name);
         }
     }

@@ -23,12 +23,40 @@ fn mbps(v: f64) -> String {
     }
 }
 
-fn f3(v: f64) -> String { if v.is_finite() { format!("{v:.3}") } else { "-".into() } }
-fn f2(v: f64) -> String { if v.is_finite() { format!("{v:.2}") } else { "-".into() } }
-fn f1(v: f64) -> String { if v.is_finite() { format!("{v:.1}") } else { "-".into() } }
-fn f0(v: f64) -> String { if v.is_finite() { format!("{v:.0}") } else { "-".into() } }
-fn o3(v: Option<f64>) -> String { v.map(f3).unwrap_or_else(|| "-".into()) }
-fn o1(v: Option<f64>) -> String { v.map(f1).unwrap_or_else(|| "-".into()) }
+fn f3(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.3}")
+    } else {
+        "-".into()
+    }
+}
+fn f2(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.2}")
+    } else {
+        "-".into()
+    }
+}
+fn f1(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.1}")
+    } else {
+        "-".into()
+    }
+}
+fn f0(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.0}")
+    } else {
+        "-".into()
+    }
+}
+fn o3(v: Option<f64>) -> String {
+    v.map(f3).unwrap_or_else(|| "-".into())
+}
+fn o1(v: Option<f64>) -> String {
+    v.map(f1).unwrap_or_else(|| "-".into())
+}
 
 const MIB: usize = 1 << 20;
 const K4: usize = 4096;
@@ -47,12 +75,25 @@ pub(crate) fn evaluate_targets(res: &mut Results, cfg: &Cfg, have_nfs: bool) {
     let no_nfs = "no NFS baseline";
 
     // 1. shm 1 MiB reads vs local pread
-    let name = "dafs-shm 1 MiB reads >= 0.9x local pread throughput with client CPU/GB <= 0.25x local".to_string();
+    let name =
+        "dafs-shm 1 MiB reads >= 0.9x local pread throughput with client CPU/GB <= 0.25x local"
+            .to_string();
     match (res.row("read", "seq", qd, MIB, "dafs-shm"), res.row("read", "seq", 1, MIB, "local")) {
         (Some(s), Some(l)) => {
             let tr = s.mbps / l.mbps;
             let cr = s.cpu_s_per_gb / l.cpu_s_per_gb;
-            let q1 = res.row("read", "seq", 1, MIB, "dafs-shm").map(|r| format!("; dafs-shm sequential QD1: {} MB/s, {} s/GB ({:.2}x, {:.2}x)", mbps(r.mbps), f3(r.cpu_s_per_gb), r.mbps / l.mbps, r.cpu_s_per_gb / l.cpu_s_per_gb)).unwrap_or_default();
+            let q1 = res
+                .row("read", "seq", 1, MIB, "dafs-shm")
+                .map(|r| {
+                    format!(
+                        "; dafs-shm sequential QD1: {} MB/s, {} s/GB ({:.2}x, {:.2}x)",
+                        mbps(r.mbps),
+                        f3(r.cpu_s_per_gb),
+                        r.mbps / l.mbps,
+                        r.cpu_s_per_gb / l.cpu_s_per_gb
+                    )
+                })
+                .unwrap_or_default();
             push(
                 name,
                 Some(tr >= 0.9 && cr <= 0.25),
@@ -60,25 +101,55 @@ pub(crate) fn evaluate_targets(res: &mut Results, cfg: &Cfg, have_nfs: bool) {
                 format!("dafs-shm sequential QD{qd} (asynchronous, registered memory): {} MB/s, {} s/GB vs local pread sequential QD1: {} MB/s, {} s/GB: {:.2}x throughput, {:.2}x CPU/GB{q1}", mbps(s.mbps), f3(s.cpu_s_per_gb), mbps(l.mbps), f3(l.cpu_s_per_gb), tr, cr),
             );
         }
-        _ => push(name, None, "not measured: needs the bandwidth workload with 1 MiB blocks on local and dafs-shm", String::new()),
+        _ => push(
+            name,
+            None,
+            "not measured: needs the bandwidth workload with 1 MiB blocks on local and dafs-shm",
+            String::new(),
+        ),
     }
 
     // 2. shm 4 KiB random read latency
     let name = "dafs-shm 4 KiB random reads QD1: mean latency <= 6 us".to_string();
     match res.row("read", "rand", 1, K4, "dafs-shm") {
         Some(s) => {
-            let local = res.row("read", "rand", 1, K4, "local").map(|l| format!(" (local pread: {:.2} us)", l.lat_us)).unwrap_or_default();
+            let local = res
+                .row("read", "rand", 1, K4, "local")
+                .map(|l| format!(" (local pread: {:.2} us)", l.lat_us))
+                .unwrap_or_default();
             push(name, Some(s.lat_us <= 6.0), "", format!("{:.2} us{local}", s.lat_us));
         }
-        None => push(name, None, "not measured: needs the bandwidth workload with 4 KiB blocks on dafs-shm", String::new()),
+        None => push(
+            name,
+            None,
+            "not measured: needs the bandwidth workload with 4 KiB blocks on dafs-shm",
+            String::new(),
+        ),
     }
 
     // 3. tcp 4 KiB random reads vs NFS
     let name = "dafs-tcp 4 KiB random reads QD1 >= 2x NFS ops/s".to_string();
     match (res.row("read", "rand", 1, K4, "dafs-tcp"), res.row("read", "rand", 1, K4, "nfs")) {
-        (Some(d), Some(n)) => push(name, Some(d.iops >= 2.0 * n.iops), "", format!("dafs-tcp {:.0} ops/s ({:.1} us) vs nfs {:.0} ops/s ({:.1} us): {:.2}x", d.iops, d.lat_us, n.iops, n.lat_us, d.iops / n.iops)),
+        (Some(d), Some(n)) => push(
+            name,
+            Some(d.iops >= 2.0 * n.iops),
+            "",
+            format!(
+                "dafs-tcp {:.0} ops/s ({:.1} us) vs nfs {:.0} ops/s ({:.1} us): {:.2}x",
+                d.iops,
+                d.lat_us,
+                n.iops,
+                n.lat_us,
+                d.iops / n.iops
+            ),
+        ),
         (_, None) if !have_nfs => push(name, None, no_nfs, String::new()),
-        _ => push(name, None, "not measured: needs 4 KiB random reads on dafs-tcp and nfs", String::new()),
+        _ => push(
+            name,
+            None,
+            "not measured: needs 4 KiB random reads on dafs-tcp and nfs",
+            String::new(),
+        ),
     }
 
     // 4. tcp 1 MiB reads vs NFS
@@ -90,29 +161,54 @@ pub(crate) fn evaluate_targets(res: &mut Results, cfg: &Cfg, have_nfs: bool) {
             push(name, Some(tr >= 2.0 && cr <= 0.5), "", format!("sequential QD{qd}: dafs-tcp {} MB/s, {} s/GB vs nfs {} MB/s, {} s/GB: {:.2}x throughput, {:.2}x CPU/GB", mbps(d.mbps), f3(d.cpu_s_per_gb), mbps(n.mbps), f3(n.cpu_s_per_gb), tr, cr));
         }
         (_, None) if !have_nfs => push(name, None, no_nfs, String::new()),
-        _ => push(name, None, "not measured: needs 1 MiB sequential reads on dafs-tcp and nfs", String::new()),
+        _ => push(
+            name,
+            None,
+            "not measured: needs 1 MiB sequential reads on dafs-tcp and nfs",
+            String::new(),
+        ),
     }
 
     // 5. metadata mix over shm vs NFS
     let name = "metadata mix over dafs-shm >= 20x NFS ops/s".to_string();
-    let m = |b: &str| res.metadata.iter().find(|r| r.backend == b && r.error.is_none() && r.mix_ops_s.is_finite());
+    let m = |b: &str| {
+        res.metadata.iter().find(|r| r.backend == b && r.error.is_none() && r.mix_ops_s.is_finite())
+    };
     match (m("dafs-shm"), m("nfs")) {
-        (Some(d), Some(n)) => push(name, Some(d.mix_ops_s >= 20.0 * n.mix_ops_s), "", format!("dafs-shm {:.0} ops/s vs nfs {:.0} ops/s: {:.1}x", d.mix_ops_s, n.mix_ops_s, d.mix_ops_s / n.mix_ops_s)),
+        (Some(d), Some(n)) => push(
+            name,
+            Some(d.mix_ops_s >= 20.0 * n.mix_ops_s),
+            "",
+            format!(
+                "dafs-shm {:.0} ops/s vs nfs {:.0} ops/s: {:.1}x",
+                d.mix_ops_s,
+                n.mix_ops_s,
+                d.mix_ops_s / n.mix_ops_s
+            ),
+        ),
         (_, None) if !have_nfs => push(name, None, no_nfs, String::new()),
-        _ => push(name, None, "not measured: needs the metadata workload on dafs-shm and nfs", String::new()),
+        _ => push(
+            name,
+            None,
+            "not measured: needs the metadata workload on dafs-shm and nfs",
+            String::new(),
+        ),
     }
     res.targets = t;
 }
 
 fn data_table(out: &mut String, res: &Results, op: &str, pat: &str, qd: usize, have_nfs: bool) {
-    let rows: Vec<&DataRow> = res.data.iter().filter(|r| r.op == op && r.pattern == pat && r.qd == qd).collect();
+    let rows: Vec<&DataRow> =
+        res.data.iter().filter(|r| r.op == op && r.pattern == pat && r.qd == qd).collect();
     if rows.is_empty() {
         return;
     }
     let title = match (op, pat) {
         ("read", "rand") => format!("Random reads, QD {qd} (no read-ahead)"),
         ("read", "seq") if qd == 1 => "Sequential reads, QD 1 (synchronous)".to_string(),
-        ("read", "seq") => format!("Sequential reads, QD {qd} (asynchronous: {qd} in flight; local: {qd} threads)"),
+        ("read", "seq") => {
+            format!("Sequential reads, QD {qd} (asynchronous: {qd} in flight; local: {qd} threads)")
+        }
         ("write", "rand") => format!("Random writes, QD {qd}"),
         _ => format!("Sequential writes, QD {qd} (asynchronous; local: {qd} threads)"),
     };
@@ -127,13 +223,25 @@ fn data_table(out: &mut String, res: &Results, op: &str, pat: &str, qd: usize, h
     for r in rows {
         if let Some(e) = &r.error {
             if r.runs.is_empty() {
-                let _ = writeln!(out, "| {} | {} | ERROR: {} |", fmt_size(r.bs as u64), r.backend, e.replace('|', "/"));
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | ERROR: {} |",
+                    fmt_size(r.bs as u64),
+                    r.backend,
+                    e.replace('|', "/")
+                );
                 continue;
             }
         }
         let l = res.row(op, pat, qd, r.bs, "local");
         let n = res.row(op, pat, qd, r.bs, "nfs");
-        let rel = |o: Option<&DataRow>, f: &dyn Fn(&DataRow) -> f64| if o.map(|o| o.backend == r.backend).unwrap_or(true) { "-".to_string() } else { x(ratio(f(r), f(o.unwrap()))) };
+        let rel = |o: Option<&DataRow>, f: &dyn Fn(&DataRow) -> f64| {
+            if o.map(|o| o.backend == r.backend).unwrap_or(true) {
+                "-".to_string()
+            } else {
+                x(ratio(f(r), f(o.unwrap())))
+            }
+        };
         let _ = write!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -176,7 +284,8 @@ pub(crate) fn markdown(res: &Results) -> String {
         i.qd,
         if i.quick { " (--quick)" } else { "" }
     );
-    let _ = writeln!(o, "- backends: {}; workloads: {}", i.backends.join(", "), i.workloads.join(", "));
+    let _ =
+        writeln!(o, "- backends: {}; workloads: {}", i.backends.join(", "), i.workloads.join(", "));
     let _ = writeln!(o, "- client spin budget: {} us before sleeping in poll(2); server spin: dafsd --spin-us {} (spinning is paid in CPU: it is inside the client and server CPU/GB columns)", i.client_spin_us, i.server_spin_us);
     if !i.dafsd.is_empty() {
         let _ = writeln!(o, "- dafsd: {}", i.dafsd);
@@ -185,15 +294,26 @@ pub(crate) fn markdown(res: &Results) -> String {
         let _ = writeln!(o, "- {b} session: {s}");
     }
     let _ = writeln!(o, "- nfs: {}", i.nfs);
-    let _ = writeln!(o, "- total time: {:.0} s; load average at end: {}", i.elapsed_s, i.load_avg_at_end);
+    let _ = writeln!(
+        o,
+        "- total time: {:.0} s; load average at end: {}",
+        i.elapsed_s, i.load_avg_at_end
+    );
     if let Some(c) = i.other_load_cores {
-        let _ = writeln!(o, "- CPU used by other processes during the data tests (median): {c:.2} cores");
+        let _ = writeln!(
+            o,
+            "- CPU used by other processes during the data tests (median): {c:.2} cores"
+        );
     }
     let _ = writeln!(o, "\nUnits: MB = 1e6 B, GB = 1e9 B. CPU s/GB = user+sys CPU seconds per 1e9 bytes moved (client: this process, getrusage; server: dafsd or ganesha.nfsd, /proc/PID/stat). The local backend has no server: its kernel work is in its client CPU.");
 
     let _ = writeln!(o, "\n## Targets\n");
     for t in &res.targets {
-        let status = if t.status == "PASS" || t.status == "MISS" { format!("**{}**", t.status) } else { t.status.clone() };
+        let status = if t.status == "PASS" || t.status == "MISS" {
+            format!("**{}**", t.status)
+        } else {
+            t.status.clone()
+        };
         if t.detail.is_empty() {
             let _ = writeln!(o, "- {status} {}", t.name);
         } else {
@@ -223,11 +343,15 @@ pub(crate) fn markdown(res: &Results) -> String {
             let _ = writeln!(o, "- {k} server: {s}");
         }
         if !l.points.is_empty() {
-            let mut cols: Vec<(String, String)> = l.points.iter().map(|p| (p.transport.clone(), p.mode.clone())).collect();
+            let mut cols: Vec<(String, String)> =
+                l.points.iter().map(|p| (p.transport.clone(), p.mode.clone())).collect();
             cols.dedup();
             cols.sort();
             cols.dedup();
-            let _ = writeln!(o, "\nMean latency of one random read at QD1 into registered memory (us):\n");
+            let _ = writeln!(
+                o,
+                "\nMean latency of one random read at QD1 into registered memory (us):\n"
+            );
             let _ = write!(o, "| size |");
             for (t, m) in &cols {
                 let _ = write!(o, " {t} {m} |");
@@ -243,7 +367,12 @@ pub(crate) fn markdown(res: &Results) -> String {
             for s in sizes {
                 let _ = write!(o, "| {} |", fmt_size(s as u64));
                 for (t, m) in &cols {
-                    let v = l.points.iter().find(|p| p.size == s && &p.transport == t && &p.mode == m).map(|p| f2(p.mean_us)).unwrap_or_else(|| "-".into());
+                    let v = l
+                        .points
+                        .iter()
+                        .find(|p| p.size == s && &p.transport == t && &p.mode == m)
+                        .map(|p| f2(p.mean_us))
+                        .unwrap_or_else(|| "-".into());
                     let _ = write!(o, " {v} |");
                 }
                 o.push('\n');
@@ -251,13 +380,29 @@ pub(crate) fn markdown(res: &Results) -> String {
             let _ = writeln!(o, "\nLeast-squares fit latency = per-op + per-byte x size:\n");
             let _ = writeln!(o, "| transport | mode | per-op cost (us) | per-byte cost (ns/B) | i.e. GB/s | r^2 |\n|---|---|---:|---:|---:|---:|");
             for f in &l.fits {
-                let gbs = if f.slope_ns_per_byte > 0.0 { f2(1.0 / f.slope_ns_per_byte) } else { "-".into() };
-                let _ = writeln!(o, "| {} | {} | {} | {:.4} | {} | {:.3} |", f.transport, f.mode, f2(f.intercept_us), f.slope_ns_per_byte, gbs, f.r2);
+                let gbs = if f.slope_ns_per_byte > 0.0 {
+                    f2(1.0 / f.slope_ns_per_byte)
+                } else {
+                    "-".into()
+                };
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | {} | {:.4} | {} | {:.3} |",
+                    f.transport,
+                    f.mode,
+                    f2(f.intercept_us),
+                    f.slope_ns_per_byte,
+                    gbs,
+                    f.r2
+                );
             }
             let _ = writeln!(o, "\n| transport | fitted crossover | measured: direct faster from | recommended inline threshold |\n|---|---:|---:|---|");
             for c in &l.crossovers {
                 let m = c.model_bytes.map(|b| format!("{b:.0} B")).unwrap_or_else(|| "none".into());
-                let e = c.empirical_bytes.map(|b| fmt_size(b as u64)).unwrap_or_else(|| "never (in range)".into());
+                let e = c
+                    .empirical_bytes
+                    .map(|b| fmt_size(b as u64))
+                    .unwrap_or_else(|| "never (in range)".into());
                 let _ = writeln!(o, "| {} | {} | {} | {} |", c.transport, m, e, c.recommended);
             }
             if let Some(t) = l.default_threshold {
@@ -281,13 +426,26 @@ pub(crate) fn markdown(res: &Results) -> String {
             sep.push_str("---:|");
         }
         let _ = writeln!(o, "{hdr}\n{sep}");
-        let get = |b: &str| res.metadata.iter().find(|r| r.backend == b && r.error.is_none()).map(|r| r.mix_ops_s);
+        let get = |b: &str| {
+            res.metadata.iter().find(|r| r.backend == b && r.error.is_none()).map(|r| r.mix_ops_s)
+        };
         for r in &res.metadata {
             if r.runs.is_empty() {
-                let _ = writeln!(o, "| {} | ERROR: {} |", r.backend, r.error.as_deref().unwrap_or("").replace('|', "/"));
+                let _ = writeln!(
+                    o,
+                    "| {} | ERROR: {} |",
+                    r.backend,
+                    r.error.as_deref().unwrap_or("").replace('|', "/")
+                );
                 continue;
             }
-            let vs = |b: &str| if r.backend == b { "-".into() } else { x(get(b).and_then(|v| ratio(r.mix_ops_s, v))) };
+            let vs = |b: &str| {
+                if r.backend == b {
+                    "-".into()
+                } else {
+                    x(get(b).and_then(|v| ratio(r.mix_ops_s, v)))
+                }
+            };
             let _ = write!(
                 o,
                 "| {} | {} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} |",
@@ -317,7 +475,13 @@ pub(crate) fn markdown(res: &Results) -> String {
         let _ = writeln!(o, "| backend | block | blocks | depth | compute us/block | t_io s | t_compute s | t_sync s | t_async s | I/O hidden |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in &res.overlap {
             if let Some(e) = &r.error {
-                let _ = writeln!(o, "| {} | {} | ERROR: {} |", r.backend, fmt_size(r.bs as u64), e.replace('|', "/"));
+                let _ = writeln!(
+                    o,
+                    "| {} | {} | ERROR: {} |",
+                    r.backend,
+                    fmt_size(r.bs as u64),
+                    e.replace('|', "/")
+                );
                 continue;
             }
             let _ = writeln!(

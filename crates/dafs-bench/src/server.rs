@@ -23,9 +23,14 @@ pub struct Dafsd {
 /// The dafsd binary: `explicit`, else next to the running executable.
 pub fn find_dafsd(explicit: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(p) = explicit {
-        return if p.is_file() { Ok(p.to_path_buf()) } else { Err(format!("--dafsd {}: no such file", p.display())) };
+        return if p.is_file() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(format!("--dafsd {}: no such file", p.display()))
+        };
     }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the current executable: {e}"))?;
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the current executable: {e}"))?;
     let dir = exe.parent().ok_or("the current executable has no directory")?;
     let p = dir.join("dafsd");
     if p.is_file() {
@@ -47,7 +52,14 @@ pub fn die_with_parent(cmd: &mut Command) {
 }
 
 impl Dafsd {
-    pub fn start(bin: &Path, export: &Path, spin_us: u64, inline_threshold: Option<u32>, sock: &Path, log: &Path) -> Result<Dafsd, String> {
+    pub fn start(
+        bin: &Path,
+        export: &Path,
+        spin_us: u64,
+        inline_threshold: Option<u32>,
+        sock: &Path,
+        log: &Path,
+    ) -> Result<Dafsd, String> {
         let mut args: Vec<String> = vec![
             export.display().to_string(),
             "--listen".into(),
@@ -77,7 +89,8 @@ impl Dafsd {
                 let _ = tx.send(line);
             }
         });
-        let mut d = Dafsd { child, pid, addr: String::new(), shm_url: None, log: log.to_path_buf(), args };
+        let mut d =
+            Dafsd { child, pid, addr: String::new(), shm_url: None, log: log.to_path_buf(), args };
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -96,12 +109,19 @@ impl Dafsd {
         }
         if d.addr.is_empty() {
             let log_text = std::fs::read_to_string(log).unwrap_or_default();
-            return Err(format!("dafsd did not start ({} {}): {}", bin.display(), d.args.join(" "), log_text.trim()));
+            return Err(format!(
+                "dafsd did not start ({} {}): {}",
+                bin.display(),
+                d.args.join(" "),
+                log_text.trim()
+            ));
         }
         Ok(d)
     }
 
-    pub fn alive(&mut self) -> bool { matches!(self.child.try_wait(), Ok(None)) }
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
 }
 
 impl Drop for Dafsd {
@@ -112,7 +132,9 @@ impl Drop for Dafsd {
         loop {
             match self.child.try_wait() {
                 Ok(Some(_)) | Err(_) => break,
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
                 Ok(None) => {
                     let _ = self.child.kill();
                     let _ = self.child.wait();

@@ -22,7 +22,11 @@ pub fn cpu_self() -> f64 {
 pub fn clk_tck() -> f64 {
     // SAFETY: plain sysconf query.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 { t as f64 } else { 100.0 }
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
 }
 
 /// utime+stime of another process in seconds, from /proc/PID/stat (clock ticks).
@@ -39,9 +43,16 @@ pub fn proc_cpu(pid: u32) -> Option<f64> {
 
 /// PID of the first process whose comm is `name`.
 pub fn find_process(name: &str) -> Option<u32> {
-    let mut pids: Vec<u32> = std::fs::read_dir("/proc").ok()?.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
     pids.sort_unstable();
-    pids.into_iter().find(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).map(|c| c.trim() == name).unwrap_or(false))
+    pids.into_iter().find(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/comm"))
+            .map(|c| c.trim() == name)
+            .unwrap_or(false)
+    })
 }
 
 pub fn median(v: &[f64]) -> f64 {
@@ -51,18 +62,28 @@ pub fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 pub fn median_opt(v: &[Option<f64>]) -> Option<f64> {
     let x: Vec<f64> = v.iter().filter_map(|x| *x).collect();
-    if x.is_empty() { None } else { Some(median(&x)) }
+    if x.is_empty() {
+        None
+    } else {
+        Some(median(&x))
+    }
 }
 
 /// xorshift64
 pub struct Rng(pub u64);
 impl Rng {
-    pub fn new(seed: u64) -> Rng { Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1) }
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
@@ -82,7 +103,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         Some('t') => (&t[..t.len() - 1], 1 << 40),
         _ => (t, 1),
     };
-    let v: f64 = num.trim().parse().map_err(|_| format!("bad size {s:?} (examples: 4096, 64k, 256m, 1g)"))?;
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad size {s:?} (examples: 4096, 64k, 256m, 1g)"))?;
     if v.is_nan() || v < 0.0 {
         return Err(format!("bad size {s:?}"));
     }
@@ -130,7 +154,9 @@ impl Burner {
         }
         Burner { iters_per_us: n as f64 / (best * 1e6) }
     }
-    pub fn burn_us(&self, us: f64) -> u64 { burn_iters((us * self.iters_per_us) as u64) }
+    pub fn burn_us(&self, us: f64) -> u64 {
+        burn_iters((us * self.iters_per_us) as u64)
+    }
 }
 
 /// Read a file once (untimed) so it is in the page cache.
@@ -152,7 +178,10 @@ pub fn fill(buf: &mut [u8], seed: u64) {
 
 /// "2025-01-31 12:34:56 UTC" from the system clock (no time-zone database needed).
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
     // civil_from_days (H. Hinnant)
     let z = days + 719_468;
@@ -176,7 +205,9 @@ static CURRENT: Mutex<String> = Mutex::new(String::new());
 /// Child processes to kill if the watchdog fires (it exits without running destructors).
 pub static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
-fn now_ms() -> u64 { START.get_or_init(Instant::now).elapsed().as_millis() as u64 }
+fn now_ms() -> u64 {
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
 
 /// Say what is being measured now, and that the harness is making progress.
 pub fn heartbeat(what: &str) {
@@ -191,7 +222,9 @@ static WATCHDOG_ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::Atomic
 static WATCHDOG_LIMIT_MS: AtomicU64 = AtomicU64::new(0);
 
 /// The run is over: the watchdog thread ends.
-pub fn stop_watchdog() { WATCHDOG_ARMED.store(false, Ordering::SeqCst); }
+pub fn stop_watchdog() {
+    WATCHDOG_ARMED.store(false, Ordering::SeqCst);
+}
 
 /// Abort the run (killing our dafsd children) when no heartbeat came for `limit`:
 /// a hang in the data path must not hang the harness.
@@ -224,7 +257,11 @@ pub fn start_watchdog(limit: Duration) {
 
 /// Compute overlap summary helpers.
 pub fn ratio(a: f64, b: f64) -> Option<f64> {
-    if a.is_finite() && b.is_finite() && b > 0.0 { Some(a / b) } else { None }
+    if a.is_finite() && b.is_finite() && b > 0.0 {
+        Some(a / b)
+    } else {
+        None
+    }
 }
 
 /// Busy CPU seconds of the whole machine so far (all CPUs), from /proc/stat.

@@ -28,7 +28,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use dafs_client::{BatchCompletion, BatchIoDesc, CgId, Client, ClientConfig, Completion, File, IoBuf, OpenOptions, Provider, RegionId};
+use dafs_client::{
+    BatchCompletion, BatchIoDesc, CgId, Client, ClientConfig, Completion, File, IoBuf, OpenOptions,
+    Provider, RegionId,
+};
 use dafs_proto::Attr;
 
 // ---------------------------------------------------------------------------------------
@@ -149,7 +152,9 @@ pub struct dafs_batch_io_t {
     pub user_data: u64,
 }
 
-pub type dafs_readdir_fn = Option<unsafe extern "C" fn(arg: *mut c_void, name: *const c_char, fileid: u64, type_: u32) -> c_int>;
+pub type dafs_readdir_fn = Option<
+    unsafe extern "C" fn(arg: *mut c_void, name: *const c_char, fileid: u64, type_: u32) -> c_int,
+>;
 
 /// Opaque client handle (`dafs_client_t` in C).
 pub struct dafs_client_t {
@@ -185,7 +190,9 @@ const PANICKED: c_int = libc::ENOTRECOVERABLE;
 
 type R<T> = Result<T, c_int>;
 
-fn errno(e: dafs_client::Error) -> c_int { e.errno() }
+fn errno(e: dafs_client::Error) -> c_int {
+    e.errno()
+}
 
 fn neg(r: R<c_int>) -> c_int {
     match r {
@@ -231,7 +238,11 @@ fn with_client<T>(c: *const dafs_client_t, f: impl FnOnce(&mut Inner) -> R<T>) -
 
 /// Like `with_client` for calls that also name a file: the file must be in the client's
 /// table of live files (else EBADF) before it is dereferenced.
-fn with_file<T>(c: *const dafs_client_t, f: *const dafs_file_t, body: impl FnOnce(&mut Inner, &File) -> R<T>) -> R<T> {
+fn with_file<T>(
+    c: *const dafs_client_t,
+    f: *const dafs_file_t,
+    body: impl FnOnce(&mut Inner, &File) -> R<T>,
+) -> R<T> {
     with_client(c, |inner| {
         if f.is_null() || !inner.files.contains(&(f as usize)) {
             return Err(EBADF);
@@ -326,7 +337,9 @@ static VERSION: &CStr = {
 };
 
 #[no_mangle]
-pub extern "C" fn dafs_version() -> *const c_char { VERSION.as_ptr() }
+pub extern "C" fn dafs_version() -> *const c_char {
+    VERSION.as_ptr()
+}
 
 fn errno_table() -> &'static Vec<CString> {
     static T: OnceLock<Vec<CString>> = OnceLock::new();
@@ -364,7 +377,11 @@ pub extern "C" fn dafs_strerror(err: c_int) -> *const c_char {
 // ---------------------------------------------------------------------------------------
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_connect(target: *const c_char, opts: *const dafs_options_t, out: *mut *mut dafs_client_t) -> c_int {
+pub unsafe extern "C" fn dafs_connect(
+    target: *const c_char,
+    opts: *const dafs_options_t,
+    out: *mut *mut dafs_client_t,
+) -> c_int {
     guarded(-PANICKED, || {
         neg((|| {
             if out.is_null() {
@@ -407,7 +424,11 @@ pub unsafe extern "C" fn dafs_connect(target: *const c_char, opts: *const dafs_o
             let h = Box::new(dafs_client_t {
                 in_use: AtomicBool::new(false),
                 poisoned: AtomicBool::new(false),
-                inner: UnsafeCell::new(Inner { client, files: HashSet::new(), buf_reads: HashMap::new() }),
+                inner: UnsafeCell::new(Inner {
+                    client,
+                    files: HashSet::new(),
+                    buf_reads: HashMap::new(),
+                }),
             });
             // SAFETY: as above.
             unsafe { out.write(Box::into_raw(h)) };
@@ -563,7 +584,13 @@ fn open_options(flags: c_int, mode: u32) -> R<OpenOptions> {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_open(client: *mut dafs_client_t, path: *const c_char, flags: c_int, mode: u32, out: *mut *mut dafs_file_t) -> c_int {
+pub unsafe extern "C" fn dafs_open(
+    client: *mut dafs_client_t,
+    path: *const c_char,
+    flags: c_int,
+    mode: u32,
+    out: *mut *mut dafs_file_t,
+) -> c_int {
     neg(with_client(client, |inner| {
         if out.is_null() {
             return Err(EINVAL);
@@ -594,7 +621,13 @@ pub unsafe extern "C" fn dafs_close(client: *mut dafs_client_t, file: *mut dafs_
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_pread(client: *mut dafs_client_t, file: *mut dafs_file_t, buf: *mut c_void, len: usize, offset: u64) -> isize {
+pub unsafe extern "C" fn dafs_pread(
+    client: *mut dafs_client_t,
+    file: *mut dafs_file_t,
+    buf: *mut c_void,
+    len: usize,
+    offset: u64,
+) -> isize {
     neg_ssize(with_file(client, file, |inner, f| {
         if len == 0 {
             return Ok(0);
@@ -609,7 +642,13 @@ pub unsafe extern "C" fn dafs_pread(client: *mut dafs_client_t, file: *mut dafs_
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_pwrite(client: *mut dafs_client_t, file: *mut dafs_file_t, buf: *const c_void, len: usize, offset: u64) -> isize {
+pub unsafe extern "C" fn dafs_pwrite(
+    client: *mut dafs_client_t,
+    file: *mut dafs_file_t,
+    buf: *const c_void,
+    len: usize,
+    offset: u64,
+) -> isize {
     neg_ssize(with_file(client, file, |inner, f| {
         if len == 0 {
             return Ok(0);
@@ -629,7 +668,11 @@ pub extern "C" fn dafs_fsync(client: *mut dafs_client_t, file: *mut dafs_file_t)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_fstat(client: *mut dafs_client_t, file: *mut dafs_file_t, out: *mut dafs_attr_t) -> c_int {
+pub unsafe extern "C" fn dafs_fstat(
+    client: *mut dafs_client_t,
+    file: *mut dafs_file_t,
+    out: *mut dafs_attr_t,
+) -> c_int {
     neg(with_file(client, file, |inner, f| {
         if out.is_null() {
             return Err(EINVAL);
@@ -640,7 +683,13 @@ pub unsafe extern "C" fn dafs_fstat(client: *mut dafs_client_t, file: *mut dafs_
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_append(client: *mut dafs_client_t, file: *mut dafs_file_t, buf: *const c_void, len: usize, offset_out: *mut u64) -> isize {
+pub unsafe extern "C" fn dafs_append(
+    client: *mut dafs_client_t,
+    file: *mut dafs_file_t,
+    buf: *const c_void,
+    len: usize,
+    offset_out: *mut u64,
+) -> isize {
     neg_ssize(with_file(client, file, |inner, f| {
         // SAFETY: `file` was validated by with_file (a live handle of this client).
         if !unsafe { (*file).append } {
@@ -668,7 +717,12 @@ pub unsafe extern "C" fn dafs_append(client: *mut dafs_client_t, file: *mut dafs
 // ---------------------------------------------------------------------------------------
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_register(client: *mut dafs_client_t, buf: *mut c_void, len: usize, out: *mut dafs_region_t) -> c_int {
+pub unsafe extern "C" fn dafs_register(
+    client: *mut dafs_client_t,
+    buf: *mut c_void,
+    len: usize,
+    out: *mut dafs_region_t,
+) -> c_int {
     neg(with_client(client, |inner| {
         if out.is_null() || buf.is_null() || len == 0 {
             return Err(EINVAL);
@@ -683,7 +737,12 @@ pub unsafe extern "C" fn dafs_register(client: *mut dafs_client_t, buf: *mut c_v
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_alloc_registered(client: *mut dafs_client_t, len: usize, ptr_out: *mut *mut c_void, out: *mut dafs_region_t) -> c_int {
+pub unsafe extern "C" fn dafs_alloc_registered(
+    client: *mut dafs_client_t,
+    len: usize,
+    ptr_out: *mut *mut c_void,
+    out: *mut dafs_region_t,
+) -> c_int {
     neg(with_client(client, |inner| {
         if out.is_null() || ptr_out.is_null() || len == 0 {
             return Err(EINVAL);
@@ -709,7 +768,9 @@ pub unsafe extern "C" fn dafs_alloc_registered(client: *mut dafs_client_t, len: 
 
 #[no_mangle]
 pub extern "C" fn dafs_unregister(client: *mut dafs_client_t, region: dafs_region_t) -> c_int {
-    neg(with_client(client, |inner| inner.client.unregister(RegionId(region)).map(|_| 0).map_err(errno)))
+    neg(with_client(client, |inner| {
+        inner.client.unregister(RegionId(region)).map(|_| 0).map_err(errno)
+    }))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -767,13 +828,25 @@ fn deliver(inner: &mut Inner, comps: Vec<Completion>, out: *mut dafs_completion_
             }
         }
         // SAFETY: i < n <= max, the caller's array has max entries.
-        unsafe { out.add(i).write(dafs_completion_t { user_data: c.user_data, result, flags, reserved: 0 }) };
+        unsafe {
+            out.add(i).write(dafs_completion_t {
+                user_data: c.user_data,
+                result,
+                flags,
+                reserved: 0,
+            })
+        };
     }
     n as c_int
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_cg_poll(client: *mut dafs_client_t, cg: dafs_cg_t, out: *mut dafs_completion_t, max: u32) -> c_int {
+pub unsafe extern "C" fn dafs_cg_poll(
+    client: *mut dafs_client_t,
+    cg: dafs_cg_t,
+    out: *mut dafs_completion_t,
+    max: u32,
+) -> c_int {
     neg(with_client(client, |inner| {
         let cg = check_cg(cg)?;
         if max == 0 {
@@ -788,7 +861,14 @@ pub unsafe extern "C" fn dafs_cg_poll(client: *mut dafs_client_t, cg: dafs_cg_t,
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_cg_wait(client: *mut dafs_client_t, cg: dafs_cg_t, min: u32, max: u32, timeout_ms: c_int, out: *mut dafs_completion_t) -> c_int {
+pub unsafe extern "C" fn dafs_cg_wait(
+    client: *mut dafs_client_t,
+    cg: dafs_cg_t,
+    min: u32,
+    max: u32,
+    timeout_ms: c_int,
+    out: *mut dafs_completion_t,
+) -> c_int {
     neg(with_client(client, |inner| {
         let cg = check_cg(cg)?;
         if min > max {
@@ -801,7 +881,8 @@ pub unsafe extern "C" fn dafs_cg_wait(client: *mut dafs_client_t, cg: dafs_cg_t,
             return Err(EINVAL);
         }
         let max = max.min(c_int::MAX as u32) as usize;
-        let timeout = if timeout_ms < 0 { None } else { Some(Duration::from_millis(timeout_ms as u64)) };
+        let timeout =
+            if timeout_ms < 0 { None } else { Some(Duration::from_millis(timeout_ms as u64)) };
         let mut comps = Vec::new();
         if min > 0 {
             match inner.client.wait_n(cg, min as usize, timeout) {
@@ -828,27 +909,67 @@ pub unsafe extern "C" fn dafs_cg_wait(client: *mut dafs_client_t, cg: dafs_cg_t,
 }
 
 #[allow(clippy::too_many_arguments)]
-fn submit_region(client: *mut dafs_client_t, file: *mut dafs_file_t, cg: dafs_cg_t, region: dafs_region_t, region_offset: usize, len: usize, file_offset: u64, user_data: u64, read: bool) -> c_int {
+fn submit_region(
+    client: *mut dafs_client_t,
+    file: *mut dafs_file_t,
+    cg: dafs_cg_t,
+    region: dafs_region_t,
+    region_offset: usize,
+    len: usize,
+    file_offset: u64,
+    user_data: u64,
+    read: bool,
+) -> c_int {
     neg(with_file(client, file, |inner, f| {
         let cg = check_cg(cg)?;
         let buf = IoBuf::Region { region: RegionId(region), offset: region_offset, len };
-        let r = if read { inner.client.submit_read(f, file_offset, buf, cg, user_data) } else { inner.client.submit_write(f, file_offset, buf, cg, user_data) };
+        let r = if read {
+            inner.client.submit_read(f, file_offset, buf, cg, user_data)
+        } else {
+            inner.client.submit_write(f, file_offset, buf, cg, user_data)
+        };
         r.map(|_| 0).map_err(errno)
     }))
 }
 
 #[no_mangle]
-pub extern "C" fn dafs_pread_nb(client: *mut dafs_client_t, file: *mut dafs_file_t, cg: dafs_cg_t, region: dafs_region_t, region_offset: usize, len: usize, file_offset: u64, user_data: u64) -> c_int {
+pub extern "C" fn dafs_pread_nb(
+    client: *mut dafs_client_t,
+    file: *mut dafs_file_t,
+    cg: dafs_cg_t,
+    region: dafs_region_t,
+    region_offset: usize,
+    len: usize,
+    file_offset: u64,
+    user_data: u64,
+) -> c_int {
     submit_region(client, file, cg, region, region_offset, len, file_offset, user_data, true)
 }
 
 #[no_mangle]
-pub extern "C" fn dafs_pwrite_nb(client: *mut dafs_client_t, file: *mut dafs_file_t, cg: dafs_cg_t, region: dafs_region_t, region_offset: usize, len: usize, file_offset: u64, user_data: u64) -> c_int {
+pub extern "C" fn dafs_pwrite_nb(
+    client: *mut dafs_client_t,
+    file: *mut dafs_file_t,
+    cg: dafs_cg_t,
+    region: dafs_region_t,
+    region_offset: usize,
+    len: usize,
+    file_offset: u64,
+    user_data: u64,
+) -> c_int {
     submit_region(client, file, cg, region, region_offset, len, file_offset, user_data, false)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_pread_nb_buf(client: *mut dafs_client_t, file: *mut dafs_file_t, cg: dafs_cg_t, buf: *mut c_void, len: usize, file_offset: u64, user_data: u64) -> c_int {
+pub unsafe extern "C" fn dafs_pread_nb_buf(
+    client: *mut dafs_client_t,
+    file: *mut dafs_file_t,
+    cg: dafs_cg_t,
+    buf: *mut c_void,
+    len: usize,
+    file_offset: u64,
+    user_data: u64,
+) -> c_int {
     neg(with_file(client, file, |inner, f| {
         let cg = check_cg(cg)?;
         if buf.is_null() && len > 0 {
@@ -859,14 +980,25 @@ pub unsafe extern "C" fn dafs_pread_nb_buf(client: *mut dafs_client_t, file: *mu
         }
         // The request owns a staging Vec; the data is copied into `buf` when the
         // completion is reaped (dafs_cg_poll / dafs_cg_wait).
-        let id = inner.client.submit_read(f, file_offset, IoBuf::Vec(vec![0u8; len]), cg, user_data).map_err(errno)?;
+        let id = inner
+            .client
+            .submit_read(f, file_offset, IoBuf::Vec(vec![0u8; len]), cg, user_data)
+            .map_err(errno)?;
         inner.buf_reads.insert(id.0, (buf as usize, len));
         Ok(0)
     }))
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_pwrite_nb_buf(client: *mut dafs_client_t, file: *mut dafs_file_t, cg: dafs_cg_t, buf: *const c_void, len: usize, file_offset: u64, user_data: u64) -> c_int {
+pub unsafe extern "C" fn dafs_pwrite_nb_buf(
+    client: *mut dafs_client_t,
+    file: *mut dafs_file_t,
+    cg: dafs_cg_t,
+    buf: *const c_void,
+    len: usize,
+    file_offset: u64,
+    user_data: u64,
+) -> c_int {
     neg(with_file(client, file, |inner, f| {
         let cg = check_cg(cg)?;
         if buf.is_null() && len > 0 {
@@ -882,7 +1014,11 @@ pub unsafe extern "C" fn dafs_pwrite_nb_buf(client: *mut dafs_client_t, file: *m
             // SAFETY: the caller passes `len` readable bytes (documented).
             unsafe { std::slice::from_raw_parts(buf as *const u8, len) }.to_vec()
         };
-        inner.client.submit_write(f, file_offset, IoBuf::Vec(data), cg, user_data).map(|_| 0).map_err(errno)
+        inner
+            .client
+            .submit_write(f, file_offset, IoBuf::Vec(data), cg, user_data)
+            .map(|_| 0)
+            .map_err(errno)
     }))
 }
 
@@ -901,7 +1037,15 @@ unsafe fn c_slice<'a, T>(p: *const T, n: usize) -> R<&'a [T]> {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_batch_submit(client: *mut dafs_client_t, file: *mut dafs_file_t, cg: dafs_cg_t, ios: *const dafs_batch_io_t, n_ios: usize, mode: c_int, user_data: u64) -> c_int {
+pub unsafe extern "C" fn dafs_batch_submit(
+    client: *mut dafs_client_t,
+    file: *mut dafs_file_t,
+    cg: dafs_cg_t,
+    ios: *const dafs_batch_io_t,
+    n_ios: usize,
+    mode: c_int,
+    user_data: u64,
+) -> c_int {
     neg(with_file(client, file, |inner, f| {
         let cg = check_cg(cg)?;
         let mode = match mode {
@@ -950,7 +1094,11 @@ pub unsafe extern "C" fn dafs_batch_submit(client: *mut dafs_client_t, file: *mu
 // ---------------------------------------------------------------------------------------
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_stat(client: *mut dafs_client_t, path: *const c_char, out: *mut dafs_attr_t) -> c_int {
+pub unsafe extern "C" fn dafs_stat(
+    client: *mut dafs_client_t,
+    path: *const c_char,
+    out: *mut dafs_attr_t,
+) -> c_int {
     neg(with_client(client, |inner| {
         let p = cstr(path)?;
         if out.is_null() {
@@ -962,7 +1110,11 @@ pub unsafe extern "C" fn dafs_stat(client: *mut dafs_client_t, path: *const c_ch
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_lstat(client: *mut dafs_client_t, path: *const c_char, out: *mut dafs_attr_t) -> c_int {
+pub unsafe extern "C" fn dafs_lstat(
+    client: *mut dafs_client_t,
+    path: *const c_char,
+    out: *mut dafs_attr_t,
+) -> c_int {
     neg(with_client(client, |inner| {
         let p = cstr(path)?;
         if out.is_null() {
@@ -974,8 +1126,14 @@ pub unsafe extern "C" fn dafs_lstat(client: *mut dafs_client_t, path: *const c_c
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_mkdir(client: *mut dafs_client_t, path: *const c_char, mode: u32) -> c_int {
-    neg(with_client(client, |inner| inner.client.mkdir(cstr(path)?, mode).map(|_| 0).map_err(errno)))
+pub unsafe extern "C" fn dafs_mkdir(
+    client: *mut dafs_client_t,
+    path: *const c_char,
+    mode: u32,
+) -> c_int {
+    neg(with_client(client, |inner| {
+        inner.client.mkdir(cstr(path)?, mode).map(|_| 0).map_err(errno)
+    }))
 }
 
 #[no_mangle]
@@ -989,12 +1147,22 @@ pub unsafe extern "C" fn dafs_unlink(client: *mut dafs_client_t, path: *const c_
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_rename(client: *mut dafs_client_t, from: *const c_char, to: *const c_char) -> c_int {
-    neg(with_client(client, |inner| inner.client.rename(cstr(from)?, cstr(to)?).map(|_| 0).map_err(errno)))
+pub unsafe extern "C" fn dafs_rename(
+    client: *mut dafs_client_t,
+    from: *const c_char,
+    to: *const c_char,
+) -> c_int {
+    neg(with_client(client, |inner| {
+        inner.client.rename(cstr(from)?, cstr(to)?).map(|_| 0).map_err(errno)
+    }))
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_truncate(client: *mut dafs_client_t, path: *const c_char, size: u64) -> c_int {
+pub unsafe extern "C" fn dafs_truncate(
+    client: *mut dafs_client_t,
+    path: *const c_char,
+    size: u64,
+) -> c_int {
     neg(with_client(client, |inner| {
         if size > i64::MAX as u64 {
             return Err(EINVAL);
@@ -1004,7 +1172,12 @@ pub unsafe extern "C" fn dafs_truncate(client: *mut dafs_client_t, path: *const 
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn dafs_readdir(client: *mut dafs_client_t, path: *const c_char, cb: dafs_readdir_fn, arg: *mut c_void) -> c_int {
+pub unsafe extern "C" fn dafs_readdir(
+    client: *mut dafs_client_t,
+    path: *const c_char,
+    cb: dafs_readdir_fn,
+    arg: *mut c_void,
+) -> c_int {
     // Fetch everything first, then call back with the client released: the callback may
     // call into the same client.
     let entries = match with_client(client, |inner| {
@@ -1042,10 +1215,14 @@ mod tests {
     use std::collections::BTreeSet;
     use std::path::PathBuf;
 
-    fn root() -> PathBuf { PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..") }
+    fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
 
     fn exported() -> BTreeSet<String> {
-        let src = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+        let src =
+            std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+                .unwrap();
         let mut names = BTreeSet::new();
         let mut no_mangle = false;
         for line in src.lines() {
@@ -1058,7 +1235,8 @@ mod tests {
                 assert!(l.starts_with("pub "), "exported function is not pub: {l}");
                 assert!(no_mangle, "extern \"C\" fn without #[no_mangle]: {l}");
                 let rest = &l[i + "extern \"C\" fn ".len()..];
-                let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                let name: String =
+                    rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
                 names.insert(name);
             }
             no_mangle = false;
@@ -1077,7 +1255,11 @@ mod tests {
             let decl = &decl[..decl.find(';').expect("declaration ends with ;")];
             let open = decl.find('(').expect("function declaration");
             let head = &decl[..open];
-            let name: String = head.rsplit(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap().to_string();
+            let name: String = head
+                .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .next()
+                .unwrap()
+                .to_string();
             assert!(name.starts_with("dafs_"), "declaration without a dafs_ name: {decl}");
             names.insert(name);
         }
@@ -1091,14 +1273,21 @@ mod tests {
         assert!(e.len() >= 30, "found only {} exports", e.len());
         let missing_in_header: Vec<_> = e.difference(&d).collect();
         let missing_in_lib: Vec<_> = d.difference(&e).collect();
-        assert!(missing_in_header.is_empty(), "exported but not declared in include/dafs.h: {missing_in_header:?}");
-        assert!(missing_in_lib.is_empty(), "declared in include/dafs.h but not exported: {missing_in_lib:?}");
+        assert!(
+            missing_in_header.is_empty(),
+            "exported but not declared in include/dafs.h: {missing_in_header:?}"
+        );
+        assert!(
+            missing_in_lib.is_empty(),
+            "declared in include/dafs.h but not exported: {missing_in_lib:?}"
+        );
     }
 
     #[test]
     fn c_tests_call_every_function() {
         let t = std::fs::read_to_string(root().join("tests/c/test_capi.c")).unwrap();
-        let uncalled: Vec<_> = declared().into_iter().filter(|n| !t.contains(&format!("{n}("))).collect();
+        let uncalled: Vec<_> =
+            declared().into_iter().filter(|n| !t.contains(&format!("{n}("))).collect();
         assert!(uncalled.is_empty(), "tests/c/test_capi.c never calls: {uncalled:?}");
     }
 
@@ -1106,13 +1295,24 @@ mod tests {
     fn header_version_matches_crate() {
         let h = std::fs::read_to_string(root().join("include/dafs.h")).unwrap();
         let v = env!("CARGO_PKG_VERSION");
-        assert!(h.contains(&format!("#define DAFS_VERSION \"{v}\"")), "DAFS_VERSION in include/dafs.h is not {v}");
+        assert!(
+            h.contains(&format!("#define DAFS_VERSION \"{v}\"")),
+            "DAFS_VERSION in include/dafs.h is not {v}"
+        );
         let mut parts = v.split('.');
         for (m, p) in ["MAJOR", "MINOR", "PATCH"].iter().zip(&mut parts) {
-            assert!(h.contains(&format!("#define DAFS_VERSION_{m} {p}\n")), "DAFS_VERSION_{m} is not {p}");
+            assert!(
+                h.contains(&format!("#define DAFS_VERSION_{m} {p}\n")),
+                "DAFS_VERSION_{m} is not {p}"
+            );
         }
-        assert!(h.contains("#define DAFS_API_VERSION 1\n"), "DAFS_API_VERSION changed: update the soname in build.rs");
-        let pc = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("dafs.pc.in")).unwrap();
+        assert!(
+            h.contains("#define DAFS_API_VERSION 1\n"),
+            "DAFS_API_VERSION changed: update the soname in build.rs"
+        );
+        let pc =
+            std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("dafs.pc.in"))
+                .unwrap();
         assert!(pc.contains("@VERSION@"), "dafs.pc.in takes its version from the build");
     }
 
@@ -1143,22 +1343,53 @@ mod tests {
     fn null_pointers_are_refused() {
         use super::*;
         unsafe {
-            assert_eq!(dafs_connect(std::ptr::null(), std::ptr::null(), std::ptr::null_mut()), -libc::EINVAL);
+            assert_eq!(
+                dafs_connect(std::ptr::null(), std::ptr::null(), std::ptr::null_mut()),
+                -libc::EINVAL
+            );
             let mut c: *mut dafs_client_t = std::ptr::dangling_mut();
             assert_eq!(dafs_connect(std::ptr::null(), std::ptr::null(), &mut c), -libc::EINVAL);
             assert!(c.is_null());
-            assert_eq!(dafs_pread(std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), 1, 0), -(libc::EINVAL as isize));
+            assert_eq!(
+                dafs_pread(std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), 1, 0),
+                -(libc::EINVAL as isize)
+            );
             assert_eq!(dafs_disconnect(std::ptr::null_mut()), 0);
             assert_eq!(dafs_inline_threshold(std::ptr::null()), 0);
-            assert_eq!(dafs_cg_poll(std::ptr::null_mut(), 1, std::ptr::null_mut(), 1), -libc::EINVAL);
+            assert_eq!(
+                dafs_cg_poll(std::ptr::null_mut(), 1, std::ptr::null_mut(), 1),
+                -libc::EINVAL
+            );
         }
         assert!(open_options(DAFS_O_ACCMODE, 0).is_err());
         assert!(open_options(0x4000_0000, 0).is_err());
-        assert!(open_options(DAFS_O_RDWR | DAFS_O_CREAT | DAFS_O_EXCL | DAFS_O_TRUNC, 0o600).is_ok());
+        assert!(
+            open_options(DAFS_O_RDWR | DAFS_O_CREAT | DAFS_O_EXCL | DAFS_O_TRUNC, 0o600).is_ok()
+        );
         assert!(open_options(DAFS_O_WRONLY | DAFS_O_APPEND, 0).is_ok());
         unsafe {
-            assert_eq!(dafs_batch_submit(std::ptr::null_mut(), std::ptr::null_mut(), 1, std::ptr::null(), 0, 0, 0), -libc::EINVAL);
-            assert_eq!(dafs_append(std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null(), 0, std::ptr::null_mut()), -(libc::EINVAL as isize));
+            assert_eq!(
+                dafs_batch_submit(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    1,
+                    std::ptr::null(),
+                    0,
+                    0,
+                    0
+                ),
+                -libc::EINVAL
+            );
+            assert_eq!(
+                dafs_append(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null(),
+                    0,
+                    std::ptr::null_mut()
+                ),
+                -(libc::EINVAL as isize)
+            );
         }
         assert_eq!(dafs_batch_max(std::ptr::null()), 0);
         assert_eq!(check_cg(0).err(), Some(libc::EINVAL));

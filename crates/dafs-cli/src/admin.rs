@@ -43,12 +43,16 @@ enum AdminCmd {
 
 fn find_socket() -> Result<PathBuf, (i32, String)> {
     let mut found = Vec::new();
-    let dirs = [std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from), Some(PathBuf::from("/tmp"))];
+    let dirs =
+        [std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from), Some(PathBuf::from("/tmp"))];
     for d in dirs.into_iter().flatten() {
         if let Ok(rd) = std::fs::read_dir(&d) {
             for e in rd.flatten() {
                 let n = e.file_name().to_string_lossy().into_owned();
-                if n.starts_with("dafsd-") && n.ends_with(".admin.sock") && UnixStream::connect(e.path()).is_ok() {
+                if n.starts_with("dafsd-")
+                    && n.ends_with(".admin.sock")
+                    && UnixStream::connect(e.path()).is_ok()
+                {
                     found.push(e.path());
                 }
             }
@@ -57,14 +61,22 @@ fn find_socket() -> Result<PathBuf, (i32, String)> {
     match found.len() {
         1 => Ok(found.pop().unwrap()),
         0 => Err((3, "no running dafsd admin socket found; pass --socket PATH".into())),
-        _ => Err((2, format!("several dafsd admin sockets found ({}); pass --socket PATH", found.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")))),
+        _ => Err((
+            2,
+            format!(
+                "several dafsd admin sockets found ({}); pass --socket PATH",
+                found.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            ),
+        )),
     }
 }
 
 pub fn request(socket: &PathBuf, line: &str) -> Result<Value, (i32, String)> {
-    let mut s = UnixStream::connect(socket).map_err(|e| (3, format!("cannot connect to {}: {e}", socket.display())))?;
+    let mut s = UnixStream::connect(socket)
+        .map_err(|e| (3, format!("cannot connect to {}: {e}", socket.display())))?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok();
-    s.write_all(format!("{line}\n").as_bytes()).map_err(|e| (3, format!("{}: {e}", socket.display())))?;
+    s.write_all(format!("{line}\n").as_bytes())
+        .map_err(|e| (3, format!("{}: {e}", socket.display())))?;
     let mut out = String::new();
     s.read_to_string(&mut out).map_err(|e| (3, format!("{}: {e}", socket.display())))?;
     serde_json::from_str(&out).map_err(|e| (3, format!("bad answer from the server: {e}")))
@@ -97,10 +109,15 @@ pub fn run(a: &AdminArgs) -> Result<(), (i32, String)> {
     }
     match &a.cmd {
         AdminCmd::Sessions => {
-            println!("{:<16}  {:<24}  {:<14}  {:>9}  {:>5}  {:>8}  {:>5}  peer", "session", "client", "state", "slots", "busy", "requests", "opens");
+            println!(
+                "{:<16}  {:<24}  {:<14}  {:>9}  {:>5}  {:>8}  {:>5}  peer",
+                "session", "client", "state", "slots", "busy", "requests", "opens"
+            );
             for s in v.as_array().into_iter().flatten() {
                 let state = match s["state"].as_str() {
-                    Some("parked") => format!("parked {}s", s["lease_left_secs"].as_u64().unwrap_or(0)),
+                    Some("parked") => {
+                        format!("parked {}s", s["lease_left_secs"].as_u64().unwrap_or(0))
+                    }
                     Some(x) => x.to_string(),
                     None => "?".into(),
                 };
@@ -127,7 +144,9 @@ pub fn run(a: &AdminArgs) -> Result<(), (i32, String)> {
             println!("{:<24} {}", "sessions_live", v["sessions_live"]);
             println!("{:<24} {}", "connections_live", v["connections_live"]);
         }
-        AdminCmd::Fence { client_id } => println!("fenced {client_id}: {} session(s) ended", v["sessions"]),
+        AdminCmd::Fence { client_id } => {
+            println!("fenced {client_id}: {} session(s) ended", v["sessions"])
+        }
         AdminCmd::Unfence { client_id } => {
             if v["ok"].as_bool() != Some(true) {
                 return Err((1, format!("{client_id} was not fenced")));
@@ -139,7 +158,9 @@ pub fn run(a: &AdminArgs) -> Result<(), (i32, String)> {
                 println!("{}", p.as_str().unwrap_or(""));
             }
         }
-        AdminCmd::Slots { session, .. } => println!("session {session}: target highest slot {}", v["target_highest"]),
+        AdminCmd::Slots { session, .. } => {
+            println!("session {session}: target highest slot {}", v["target_highest"])
+        }
         AdminCmd::Kill { session } => println!("session {session} ended"),
     }
     Ok(())

@@ -5,7 +5,11 @@ use clap::Parser;
 mod serve;
 
 #[derive(Parser, Debug)]
-#[command(name = "dafsd", version, about = "DAFS file server: exports a directory over the DAFS protocol")]
+#[command(
+    name = "dafsd",
+    version,
+    about = "DAFS file server: exports a directory over the DAFS protocol"
+)]
 struct Args {
     #[command(flatten)]
     serve: serve::ServeArgs,
@@ -21,6 +25,7 @@ fn main() {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DAFS_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DAFS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }

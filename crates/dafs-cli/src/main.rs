@@ -92,7 +92,10 @@ enum Cmd {
 
 fn main() {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("DAFS_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DAFS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
@@ -110,7 +113,9 @@ struct Fail(i32, String);
 
 fn op_err(what: &str, e: Error) -> Fail {
     match e {
-        Error::Transport(_) | Error::Disconnected | Error::Protocol(_) => Fail(3, format!("{what}: {e}")),
+        Error::Transport(_) | Error::Disconnected | Error::Protocol(_) => {
+            Fail(3, format!("{what}: {e}"))
+        }
         _ => Fail(1, format!("{what}: {e}")),
     }
 }
@@ -121,7 +126,12 @@ fn connect(cli: &Cli, url: &str) -> Result<(Client, String), Fail> {
     if let Some(p) = &cli.secret_file {
         cfg.secret = Some(serve::read_secret(p).map_err(|e| Fail(2, e))?);
     }
-    if cli.tls || cli.tls_ca.is_some() || cli.tls_cert.is_some() || cli.tls_server_name.is_some() || addr.starts_with("dafs+tls://") {
+    if cli.tls
+        || cli.tls_ca.is_some()
+        || cli.tls_cert.is_some()
+        || cli.tls_server_name.is_some()
+        || addr.starts_with("dafs+tls://")
+    {
         cfg.tls = Some(dafs_client::TlsClientOptions {
             ca_file: cli.tls_ca.clone(),
             server_name: cli.tls_server_name.clone(),
@@ -129,7 +139,8 @@ fn connect(cli: &Cli, url: &str) -> Result<(Client, String), Fail> {
             key_file: cli.tls_key.clone(),
         });
     }
-    let c = Client::connect(&addr, cfg).map_err(|e| Fail(3, format!("cannot connect to {addr}: {e}")))?;
+    let c = Client::connect(&addr, cfg)
+        .map_err(|e| Fail(3, format!("cannot connect to {addr}: {e}")))?;
     Ok((c, path))
 }
 
@@ -143,11 +154,16 @@ fn progress(cli: &Cli, total: u64) -> indicatif::ProgressBar {
     if cli.quiet || total < 8 * 1024 * 1024 {
         return indicatif::ProgressBar::hidden();
     }
-    let pb = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+    let pb = indicatif::ProgressBar::with_draw_target(
+        Some(total),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
     pb.set_style(
-        indicatif::ProgressStyle::with_template("{bytes}/{total_bytes} [{bar:30}] {bytes_per_sec} eta {eta}")
-            .unwrap()
-            .progress_chars("=> "),
+        indicatif::ProgressStyle::with_template(
+            "{bytes}/{total_bytes} [{bar:30}] {bytes_per_sec} eta {eta}",
+        )
+        .unwrap()
+        .progress_chars("=> "),
     );
     pb
 }
@@ -189,7 +205,14 @@ fn run(cli: &Cli) -> Result<(), Fail> {
                     let child = format!("{}/{}", path.trim_end_matches('/'), e.name_lossy());
                     match c.lstat(&child) {
                         Ok(a) => {
-                            let _ = writeln!(out, "{}{:04o} {:>12} {}", type_char(a.ftype), a.mode, a.size, e.name_lossy());
+                            let _ = writeln!(
+                                out,
+                                "{}{:04o} {:>12} {}",
+                                type_char(a.ftype),
+                                a.mode,
+                                a.size,
+                                e.name_lossy()
+                            );
                         }
                         Err(err) => eprintln!("dafs: {child}: {err}"),
                     }
@@ -210,7 +233,11 @@ fn run(cli: &Cli) -> Result<(), Fail> {
             println!("uid:    {}", a.uid);
             println!("gid:    {}", a.gid);
             println!("fileid: {}", a.fileid);
-            println!("mtime:  {}.{:09}", a.mtime_ns.div_euclid(1_000_000_000), a.mtime_ns.rem_euclid(1_000_000_000));
+            println!(
+                "mtime:  {}.{:09}",
+                a.mtime_ns.div_euclid(1_000_000_000),
+                a.mtime_ns.rem_euclid(1_000_000_000)
+            );
             Ok(())
         }
         Cmd::Cat { urls } => {
@@ -226,7 +253,8 @@ fn run(cli: &Cli) -> Result<(), Fail> {
             if local.as_os_str() == "-" {
                 return copy_out(cli, &mut c, &path, &mut std::io::stdout().lock());
             }
-            let mut f = std::fs::File::create(local).map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
+            let mut f = std::fs::File::create(local)
+                .map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
             copy_out(cli, &mut c, &path, &mut f)?;
             f.sync_all().map_err(|e| Fail(1, format!("{}: {e}", local.display())))
         }
@@ -235,7 +263,8 @@ fn run(cli: &Cli) -> Result<(), Fail> {
             let (mut input, size): (Box<dyn Read>, u64) = if local.as_os_str() == "-" {
                 (Box::new(std::io::stdin().lock()), 0)
             } else {
-                let f = std::fs::File::open(local).map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
+                let f = std::fs::File::open(local)
+                    .map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
                 let size = f.metadata().map(|m| m.len()).unwrap_or(0);
                 (Box::new(f), size)
             };
@@ -245,7 +274,8 @@ fn run(cli: &Cli) -> Result<(), Fail> {
             let mut off = 0u64;
             loop {
                 let buf = c.region_mut(region).map_err(|e| op_err("region", e))?;
-                let n = read_full(&mut input, buf).map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
+                let n = read_full(&mut input, buf)
+                    .map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
                 if n == 0 {
                     break;
                 }
@@ -300,7 +330,11 @@ fn run(cli: &Cli) -> Result<(), Fail> {
     }
 }
 
-fn each(cli: &Cli, urls: &[String], mut f: impl FnMut(&mut Client, &str) -> Result<(), Error>) -> Result<(), Fail> {
+fn each(
+    cli: &Cli,
+    urls: &[String],
+    mut f: impl FnMut(&mut Client, &str) -> Result<(), Error>,
+) -> Result<(), Fail> {
     if urls.is_empty() {
         return Err(Fail(2, "no URL given".into()));
     }
@@ -333,13 +367,25 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Write `n` bytes of the region at `off` through the asynchronous path.
-fn write_region(c: &mut Client, f: &dafs_client::File, region: dafs_client::RegionId, n: usize, off: u64) -> Result<(), Error> {
+fn write_region(
+    c: &mut Client,
+    f: &dafs_client::File,
+    region: dafs_client::RegionId,
+    n: usize,
+    off: u64,
+) -> Result<(), Error> {
     let cg = c.create_cg();
     let max = c.max_io_size();
     let mut pos = 0;
     while pos < n {
         let len = max.min(n - pos);
-        c.submit_write(f, off + pos as u64, dafs_client::IoBuf::Region { region, offset: pos, len }, cg, 0)?;
+        c.submit_write(
+            f,
+            off + pos as u64,
+            dafs_client::IoBuf::Region { region, offset: pos, len },
+            cg,
+            0,
+        )?;
         pos += len;
     }
     let mut res = Ok(());
@@ -364,7 +410,14 @@ fn copy_out(cli: &Cli, c: &mut Client, path: &str, out: &mut dyn Write) -> Resul
         let mut i = 0;
         while pos < CHUNK {
             let len = max.min(CHUNK - pos);
-            c.submit_read(&f, off + pos as u64, dafs_client::IoBuf::Region { region, offset: pos, len }, cg, i).map_err(|e| op_err(path, e))?;
+            c.submit_read(
+                &f,
+                off + pos as u64,
+                dafs_client::IoBuf::Region { region, offset: pos, len },
+                cg,
+                i,
+            )
+            .map_err(|e| op_err(path, e))?;
             pos += len;
             i += 1;
         }

@@ -43,21 +43,30 @@ pub fn umount(a: &UmountArgs) -> Result<(), Fail> {
     dafs_fuse::unmount(&a.mountpoint, a.lazy).map_err(|e| Fail(1, e))
 }
 
-pub fn mount(a: &MountArgs, secret_file: Option<&std::path::Path>, export: &str) -> Result<(), Fail> {
+pub fn mount(
+    a: &MountArgs,
+    secret_file: Option<&std::path::Path>,
+    export: &str,
+) -> Result<(), Fail> {
     let mut opts = dafs_fuse::MountOptions::default();
     for o in &a.options {
         opts.parse_list(o).map_err(|e| Fail(2, e))?;
     }
-    let (target, path) = dafs_client::parse_url(&a.url).map_err(|e| Fail(2, format!("{}: {e}", a.url)))?;
+    let (target, path) =
+        dafs_client::parse_url(&a.url).map_err(|e| Fail(2, format!("{}: {e}", a.url)))?;
     if !path.trim_matches('/').is_empty() {
         return Err(Fail(2, format!("{}: mounting a subdirectory is not supported; give the export root (use --export-name for other exports)", a.url)));
     }
     if a.background && std::env::var_os(DAEMON_ENV).is_none() {
         return spawn_background();
     }
-    let secret = secret_file.map(|p| crate::serve::read_secret(&p.to_path_buf())).transpose().map_err(|e| Fail(2, e))?;
+    let secret = secret_file
+        .map(|p| crate::serve::read_secret(&p.to_path_buf()))
+        .transpose()
+        .map_err(|e| Fail(2, e))?;
     let cfg = ClientConfig { export: export.to_string(), secret, ..Default::default() };
-    let c = Client::connect(&target, cfg).map_err(|e| Fail(3, format!("cannot connect to {target}: {e}")))?;
+    let c = Client::connect(&target, cfg)
+        .map_err(|e| Fail(3, format!("cannot connect to {target}: {e}")))?;
     opts.fsname = format!("dafs:{target}");
     opts.export = export.to_string();
     let shown = a.mountpoint.display().to_string();
@@ -78,9 +87,14 @@ pub fn mount(a: &MountArgs, secret_file: Option<&std::path::Path>, export: &str)
 /// Start this same command again without a terminal, wait for it to report the mount
 /// (or fail), and return: so `dafs mount -d ... && ls MOUNTPOINT` never races the mount.
 fn spawn_background() -> Result<(), Fail> {
-    let exe = std::env::current_exe().map_err(|e| Fail(1, format!("cannot find own executable: {e}")))?;
+    let exe =
+        std::env::current_exe().map_err(|e| Fail(1, format!("cannot find own executable: {e}")))?;
     let mut cmd = Command::new(exe);
-    cmd.args(std::env::args_os().skip(1)).env(DAEMON_ENV, "1").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    cmd.args(std::env::args_os().skip(1))
+        .env(DAEMON_ENV, "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     // SAFETY: setsid is async-signal-safe; a new session leaves the terminal's
     // process group, so ^C in the shell that ran `dafs mount -d` does not unmount.
     unsafe {
@@ -89,7 +103,8 @@ fn spawn_background() -> Result<(), Fail> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|e| Fail(1, format!("cannot start the mount process: {e}")))?;
+    let mut child =
+        cmd.spawn().map_err(|e| Fail(1, format!("cannot start the mount process: {e}")))?;
     let out = child.stdout.take().expect("piped");
     let mut line = String::new();
     let _ = BufReader::new(out).read_line(&mut line);

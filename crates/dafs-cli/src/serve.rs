@@ -166,7 +166,8 @@ struct FileExport {
 }
 
 pub fn read_secret(path: &PathBuf) -> Result<Vec<u8>, String> {
-    let s = std::fs::read(path).map_err(|e| format!("cannot read secret file {}: {e}", path.display()))?;
+    let s = std::fs::read(path)
+        .map_err(|e| format!("cannot read secret file {}: {e}", path.display()))?;
     let trimmed: Vec<u8> = s.strip_suffix(b"\n").unwrap_or(&s).to_vec();
     if trimmed.len() < 8 {
         return Err(format!("secret in {} is shorter than 8 bytes", path.display()));
@@ -177,7 +178,8 @@ pub fn read_secret(path: &PathBuf) -> Result<Vec<u8>, String> {
 pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     let fc: FileConfig = match &a.config {
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
             toml::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?
         }
         None => FileConfig::default(),
@@ -194,7 +196,8 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
         exports.push(x);
     }
     for spec in &a.exports {
-        let (name, rest) = spec.split_once('=').ok_or_else(|| format!("--export {spec}: expected NAME=DIR"))?;
+        let (name, rest) =
+            spec.split_once('=').ok_or_else(|| format!("--export {spec}: expected NAME=DIR"))?;
         let (path, ro) = match rest.strip_suffix(":ro") {
             Some(p) => (p, true),
             None => (rest, false),
@@ -202,11 +205,17 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
         exports.push(Export::new(name, path, ro));
     }
     if exports.is_empty() {
-        return Err("nothing to export: give a DIR (or --export NAME=DIR, or exports in --config)".into());
+        return Err(
+            "nothing to export: give a DIR (or --export NAME=DIR, or exports in --config)".into()
+        );
     }
     let mut cfg = ServerConfig::new(".");
     cfg.exports = exports;
-    cfg.listen = if a.listen != "127.0.0.1:7420" { a.listen.clone() } else { fc.listen.unwrap_or_else(|| a.listen.clone()) };
+    cfg.listen = if a.listen != "127.0.0.1:7420" {
+        a.listen.clone()
+    } else {
+        fc.listen.unwrap_or_else(|| a.listen.clone())
+    };
     macro_rules! pick {
         ($field:ident, $flag:expr, $file:expr) => {
             if let Some(v) = $flag.or($file) {
@@ -232,7 +241,11 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     let anon_gid = a.anon_gid.or(fc.anon_gid).unwrap_or(65534);
     cfg.identity = match a.identity.as_deref().or(fc.identity.as_deref()).unwrap_or("server") {
         "server" => dafs_server::cred::Identity::Server,
-        "asserted" => dafs_server::cred::Identity::Asserted { root_squash: !(a.no_root_squash || fc.no_root_squash), anon_uid, anon_gid },
+        "asserted" => dafs_server::cred::Identity::Asserted {
+            root_squash: !(a.no_root_squash || fc.no_root_squash),
+            anon_uid,
+            anon_gid,
+        },
         "squash" => dafs_server::cred::Identity::Squash { anon_uid, anon_gid },
         other => return Err(format!("identity {other:?}: expected server, asserted or squash")),
     };
@@ -241,15 +254,25 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
         None
     } else {
         Some(a.shm_socket.clone().or(fc.shm_socket.clone()).unwrap_or_else(|| {
-            let dir = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|d| d.is_dir()).unwrap_or_else(|| PathBuf::from("/tmp"));
+            let dir = std::env::var_os("XDG_RUNTIME_DIR")
+                .map(PathBuf::from)
+                .filter(|d| d.is_dir())
+                .unwrap_or_else(|| PathBuf::from("/tmp"));
             dir.join(format!("dafsd-{}.sock", std::process::id()))
         }))
     };
-    let runtime_dir = || std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|d| d.is_dir()).unwrap_or_else(|| PathBuf::from("/tmp"));
+    let runtime_dir = || {
+        std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|d| d.is_dir())
+            .unwrap_or_else(|| PathBuf::from("/tmp"))
+    };
     cfg.admin_socket = if a.no_admin || fc.no_admin {
         None
     } else {
-        Some(a.admin_socket.clone().or(fc.admin_socket.clone()).unwrap_or_else(|| runtime_dir().join(format!("dafsd-{}.admin.sock", std::process::id()))))
+        Some(a.admin_socket.clone().or(fc.admin_socket.clone()).unwrap_or_else(|| {
+            runtime_dir().join(format!("dafsd-{}.admin.sock", std::process::id()))
+        }))
     };
     if let Some(p) = a.secret_file.as_ref().or(fc.secret_file.as_ref()) {
         cfg.secret = Some(read_secret(p)?);
@@ -258,13 +281,25 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
         (Some(cert), Some(key), _) => Some(TlsServerOptions {
             cert_file: cert.clone(),
             key_file: key.clone(),
-            client_ca_file: a.tls_client_ca.clone().or_else(|| fc.tls.as_ref().and_then(|t| t.client_ca.clone())),
+            client_ca_file: a
+                .tls_client_ca
+                .clone()
+                .or_else(|| fc.tls.as_ref().and_then(|t| t.client_ca.clone())),
         }),
-        (None, None, Some(t)) => Some(TlsServerOptions { cert_file: t.cert.clone(), key_file: t.key.clone(), client_ca_file: a.tls_client_ca.clone().or(t.client_ca.clone()) }),
-        (None, None, None) if a.tls_client_ca.is_some() => return Err("--tls-client-ca needs --tls-cert and --tls-key".into()),
+        (None, None, Some(t)) => Some(TlsServerOptions {
+            cert_file: t.cert.clone(),
+            key_file: t.key.clone(),
+            client_ca_file: a.tls_client_ca.clone().or(t.client_ca.clone()),
+        }),
+        (None, None, None) if a.tls_client_ca.is_some() => {
+            return Err("--tls-client-ca needs --tls-cert and --tls-key".into())
+        }
         _ => None,
     };
-    if cfg.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some()) && a.shm_socket.is_none() && fc.shm_socket.is_none() {
+    if cfg.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some())
+        && a.shm_socket.is_none()
+        && fc.shm_socket.is_none()
+    {
         // Mutual TLS: same-host clients must not get around client certificates through
         // the shared-memory provider. An explicitly configured shm socket is an error
         // (reported by validate).
@@ -279,11 +314,25 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
     let cfg = build_config(a)?;
     let admin = cfg.admin_socket.clone();
     let tls = cfg.tls.clone();
-    let exports: Vec<String> = cfg.exports.iter().map(|e| format!("{}={}{}", e.name, e.path.display(), if e.read_only { " (ro)" } else { "" })).collect();
+    let exports: Vec<String> = cfg
+        .exports
+        .iter()
+        .map(|e| {
+            format!("{}={}{}", e.name, e.path.display(), if e.read_only { " (ro)" } else { "" })
+        })
+        .collect();
     let handle = dafs_server::start(cfg)?;
     println!("dafsd listening on {}", handle.local_addr());
     if let Some(t) = &tls {
-        println!("tls: required on {} ({})", handle.local_addr(), if t.client_ca_file.is_some() { "client certificates required" } else { "no client certificates" });
+        println!(
+            "tls: required on {} ({})",
+            handle.local_addr(),
+            if t.client_ca_file.is_some() {
+                "client certificates required"
+            } else {
+                "no client certificates"
+            }
+        );
     }
     if let Some(p) = handle.shm_path() {
         println!("shared memory: dafs+shm://{p}");

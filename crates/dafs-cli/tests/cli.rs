@@ -17,10 +17,17 @@ fn dafs_cmd(args: &[&str]) -> Command {
     c
 }
 
-fn run(args: &[&str]) -> Output { dafs_cmd(args).output().expect("run dafs") }
+fn run(args: &[&str]) -> Output {
+    dafs_cmd(args).output().expect("run dafs")
+}
 
 fn run_stdin(args: &[&str], input: &[u8]) -> Output {
-    let mut child = dafs_cmd(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run dafs");
+    let mut child = dafs_cmd(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dafs");
     let mut stdin = child.stdin.take().unwrap();
     let data = input.to_vec();
     let feeder = std::thread::spawn(move || {
@@ -48,12 +55,20 @@ fn expect(code: i32, args: &[&str]) -> Output {
     o
 }
 
-fn ok(args: &[&str]) -> Output { expect(0, args) }
+fn ok(args: &[&str]) -> Output {
+    expect(0, args)
+}
 
-fn stdout(o: &Output) -> String { String::from_utf8_lossy(&o.stdout).into_owned() }
-fn stderr(o: &Output) -> String { String::from_utf8_lossy(&o.stderr).into_owned() }
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
 
-fn p(path: &Path) -> &str { path.to_str().unwrap() }
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
 
 /// A port nothing listens on (bound, then released).
 fn dead_port() -> u16 {
@@ -101,7 +116,11 @@ fn transfers(srv: &TestServer) {
         // put FILE -> exactly the bytes on the server's disk
         ok(&["put", p(&src), &srv.url(&name)]);
         let on_disk = std::fs::read(srv.dir().join(&name)).unwrap();
-        assert!(on_disk == data, "put of {size} bytes: the server's copy differs ({} bytes)", on_disk.len());
+        assert!(
+            on_disk == data,
+            "put of {size} bytes: the server's copy differs ({} bytes)",
+            on_disk.len()
+        );
 
         // get -> FILE
         let dst = scratch.join(format!("dst-{size}"));
@@ -121,10 +140,20 @@ fn transfers(srv: &TestServer) {
         let o = run_stdin(&["put", "-", &srv.url(&name2)], &data);
         assert_eq!(o.status.code(), Some(0), "{}", show(&["put", "-", &name2], &o));
         let on_disk = std::fs::read(srv.dir().join(&name2)).unwrap();
-        assert!(on_disk == data, "put - of {size} bytes: the server's copy differs ({} bytes)", on_disk.len());
+        assert!(
+            on_disk == data,
+            "put - of {size} bytes: the server's copy differs ({} bytes)",
+            on_disk.len()
+        );
     }
     // cat of several files concatenates them in order.
-    let o = ok(&["cat", &srv.url("file-1"), &srv.url("file-16383"), &srv.url("file-0"), &srv.url("file-1")]);
+    let o = ok(&[
+        "cat",
+        &srv.url("file-1"),
+        &srv.url("file-16383"),
+        &srv.url("file-0"),
+        &srv.url("file-1"),
+    ]);
     let mut want = pattern(0, 1, 2);
     want.extend(pattern(0, 16 * 1024 - 1, 3));
     want.extend(pattern(0, 1, 2));
@@ -229,7 +258,11 @@ fn operation_failures_exit_1_naming_path_and_reason() {
         let argv: Vec<&str> = full.iter().map(String::as_str).collect();
         let o = expect(1, &argv);
         let err = stderr(&o);
-        assert!(err.contains(path) && err.contains(reason), "stderr should name {path} and {reason:?}\n{}", show(&argv, &o));
+        assert!(
+            err.contains(path) && err.contains(reason),
+            "stderr should name {path} and {reason:?}\n{}",
+            show(&argv, &o)
+        );
     }
     // A local file that cannot be read: put fails with 1 and names it.
     let missing_local = srv.base_dir().join("no-such-local-file");
@@ -249,9 +282,9 @@ fn usage_errors_exit_2() {
         &["ping", "dafs:///nohost"],
         &["cat", "/just/a/path"],
         &["put", "/etc/hostname", "ftp://x/y"],
-        &["rm"],                     // no URL
-        &["frobnicate"],             // no such subcommand (clap)
-        &["ls"],                     // missing argument (clap)
+        &["rm"],         // no URL
+        &["frobnicate"], // no such subcommand (clap)
+        &["ls"],         // missing argument (clap)
         &["ls", "--bogus-flag", "dafs://x"],
     ] {
         let o = expect(2, args);
@@ -276,7 +309,13 @@ fn usage_errors_exit_2() {
 fn connect_failures_exit_3() {
     let port = dead_port();
     let url = format!("dafs://127.0.0.1:{port}/x");
-    for args in [&["ping", url.as_str()][..], &["ls", &url], &["cat", &url], &["mkdir", &url], &["get", &url, "-"]] {
+    for args in [
+        &["ping", url.as_str()][..],
+        &["ls", &url],
+        &["cat", &url],
+        &["mkdir", &url],
+        &["get", &url, "-"],
+    ] {
         let o = expect(3, args);
         assert!(stderr(&o).contains("cannot connect"), "{}", show(args, &o));
     }

@@ -42,7 +42,8 @@ fn registered_memory(p: Provider) {
 
     // while a read naming the region is in flight, the application may not touch it
     let cg = c.create_cg();
-    let id = c.submit_read(&f, 0, IoBuf::Region { region: r, offset: 0, len: 2 * thr }, cg, 11).unwrap();
+    let id =
+        c.submit_read(&f, 0, IoBuf::Region { region: r, offset: 0, len: 2 * thr }, cg, 11).unwrap();
     assert!(matches!(c.region_mut(r), Err(Error::RegionBusy)));
     assert!(matches!(c.region(r), Err(Error::RegionBusy)));
     assert!(matches!(c.unregister(r), Err(Error::RegionBusy)));
@@ -84,12 +85,24 @@ fn registered_memory(p: Provider) {
     // bad registrations and ranges
     assert!(matches!(c.register(Vec::new()), Err(Error::InvalidArgument(_))));
     let small = c.alloc_registered(100).unwrap();
-    assert!(matches!(c.submit_read(&f, 0, IoBuf::Region { region: small, offset: 50, len: 51 }, cg, 0), Err(Error::InvalidArgument(_))));
-    assert!(matches!(c.submit_read(&f, 0, IoBuf::Region { region: small, offset: usize::MAX, len: 2 }, cg, 0), Err(Error::InvalidArgument(_))));
-    assert!(matches!(c.submit_write(&f, 0, IoBuf::Region { region: small, offset: 101, len: 0 }, cg, 0), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        c.submit_read(&f, 0, IoBuf::Region { region: small, offset: 50, len: 51 }, cg, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.submit_read(&f, 0, IoBuf::Region { region: small, offset: usize::MAX, len: 2 }, cg, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.submit_write(&f, 0, IoBuf::Region { region: small, offset: 101, len: 0 }, cg, 0),
+        Err(Error::InvalidArgument(_))
+    ));
     assert_eq!(c.outstanding(cg), 0, "refused submits are not in flight");
     c.unregister(small).unwrap();
-    assert!(matches!(c.submit_read(&f, 0, IoBuf::Region { region: small, offset: 0, len: 10 }, cg, 0), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        c.submit_read(&f, 0, IoBuf::Region { region: small, offset: 0, len: 10 }, cg, 0),
+        Err(Error::InvalidArgument(_))
+    ));
     c.null().unwrap();
 }
 
@@ -145,7 +158,10 @@ fn submit_paths_and_counters(p: Provider) {
     assert_eq!(ok(&d[0]), 200);
     assert_eq!(d[0].buf.as_deref().unwrap(), &data[5..205]);
     let s4 = c.stats();
-    assert_eq!((s4.inline_reads, s4.direct_reads, s4.off_direct_path), (s3.inline_reads + 1, s3.direct_reads, s3.off_direct_path));
+    assert_eq!(
+        (s4.inline_reads, s4.direct_reads, s4.off_direct_path),
+        (s3.inline_reads + 1, s3.direct_reads, s3.off_direct_path)
+    );
 
     // 5. Vec, above threshold: direct, counted off the direct path
     c.submit_read(&src, 9, IoBuf::Vec(vec![0; big]), cg, 5).unwrap();
@@ -159,7 +175,10 @@ fn submit_paths_and_counters(p: Provider) {
     if c.provider() == "shm" {
         // memory the library did not allocate is reached by address on shm
         assert_eq!(s5.transport.vm_registrations, s4.transport.vm_registrations + 1);
-        assert_eq!(s3.transport.vm_registrations, s0.transport.vm_registrations, "alloc_registered memory is shared, not reached by address");
+        assert_eq!(
+            s3.transport.vm_registrations, s0.transport.vm_registrations,
+            "alloc_registered memory is shared, not reached by address"
+        );
     }
 
     // writes: the same four combinations
@@ -168,12 +187,18 @@ fn submit_paths_and_counters(p: Provider) {
     c.submit_write(&dst, 0, IoBuf::Region { region, offset: 0, len: 50 }, cg, 6).unwrap();
     assert_eq!(ok(&c.wait_all(cg).unwrap()[0]), 50);
     let s6 = c.stats();
-    assert_eq!((s6.inline_writes, s6.direct_writes, s6.off_direct_path), (s5.inline_writes + 1, s5.direct_writes, s5.off_direct_path));
+    assert_eq!(
+        (s6.inline_writes, s6.direct_writes, s6.off_direct_path),
+        (s5.inline_writes + 1, s5.direct_writes, s5.off_direct_path)
+    );
 
     c.submit_write(&dst, 50, IoBuf::Region { region, offset: 50, len: big }, cg, 7).unwrap();
     assert_eq!(ok(&c.wait_all(cg).unwrap()[0]), big);
     let s7 = c.stats();
-    assert_eq!((s7.inline_writes, s7.direct_writes, s7.off_direct_path), (s6.inline_writes, s6.direct_writes + 1, s6.off_direct_path));
+    assert_eq!(
+        (s7.inline_writes, s7.direct_writes, s7.off_direct_path),
+        (s6.inline_writes, s6.direct_writes + 1, s6.off_direct_path)
+    );
     if c.provider() == "tcp" {
         assert!(s7.transport.pulled_bytes >= s6.transport.pulled_bytes + big as u64);
     }
@@ -182,18 +207,29 @@ fn submit_paths_and_counters(p: Provider) {
     c.submit_write(&dst, tail as u64, IoBuf::Vec(wdata[tail..tail + 30].to_vec()), cg, 8).unwrap();
     let d = c.wait_all(cg).unwrap();
     assert_eq!(ok(&d[0]), 30);
-    assert_eq!(d[0].buf.as_deref().unwrap(), &wdata[tail..tail + 30], "write buffer handed back unchanged");
+    assert_eq!(
+        d[0].buf.as_deref().unwrap(),
+        &wdata[tail..tail + 30],
+        "write buffer handed back unchanged"
+    );
     let s8 = c.stats();
-    assert_eq!((s8.inline_writes, s8.direct_writes, s8.off_direct_path), (s7.inline_writes + 1, s7.direct_writes, s7.off_direct_path));
+    assert_eq!(
+        (s8.inline_writes, s8.direct_writes, s8.off_direct_path),
+        (s7.inline_writes + 1, s7.direct_writes, s7.off_direct_path)
+    );
 
     let rest = 5 * thr - tail - 30;
     assert!(rest > thr);
-    c.submit_write(&dst, (tail + 30) as u64, IoBuf::Vec(wdata[tail + 30..].to_vec()), cg, 9).unwrap();
+    c.submit_write(&dst, (tail + 30) as u64, IoBuf::Vec(wdata[tail + 30..].to_vec()), cg, 9)
+        .unwrap();
     let d = c.wait_all(cg).unwrap();
     assert_eq!(ok(&d[0]), rest);
     assert_eq!(d[0].buf.as_ref().unwrap().len(), rest);
     let s9 = c.stats();
-    assert_eq!((s9.inline_writes, s9.direct_writes, s9.off_direct_path), (s8.inline_writes, s8.direct_writes + 1, s8.off_direct_path + 1));
+    assert_eq!(
+        (s9.inline_writes, s9.direct_writes, s9.off_direct_path),
+        (s8.inline_writes, s8.direct_writes + 1, s8.off_direct_path + 1)
+    );
 
     assert_eq!(std::fs::read(srv.dir().join("dst")).unwrap(), wdata);
     assert_eq!(s9.errors, 0);
@@ -234,8 +270,14 @@ fn completion_groups(p: Provider) {
     let mut ids2 = BTreeSet::new();
     for i in 0..6u64 {
         let len = if i % 2 == 0 { 100 } else { 2 * thr };
-        ids1.insert((c.submit_read(&f, i * 10, IoBuf::Vec(vec![0; len]), g1, 1000 + i).unwrap().0, 1000 + i));
-        ids2.insert((c.submit_read(&f, i * 20, IoBuf::Vec(vec![0; len]), g2, u64::MAX - i).unwrap().0, u64::MAX - i));
+        ids1.insert((
+            c.submit_read(&f, i * 10, IoBuf::Vec(vec![0; len]), g1, 1000 + i).unwrap().0,
+            1000 + i,
+        ));
+        ids2.insert((
+            c.submit_read(&f, i * 20, IoBuf::Vec(vec![0; len]), g2, u64::MAX - i).unwrap().0,
+            u64::MAX - i,
+        ));
     }
     assert_eq!(c.outstanding(g1), 6);
     assert_eq!(c.outstanding(g2), 6);
@@ -247,7 +289,12 @@ fn completion_groups(p: Provider) {
     let rest = c.wait_all(g1).unwrap();
     assert_eq!(rest.len(), 3);
     assert_eq!(c.outstanding(g1), 0);
-    let got1: BTreeSet<_> = first.iter().chain(std::iter::once(&one)).chain(rest.iter()).map(|x| (x.id.0, x.user_data)).collect();
+    let got1: BTreeSet<_> = first
+        .iter()
+        .chain(std::iter::once(&one))
+        .chain(rest.iter())
+        .map(|x| (x.id.0, x.user_data))
+        .collect();
     assert_eq!(got1, ids1, "group 1 got exactly its own completions, each once");
     for x in first.iter().chain(std::iter::once(&one)).chain(rest.iter()) {
         let i = x.user_data - 1000;
@@ -267,7 +314,10 @@ fn completion_groups(p: Provider) {
         for x in p {
             let i = u64::MAX - x.user_data;
             let n = ok(&x);
-            assert_eq!(x.buf.as_deref().unwrap()[..n], data[(i * 20) as usize..(i * 20) as usize + n]);
+            assert_eq!(
+                x.buf.as_deref().unwrap()[..n],
+                data[(i * 20) as usize..(i * 20) as usize + n]
+            );
             assert!(got2.insert((x.id.0, x.user_data)));
         }
     }
@@ -285,7 +335,10 @@ fn completion_groups(p: Provider) {
     assert_eq!(c.wait_all(g2).unwrap().len(), 1);
     c.destroy_cg(g2).unwrap();
     assert!(matches!(c.destroy_cg(g2), Err(Error::InvalidArgument(_))));
-    assert!(matches!(c.submit_read(&f, 0, IoBuf::Vec(vec![0; 10]), g2, 1), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        c.submit_read(&f, 0, IoBuf::Vec(vec![0; 10]), g2, 1),
+        Err(Error::InvalidArgument(_))
+    ));
     assert!(matches!(c.poll(g2, 1), Err(Error::InvalidArgument(_))));
     assert!(matches!(c.wait_all(g2), Err(Error::InvalidArgument(_))));
     assert!(matches!(c.wait_one(g2, None), Err(Error::InvalidArgument(_))));
@@ -315,10 +368,19 @@ fn slots_are_credits_and_submit_never_blocks(p: Provider) {
     let mut first_wb = None;
     for i in 0..64usize {
         let t = Instant::now();
-        match c.submit_read(&f, (i % 16 * max) as u64, IoBuf::Region { region: regions[i % 8], offset: 0, len: max }, cg, i as u64) {
+        match c.submit_read(
+            &f,
+            (i % 16 * max) as u64,
+            IoBuf::Region { region: regions[i % 8], offset: 0, len: max },
+            cg,
+            i as u64,
+        ) {
             Ok(_) => submitted += 1,
             Err(Error::WouldBlock) => {
-                assert!(t.elapsed() < Duration::from_secs(2), "WouldBlock must not wait for replies");
+                assert!(
+                    t.elapsed() < Duration::from_secs(2),
+                    "WouldBlock must not wait for replies"
+                );
                 first_wb = Some(i);
                 break;
             }
@@ -326,8 +388,12 @@ fn slots_are_credits_and_submit_never_blocks(p: Provider) {
         }
         assert!(c.outstanding(cg) <= c.slots() as usize, "more in flight than slots");
     }
-    let wb = first_wb.expect("submitting far more than slots() without reaping must hit WouldBlock");
-    assert!(submitted >= c.slots() as usize, "at least slots() submits succeed before WouldBlock ({submitted})");
+    let wb =
+        first_wb.expect("submitting far more than slots() without reaping must hit WouldBlock");
+    assert!(
+        submitted >= c.slots() as usize,
+        "at least slots() submits succeed before WouldBlock ({submitted})"
+    );
     assert!(c.outstanding(cg) <= 4);
     assert!(c.stats().slot_waits >= 1);
     // the blocking API still works while user I/O holds slots (it waits for a slot)
@@ -338,7 +404,8 @@ fn slots_are_credits_and_submit_never_blocks(p: Provider) {
     for d in &done {
         assert_eq!(ok(d), max);
     }
-    c.submit_read(&f, 0, IoBuf::Region { region: regions[0], offset: 0, len: max }, cg, wb as u64).unwrap();
+    c.submit_read(&f, 0, IoBuf::Region { region: regions[0], offset: 0, len: max }, cg, wb as u64)
+        .unwrap();
     assert_eq!(ok(&c.wait_one(cg, None).unwrap().unwrap()), max);
     assert!(c.region(regions[0]).unwrap().iter().all(|&b| b == 0));
 
@@ -384,7 +451,8 @@ fn slots_are_credits_and_submit_never_blocks(p: Provider) {
         assert_eq!(d.result.unwrap_err().status(), Some(Status::OpenMode));
     }
     for i in 0..4u64 {
-        c.submit_read(&w, 0, IoBuf::Vec(vec![0; 10]), cg, i).unwrap_or_else(|e| panic!("slot {i} leaked: {e:?}"));
+        c.submit_read(&w, 0, IoBuf::Vec(vec![0; 10]), cg, i)
+            .unwrap_or_else(|e| panic!("slot {i} leaked: {e:?}"));
     }
     assert_eq!(c.wait_all(cg).unwrap().len(), 4);
     assert!(std::fs::read(srv.dir().join("w")).unwrap() == rng_data);
@@ -403,22 +471,30 @@ fn eof_semantics(p: Provider) {
     let cases: &[(u64, usize, usize, bool)] = &[
         // (offset, len, expected count, expected eof)
         (0, 500, 500, false),
-        ((size - 200) as u64, 500, 200, true),         // inline, short
-        (size as u64, 100, 0, true),                   // inline, at end
-        (size as u64 + 5000, 100, 0, true),            // inline, past end
-        ((size - 10) as u64, 2 * thr, 10, true),       // direct, short
-        (size as u64 + 1, 2 * thr, 0, true),           // direct, past end
-        (0, 2 * thr, 2 * thr, false),                  // direct, full
+        ((size - 200) as u64, 500, 200, true), // inline, short
+        (size as u64, 100, 0, true),           // inline, at end
+        (size as u64 + 5000, 100, 0, true),    // inline, past end
+        ((size - 10) as u64, 2 * thr, 10, true), // direct, short
+        (size as u64 + 1, 2 * thr, 0, true),   // direct, past end
+        (0, 2 * thr, 2 * thr, false),          // direct, full
     ];
     for (k, &(off, len, want, eof)) in cases.iter().enumerate() {
         for use_region in [false, true] {
-            let buf = if use_region { IoBuf::Region { region, offset: 0, len } } else { IoBuf::Vec(vec![0xCC; len]) };
+            let buf = if use_region {
+                IoBuf::Region { region, offset: 0, len }
+            } else {
+                IoBuf::Vec(vec![0xCC; len])
+            };
             c.submit_read(&f, off, buf, cg, k as u64).unwrap();
             let d = c.wait_one(cg, None).unwrap().unwrap();
             assert_eq!(d.user_data, k as u64);
             assert_eq!(ok(&d), want, "case {k} region={use_region}");
             assert_eq!(d.eof, eof, "case {k} region={use_region}");
-            let got = if use_region { c.region(region).unwrap()[..want].to_vec() } else { d.buf.unwrap()[..want].to_vec() };
+            let got = if use_region {
+                c.region(region).unwrap()[..want].to_vec()
+            } else {
+                d.buf.unwrap()[..want].to_vec()
+            };
             let o = off.min(size as u64) as usize;
             assert_eq!(got, &data[o..o + want], "case {k}");
         }
@@ -446,11 +522,23 @@ fn max_io_size_is_enforced(p: Provider) {
     let f = c.open("f", OpenOptions::read_write().create(true)).unwrap();
     let cg = c.create_cg();
     let s0 = c.stats();
-    assert!(matches!(c.submit_read(&f, 0, IoBuf::Vec(vec![0; max + 1]), cg, 0), Err(Error::InvalidArgument(_))));
-    assert!(matches!(c.submit_write(&f, 0, IoBuf::Vec(vec![0; max + 1]), cg, 0), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        c.submit_read(&f, 0, IoBuf::Vec(vec![0; max + 1]), cg, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.submit_write(&f, 0, IoBuf::Vec(vec![0; max + 1]), cg, 0),
+        Err(Error::InvalidArgument(_))
+    ));
     let r = c.alloc_registered(max + 1).unwrap();
-    assert!(matches!(c.submit_read(&f, 0, IoBuf::Region { region: r, offset: 0, len: max + 1 }, cg, 0), Err(Error::InvalidArgument(_))));
-    assert!(matches!(c.submit_write(&f, 0, IoBuf::Region { region: r, offset: 0, len: max + 1 }, cg, 0), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        c.submit_read(&f, 0, IoBuf::Region { region: r, offset: 0, len: max + 1 }, cg, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        c.submit_write(&f, 0, IoBuf::Region { region: r, offset: 0, len: max + 1 }, cg, 0),
+        Err(Error::InvalidArgument(_))
+    ));
     assert_eq!(c.outstanding(cg), 0);
     assert_eq!(c.stats().requests, s0.requests, "nothing was sent");
     assert_eq!(std::fs::metadata(srv.dir().join("f")).unwrap().len(), 0);
@@ -467,7 +555,9 @@ fn max_io_size_is_enforced(p: Provider) {
     assert!(std::fs::read(srv.dir().join("f")).unwrap() == data);
 }
 
-fn thread_count() -> usize { std::fs::read_dir("/proc/self/task").unwrap().count() }
+fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
 
 /// The library runs no threads of its own (on either provider). The libtest harness runs tests on threads
 /// that come and go, so the measurement runs in a child test process with one test
@@ -481,7 +571,11 @@ fn no_hidden_threads(p: Provider) {
             .env(PROBE, "1")
             .output()
             .unwrap();
-        let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let text = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(out.status.success(), "probe failed:\n{text}");
         assert!(text.contains("thread probe ok"), "the probe did not run:\n{text}");
         return;
@@ -528,7 +622,14 @@ fn server_reads_and_writes_race_free_with_many_in_flight(p: Provider) {
     let regions: Vec<_> = (0..n)
         .map(|i| {
             let r = c.register(pattern((i * len) as u64, len, 8)).unwrap();
-            c.submit_write(&f, (i * len) as u64, IoBuf::Region { region: r, offset: 0, len }, cg, i as u64).unwrap();
+            c.submit_write(
+                &f,
+                (i * len) as u64,
+                IoBuf::Region { region: r, offset: 0, len },
+                cg,
+                i as u64,
+            )
+            .unwrap();
             r
         })
         .collect();
@@ -539,7 +640,14 @@ fn server_reads_and_writes_race_free_with_many_in_flight(p: Provider) {
     for (i, r) in regions.iter().enumerate() {
         c.region_mut(*r).unwrap().fill(0);
         // read region i from the slice of file belonging to n-1-i
-        c.submit_read(&f, ((n - 1 - i) * len) as u64, IoBuf::Region { region: *r, offset: 0, len }, cg, i as u64).unwrap();
+        c.submit_read(
+            &f,
+            ((n - 1 - i) * len) as u64,
+            IoBuf::Region { region: *r, offset: 0, len },
+            cg,
+            i as u64,
+        )
+        .unwrap();
     }
     let done = c.wait_all(cg).unwrap();
     assert_eq!(done.len(), n);
@@ -566,7 +674,12 @@ fn close_after_submitted_io(p: Provider) {
     done.sort_by_key(|d| d.user_data);
     assert_eq!(done.len(), 3);
     for d in &done {
-        assert!(d.result.is_ok(), "request {} submitted before CLOSE failed: {:?}", d.user_data, d.result);
+        assert!(
+            d.result.is_ok(),
+            "request {} submitted before CLOSE failed: {:?}",
+            d.user_data,
+            d.result
+        );
     }
     let mut want = pattern(0, 4 * thr, 3);
     want.extend_from_slice(b"tail");
@@ -584,7 +697,8 @@ fn huge_offsets(p: Provider) {
     assert_eq!(fbig(c.pwrite(&f, b"x", u64::MAX)), Some(Status::FBig));
     assert_eq!(fbig(c.pwrite(&f, &vec![1; 2 * thr], i64::MAX as u64 - 10)), Some(Status::FBig));
     let cg = c.create_cg();
-    for (i, off) in [u64::MAX - 5, i64::MAX as u64 - 2, i64::MAX as u64 + 1].into_iter().enumerate() {
+    for (i, off) in [u64::MAX - 5, i64::MAX as u64 - 2, i64::MAX as u64 + 1].into_iter().enumerate()
+    {
         c.submit_write(&f, off, IoBuf::Vec(vec![1; 10]), cg, i as u64).unwrap();
         c.submit_write(&f, off, IoBuf::Vec(vec![1; 2 * thr]), cg, 10 + i as u64).unwrap();
         c.submit_read(&f, off, IoBuf::Vec(vec![0; 10]), cg, 20 + i as u64).unwrap();
@@ -638,7 +752,10 @@ fn server_death_fails_in_flight_io(p: Provider) {
     assert!(c.wait_one(cg, Some(Duration::from_millis(200))).unwrap().is_none());
     assert!(c.wait_n(cg, 2, Some(Duration::from_millis(100))).unwrap().is_empty());
     let waited = t.elapsed();
-    assert!(waited >= Duration::from_millis(300) && waited < Duration::from_secs(3), "timed waits took {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(3),
+        "timed waits took {waited:?}"
+    );
     assert_eq!(c.outstanding(cg), 4);
     assert!(matches!(c.region_mut(r), Err(Error::RegionBusy)));
     // SAFETY: as above.
@@ -647,7 +764,10 @@ fn server_death_fails_in_flight_io(p: Provider) {
     let t = Instant::now();
     let mut done = Vec::new();
     while done.len() < 4 {
-        assert!(t.elapsed() < Duration::from_secs(20), "in-flight requests never completed after the server died");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "in-flight requests never completed after the server died"
+        );
         match c.wait_n(cg, 4, Some(Duration::from_secs(5))) {
             Ok(v) => done.extend(v),
             Err(e) => assert!(matches!(e, Error::Transport(_) | Error::Disconnected), "{e:?}"),
@@ -667,18 +787,35 @@ fn server_death_fails_in_flight_io(p: Provider) {
     assert!(c.region(r).is_ok());
     assert!(c.region_mut(v).is_ok());
     let back = c.unregister(v);
-    assert!(matches!(back, Ok(Some(ref b)) if b.len() == 2 * thr), "unregister after disconnect: {back:?}");
+    assert!(
+        matches!(back, Ok(Some(ref b)) if b.len() == 2 * thr),
+        "unregister after disconnect: {back:?}"
+    );
     let _ = c.unregister(r);
     // later calls fail at once
     let t = Instant::now();
     assert!(matches!(c.null(), Err(Error::Disconnected)));
     assert!(matches!(c.stat("f"), Err(Error::Disconnected)));
-    assert!(matches!(c.submit_read(&f, 0, IoBuf::Vec(vec![0; 10]), cg, 5), Err(Error::Disconnected)));
+    assert!(matches!(
+        c.submit_read(&f, 0, IoBuf::Vec(vec![0; 10]), cg, 5),
+        Err(Error::Disconnected)
+    ));
     let mut b = [0u8; 10];
     assert!(c.pread(&f, &mut b, 0).is_err());
     assert!(c.poll(cg, 10).unwrap_or_default().is_empty());
     assert!(t.elapsed() < Duration::from_secs(2));
 }
 
-
-for_each_provider!(registered_memory, submit_paths_and_counters, completion_groups, slots_are_credits_and_submit_never_blocks, eof_semantics, max_io_size_is_enforced, no_hidden_threads, server_reads_and_writes_race_free_with_many_in_flight, server_death_fails_in_flight_io, close_after_submitted_io, huge_offsets);
+for_each_provider!(
+    registered_memory,
+    submit_paths_and_counters,
+    completion_groups,
+    slots_are_credits_and_submit_never_blocks,
+    eof_semantics,
+    max_io_size_is_enforced,
+    no_hidden_threads,
+    server_reads_and_writes_race_free_with_many_in_flight,
+    server_death_fails_in_flight_io,
+    close_after_submitted_io,
+    huge_offsets
+);

@@ -57,7 +57,11 @@ fn open_create_exclusive_truncate() {
 
     // exclusive
     assert_eq!(status(c.open("new.txt", OpenOptions::read_write().exclusive(true))), Status::Exist);
-    assert_eq!(std::fs::read(d.join("new.txt")).unwrap(), b"hello world", "failed exclusive create must not touch the file");
+    assert_eq!(
+        std::fs::read(d.join("new.txt")).unwrap(),
+        b"hello world",
+        "failed exclusive create must not touch the file"
+    );
     let f = c.open("excl.txt", OpenOptions::write_only().exclusive(true)).unwrap();
     c.close(f).unwrap();
     assert!(d.join("excl.txt").is_file());
@@ -199,7 +203,9 @@ fn closed_open_id_is_bad(p: Provider) {
     // `close` consumes the File, so use the stale open id through raw requests.
     let m = c.raw_call(&Request::ReadInline { open_id: id, offset: 0, len: 4 }).unwrap();
     assert_eq!(raw_status(&c, &m), Status::BadOpenId);
-    let m = c.raw_call(&Request::WriteInline { open_id: id, offset: 0, stable: false, data: b"zz" }).unwrap();
+    let m = c
+        .raw_call(&Request::WriteInline { open_id: id, offset: 0, stable: false, data: b"zz" })
+        .unwrap();
     assert_eq!(raw_status(&c, &m), Status::BadOpenId);
     let m = c.raw_call(&Request::Close { open_id: id }).unwrap();
     assert_eq!(raw_status(&c, &m), Status::BadOpenId);
@@ -264,7 +270,11 @@ fn stat_lstat_fstat_getattr() {
     // fstat / getattr see changes made on disk
     let f = c.open("file", OpenOptions::read()).unwrap();
     assert_eq!(f.attr.fileid, a.fileid);
-    std::io::Write::write_all(&mut std::fs::OpenOptions::new().append(true).open(d.join("file")).unwrap(), b"more").unwrap();
+    std::io::Write::write_all(
+        &mut std::fs::OpenOptions::new().append(true).open(d.join("file")).unwrap(),
+        b"more",
+    )
+    .unwrap();
     assert_eq!(c.fstat(&f).unwrap().size, 1238);
     let (fh, la) = c.lookup("file").unwrap();
     assert_eq!(la.fileid, a.fileid);
@@ -325,7 +335,16 @@ fn setattr_chmod_truncate_times() {
     use dafs_client::dafs_proto::types::setattr_mask as m;
     let (fh, _) = c.lookup("f").unwrap();
     let a = c
-        .setattr(fh, dafs_proto::SetAttrs { mask: m::MODE | m::SIZE | m::MTIME, mode: 0o640, size: 7, mtime_ns: mt, ..Default::default() })
+        .setattr(
+            fh,
+            dafs_proto::SetAttrs {
+                mask: m::MODE | m::SIZE | m::MTIME,
+                mode: 0o640,
+                size: 7,
+                mtime_ns: mt,
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert_eq!((a.mode, a.size, a.mtime_ns), (0o640, 7, mt));
     assert_eq!(std::fs::metadata(d.join("f")).unwrap().len(), 7);
@@ -381,7 +400,10 @@ fn mkdir_rmdir_remove() {
     assert!(d.join(&long).is_dir());
     c.rmdir(&long).unwrap();
     assert_eq!(status(c.mkdir(&"n".repeat(256), 0o755)), Status::NameTooLong);
-    assert_eq!(status(c.open(&"n".repeat(256), OpenOptions::read_write().create(true))), Status::NameTooLong);
+    assert_eq!(
+        status(c.open(&"n".repeat(256), OpenOptions::read_write().create(true))),
+        Status::NameTooLong
+    );
 
     // rmdir
     assert_eq!(status(c.rmdir("d1")), Status::NotEmpty);
@@ -598,7 +620,10 @@ fn readdir_statfs_fsync_null() {
 
     let ents = c.readdir("").unwrap();
     let names: BTreeSet<String> = ents.iter().map(|e| e.name_lossy()).collect();
-    let disk: BTreeSet<String> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let disk: BTreeSet<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     assert_eq!(names, disk);
     assert_eq!(ents.len(), 52, "no duplicates, no '.'/'..'");
     for e in &ents {
@@ -621,7 +646,10 @@ fn readdir_statfs_fsync_null() {
 
     // statfs agrees with the kernel's view of the export's file system
     let s = c.statfs().unwrap();
-    assert!(s.total_bytes > 0 && s.free_bytes <= s.total_bytes && s.avail_bytes <= s.free_bytes, "{s:?}");
+    assert!(
+        s.total_bytes > 0 && s.free_bytes <= s.total_bytes && s.avail_bytes <= s.free_bytes,
+        "{s:?}"
+    );
     assert!(s.block_size > 0);
     assert_eq!(s.name_max, 255);
     // SAFETY: statvfs on a NUL-terminated path into a zeroed struct.
@@ -665,7 +693,10 @@ fn stale_and_bad_handles() {
     assert!(c.getattr(fh).is_ok());
     std::fs::remove_file(d.join("doomed")).unwrap();
     assert_eq!(status(c.getattr(fh)), Status::Stale);
-    assert_eq!(status(c.setattr(fh, dafs_proto::SetAttrs { mask: 1, mode: 0o600, ..Default::default() })), Status::Stale);
+    assert_eq!(
+        status(c.setattr(fh, dafs_proto::SetAttrs { mask: 1, mode: 0o600, ..Default::default() })),
+        Status::Stale
+    );
 
     let (dh, _) = c.lookup("ddir").unwrap();
     std::fs::remove_dir(d.join("ddir")).unwrap();
@@ -713,7 +744,20 @@ fn path_escapes_are_refused() {
     std::fs::write(d.parent().unwrap().join("outside"), b"secret").unwrap();
     std::os::unix::fs::symlink("../outside", d.join("sneaky")).unwrap();
 
-    for p in ["../etc/passwd", "..", "../", "sub/../../etc/passwd", "abs/passwd", "abs", "up/etc/passwd", "up", "sub/up2", "pw", "sneaky", "/../outside"] {
+    for p in [
+        "../etc/passwd",
+        "..",
+        "../",
+        "sub/../../etc/passwd",
+        "abs/passwd",
+        "abs",
+        "up/etc/passwd",
+        "up",
+        "sub/up2",
+        "pw",
+        "sneaky",
+        "/../outside",
+    ] {
         let e = c.stat(p).unwrap_err();
         assert_eq!(e.status(), Some(Status::Escape), "stat({p:?}): {e:?}");
         let e = c.open(p, OpenOptions::read()).unwrap_err();
@@ -738,7 +782,10 @@ fn path_escapes_are_refused() {
         // exclusive create refuses the existing link name itself
         assert_eq!(status(c.open(p, OpenOptions::read_write().exclusive(true))), Status::Exist);
         let st = status(c.create_file(p, 0o644, false));
-        assert!(matches!(st, Status::Loop | Status::Escape | Status::Exist), "create_file over link {p}: {st:?}");
+        assert!(
+            matches!(st, Status::Loop | Status::Escape | Status::Exist),
+            "create_file over link {p}: {st:?}"
+        );
     }
     assert!(!target.exists());
     assert!(!d.parent().unwrap().join("created-through-link-rel").exists());
@@ -752,7 +799,11 @@ fn path_escapes_are_refused() {
     for path in [&b"/etc/passwd"[..], b"/", b"../x", b"sub/../../x"] {
         let m = c.raw_call(&Request::Lookup { dir: c.root_handle(), path, follow: true }).unwrap();
         let st = raw_status(&c, &m);
-        assert!(matches!(st, Status::Escape | Status::NoEnt | Status::BadName | Status::BadXdr), "raw LOOKUP {:?}: {st:?}", String::from_utf8_lossy(path));
+        assert!(
+            matches!(st, Status::Escape | Status::NoEnt | Status::BadName | Status::BadXdr),
+            "raw LOOKUP {:?}: {st:?}",
+            String::from_utf8_lossy(path)
+        );
     }
     assert_eq!(status(c.readdir("abs")), Status::Escape);
     assert_eq!(status(c.readdir("..")), Status::Escape);
@@ -787,7 +838,9 @@ fn symlink_handles_do_not_reach_targets() {
     std::os::unix::fs::symlink(&outside_dir, d.join("outdir")).unwrap();
 
     let lookup_nofollow = |c: &mut dafs_client::Client, name: &[u8]| -> FileHandle {
-        let m = c.raw_call(&Request::Lookup { dir: c.root_handle(), path: name, follow: false }).unwrap();
+        let m = c
+            .raw_call(&Request::Lookup { dir: c.root_handle(), path: name, follow: false })
+            .unwrap();
         match dafs_proto::decode_reply(&m, c.max_msg_size()).unwrap().1 {
             Reply::Handle { fh, attr } => {
                 assert_eq!(attr.ftype, FileType::Symlink);
@@ -797,17 +850,30 @@ fn symlink_handles_do_not_reach_targets() {
         }
     };
     let fh = lookup_nofollow(&mut c, b"out");
-    assert_eq!(c.getattr(fh).unwrap().ftype, FileType::Symlink, "GETATTR describes the link itself");
+    assert_eq!(
+        c.getattr(fh).unwrap().ftype,
+        FileType::Symlink,
+        "GETATTR describes the link itself"
+    );
 
     use dafs_client::dafs_proto::types::{open_flags, setattr_mask as m};
     for set in [
         dafs_proto::SetAttrs { mask: m::SIZE, size: 0, ..Default::default() },
         dafs_proto::SetAttrs { mask: m::MODE, mode: 0o777, ..Default::default() },
-        dafs_proto::SetAttrs { mask: m::ATIME | m::MTIME, atime_ns: 0, mtime_ns: 0, ..Default::default() },
+        dafs_proto::SetAttrs {
+            mask: m::ATIME | m::MTIME,
+            atime_ns: 0,
+            mtime_ns: 0,
+            ..Default::default()
+        },
     ] {
         let _ = c.setattr(fh, set); // may fail or act on the link, never on the target
     }
-    for flags in [open_flags::READ, open_flags::WRITE, open_flags::READ | open_flags::WRITE | open_flags::TRUNCATE] {
+    for flags in [
+        open_flags::READ,
+        open_flags::WRITE,
+        open_flags::READ | open_flags::WRITE | open_flags::TRUNCATE,
+    ] {
         let m = c.raw_call(&Request::Open { fh, flags, mode: 0, name: b"", key: b"" }).unwrap();
         assert_ne!(raw_status(&c, &m), Status::Ok, "OPEN of a symlink handle (flags {flags})");
     }
@@ -822,13 +888,37 @@ fn symlink_handles_do_not_reach_targets() {
     let m = c.raw_call(&Request::Lookup { dir: dh, path: b"x", follow: false }).unwrap();
     assert_ne!(raw_status(&c, &m), Status::Ok);
     assert!(c.create_file("outdir/new", 0o644, false).is_err());
-    let m = c.raw_call(&Request::Create { dir: dh, ftype: FileType::Regular, mode: 0o644, exclusive: true, name: b"new" }).unwrap();
+    let m = c
+        .raw_call(&Request::Create {
+            dir: dh,
+            ftype: FileType::Regular,
+            mode: 0o644,
+            exclusive: true,
+            name: b"new",
+        })
+        .unwrap();
     assert_ne!(raw_status(&c, &m), Status::Ok);
-    let m = c.raw_call(&Request::Open { fh: dh, flags: open_flags::WRITE | open_flags::CREATE, mode: 0o644, name: b"new2", key: b"" }).unwrap();
+    let m = c
+        .raw_call(&Request::Open {
+            fh: dh,
+            flags: open_flags::WRITE | open_flags::CREATE,
+            mode: 0o644,
+            name: b"new2",
+            key: b"",
+        })
+        .unwrap();
     assert_ne!(raw_status(&c, &m), Status::Ok);
     let m = c.raw_call(&Request::Symlink { dir: dh, name: b"sl", target: b"x" }).unwrap();
     assert_ne!(raw_status(&c, &m), Status::Ok);
-    let m = c.raw_call(&Request::Create { dir: dh, ftype: FileType::Directory, mode: 0o755, exclusive: true, name: b"nd" }).unwrap();
+    let m = c
+        .raw_call(&Request::Create {
+            dir: dh,
+            ftype: FileType::Directory,
+            mode: 0o755,
+            exclusive: true,
+            name: b"nd",
+        })
+        .unwrap();
     assert_ne!(raw_status(&c, &m), Status::Ok);
     assert_eq!(std::fs::read_dir(&outside_dir).unwrap().count(), 0, "nothing was created outside");
     c.null().unwrap();
@@ -843,7 +933,8 @@ fn server_limits() {
     for i in 0..5 {
         std::fs::write(srv.dir().join(format!("f{i}")), b"x").unwrap();
     }
-    let mut open: Vec<_> = (0..3).map(|i| c.open(&format!("f{i}"), OpenOptions::read()).unwrap()).collect();
+    let mut open: Vec<_> =
+        (0..3).map(|i| c.open(&format!("f{i}"), OpenOptions::read()).unwrap()).collect();
     assert_eq!(status(c.open("f3", OpenOptions::read())), Status::Limit);
     assert_eq!(status(c.open("new", OpenOptions::read_write().create(true))), Status::Limit);
     c.close(open.pop().unwrap()).unwrap();
@@ -851,7 +942,8 @@ fn server_limits() {
     assert_eq!(status(c.open("f4", OpenOptions::read())), Status::Limit);
     // the limit is per session
     let mut c2 = srv.client_tcp();
-    let g: Vec<_> = (0..3).map(|i| c2.open(&format!("f{i}"), OpenOptions::read()).unwrap()).collect();
+    let g: Vec<_> =
+        (0..3).map(|i| c2.open(&format!("f{i}"), OpenOptions::read()).unwrap()).collect();
     // and sessions are limited
     let e = srv.client_with(|cfg| cfg.provider = Provider::Tcp).err().expect("third session");
     assert_eq!(e.status(), Some(Status::Limit), "{e:?}");
@@ -961,7 +1053,8 @@ fn read_only_export() {
     assert_eq!(status(c.truncate("f", 0)), Status::RoFs);
     assert_eq!(status(c.set_times("f", 0, 0)), Status::RoFs);
     assert_eq!(std::fs::read(ro_dir.path().join("f")).unwrap(), b"read me");
-    let mut names: Vec<_> = std::fs::read_dir(ro_dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let mut names: Vec<_> =
+        std::fs::read_dir(ro_dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     names.sort();
     assert_eq!(names, ["d", "f"]);
     assert_ne!(std::fs::metadata(ro_dir.path().join("f")).unwrap().mode() & 0o777, 0o777);
@@ -988,15 +1081,26 @@ fn authentication(p: Provider) {
     for t in &targets {
         // no secret
         let cfg = ClientConfig { provider: p, ..ClientConfig::default() };
-        let e = dafs_client::Client::connect(t, cfg.clone()).err().expect("must fail without a secret");
+        let e =
+            dafs_client::Client::connect(t, cfg.clone()).err().expect("must fail without a secret");
         assert!(matches!(e, Error::Auth(_)), "{t}: {e:?}");
         // wrong secret
-        let e = dafs_client::Client::connect(t, ClientConfig { secret: Some(b"wrong horse battery staple".to_vec()), ..cfg.clone() })
-            .err()
-            .expect("wrong secret must fail");
-        assert!(matches!(e, Error::Auth(_)) || e.status() == Some(Status::AuthFailed), "{t}: {e:?}");
+        let e = dafs_client::Client::connect(
+            t,
+            ClientConfig { secret: Some(b"wrong horse battery staple".to_vec()), ..cfg.clone() },
+        )
+        .err()
+        .expect("wrong secret must fail");
+        assert!(
+            matches!(e, Error::Auth(_)) || e.status() == Some(Status::AuthFailed),
+            "{t}: {e:?}"
+        );
         // right secret
-        let mut ok = dafs_client::Client::connect(t, ClientConfig { secret: Some(b"correct horse battery staple".to_vec()), ..cfg }).unwrap();
+        let mut ok = dafs_client::Client::connect(
+            t,
+            ClientConfig { secret: Some(b"correct horse battery staple".to_vec()), ..cfg },
+        )
+        .unwrap();
         ok.null().unwrap();
     }
     // right secret
@@ -1014,7 +1118,10 @@ fn authentication(p: Provider) {
 
     // a client with a secret refuses a server that does not authenticate
     let open = TestServer::start(&[]);
-    let e = open.client_with(|c| c.secret = Some(b"correct horse battery staple".to_vec())).err().expect("must refuse");
+    let e = open
+        .client_with(|c| c.secret = Some(b"correct horse battery staple".to_vec()))
+        .err()
+        .expect("must refuse");
     assert!(matches!(e, Error::Auth(_)), "{e:?}");
 }
 
@@ -1058,13 +1165,19 @@ fn two_clients_share_files(p: Provider) {
                 written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
                 while written.load(std::sync::atomic::Ordering::SeqCst) < 2 {
-                    assert!(std::time::Instant::now() < deadline, "the other writer never finished");
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the other writer never finished"
+                    );
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
                 let other = (1 - k as u64) * HALF;
                 let mut buf = vec![0u8; HALF as usize];
                 assert_eq!(c.pread(&f, &mut buf, other).unwrap(), HALF as usize);
-                assert!(buf == pattern(other, HALF as usize, 0x5A), "client {k} read wrong data from the other's half");
+                assert!(
+                    buf == pattern(other, HALF as usize, 0x5A),
+                    "client {k} read wrong data from the other's half"
+                );
                 let mut small = vec![0u8; 333];
                 assert_eq!(c.pread(&f, &mut small, other + 4444).unwrap(), 333);
                 assert_eq!(small, pattern(other + 4444, 333, 0x5A));
@@ -1077,7 +1190,10 @@ fn two_clients_share_files(p: Provider) {
     }
     let disk = std::fs::read(srv.dir().join("shared")).unwrap();
     assert_eq!(disk.len() as u64, 2 * HALF);
-    assert!(disk == pattern(0, 2 * HALF as usize, 0x5A), "file content differs from what the two clients wrote");
+    assert!(
+        disk == pattern(0, 2 * HALF as usize, 0x5A),
+        "file content differs from what the two clients wrote"
+    );
 
     // removal by one is seen by the other (including through its handle)
     let (fh, _) = b.lookup("shared").unwrap();
@@ -1086,8 +1202,13 @@ fn two_clients_share_files(p: Provider) {
     assert_eq!(status(b.getattr(fh)), Status::Stale);
 }
 
-
-for_each_provider!(data_path_blocking, open_mode_is_enforced, closed_open_id_is_bad, authentication, two_clients_share_files);
+for_each_provider!(
+    data_path_blocking,
+    open_mode_is_enforced,
+    closed_open_id_is_bad,
+    authentication,
+    two_clients_share_files
+);
 
 #[test]
 fn server_stops_cleanly_with_clients_connected() {
@@ -1130,7 +1251,11 @@ fn handle_of_deleted_file_never_names_a_file_that_reuses_its_inode() {
         if std::fs::metadata(&b).unwrap().ino() == attr.fileid {
             reused += 1;
             let err = c.getattr(fh).unwrap_err();
-            assert_eq!(err.status(), Some(dafs_client::dafs_proto::Status::Stale), "old handle must not name the new file");
+            assert_eq!(
+                err.status(),
+                Some(dafs_client::dafs_proto::Status::Stale),
+                "old handle must not name the new file"
+            );
             let (fh_b, _) = c.lookup(&format!("b{i}")).unwrap();
             assert_ne!(fh_b, fh, "the new file gets a new handle");
             assert_eq!(c.getattr(fh_b).unwrap().size, 3);
@@ -1158,7 +1283,11 @@ fn a_recycled_root_handle_is_fetched_again() {
     for i in 0..60 {
         let _ = c.lookup_at(d, format!("f{i}").as_bytes(), true);
     }
-    assert_eq!(c.getattr(c.root_handle()).unwrap_err().status(), Some(Status::Stale), "the root was recycled");
+    assert_eq!(
+        c.getattr(c.root_handle()).unwrap_err().status(),
+        Some(Status::Stale),
+        "the root was recycled"
+    );
     // Path-based calls recover by fetching the root again.
     assert_eq!(c.stat("top").unwrap().size, 3);
     c.getattr(c.root_handle()).unwrap();

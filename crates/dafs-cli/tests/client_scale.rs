@@ -46,17 +46,29 @@ fn check_blocks(c: &mut Client, f: &dafs_client::File, blocks: &[(u64, u8)], hol
     }
     // registered regions, all in flight at once
     let cg = c.create_cg();
-    let regions: Vec<_> = blocks.iter().map(|_| c.alloc_registered(MIB as usize).unwrap()).collect();
+    let regions: Vec<_> =
+        blocks.iter().map(|_| c.alloc_registered(MIB as usize).unwrap()).collect();
     for (i, (&(off, _), r)) in blocks.iter().zip(&regions).enumerate() {
         c.region_mut(*r).unwrap().fill(0xAA);
-        c.submit_read(f, off, IoBuf::Region { region: *r, offset: 0, len: MIB as usize }, cg, i as u64).unwrap();
+        c.submit_read(
+            f,
+            off,
+            IoBuf::Region { region: *r, offset: 0, len: MIB as usize },
+            cg,
+            i as u64,
+        )
+        .unwrap();
     }
     let done = c.wait_all(cg).unwrap();
     assert_eq!(done.len(), blocks.len());
     for d in done {
         let (off, seed) = blocks[d.user_data as usize];
         assert_eq!(*d.result.as_ref().unwrap(), MIB as usize, "region read at {off}");
-        assert!(c.region(regions[d.user_data as usize]).unwrap() == &pattern(off, MIB as usize, seed)[..], "region read at {off}: wrong data");
+        assert!(
+            c.region(regions[d.user_data as usize]).unwrap()
+                == &pattern(off, MIB as usize, seed)[..],
+            "region read at {off}: wrong data"
+        );
     }
     for r in regions {
         c.unregister(r).unwrap();
@@ -71,11 +83,11 @@ fn sparse_file_past_1gib(p: Provider) {
     let size = GIB + GIB / 2;
     let blocks: Vec<(u64, u8)> = vec![
         (0, 1),
-        (2 * MIB - 7, 2),              // unaligned, overlaps nothing else
+        (2 * MIB - 7, 2), // unaligned, overlaps nothing else
         (700 * MIB + 123, 3),
-        (GIB - MIB / 2, 4),            // straddles 1 GiB
-        (GIB + 4 * MIB + 4096, 5),    // just past 1 GiB
-        (size - 4 * MIB + 1, 6),       // near the very end
+        (GIB - MIB / 2, 4),        // straddles 1 GiB
+        (GIB + 4 * MIB + 4096, 5), // just past 1 GiB
+        (size - 4 * MIB + 1, 6),   // near the very end
     ];
     let holes = [300 * MIB, GIB - 2 * MIB, GIB + 2 * MIB, size - 2 * MIB];
     let mut spans: Vec<u64> = blocks.iter().map(|b| b.0).chain([size - MIB]).chain(holes).collect();
@@ -93,14 +105,19 @@ fn sparse_file_past_1gib(p: Provider) {
     let r = c.alloc_registered(MIB as usize).unwrap();
     c.region_mut(r).unwrap().copy_from_slice(&pattern(last.0, MIB as usize, last.1));
     let cg = c.create_cg();
-    c.submit_write(&f, last.0, IoBuf::Region { region: r, offset: 0, len: MIB as usize }, cg, 0).unwrap();
+    c.submit_write(&f, last.0, IoBuf::Region { region: r, offset: 0, len: MIB as usize }, cg, 0)
+        .unwrap();
     assert_eq!(*c.wait_one(cg, None).unwrap().unwrap().result.as_ref().unwrap(), MIB as usize);
     c.unregister(r).unwrap();
     c.fsync(&f).unwrap();
 
     let md = std::fs::metadata(&path).unwrap();
     assert_eq!(md.len(), size);
-    assert!(md.blocks() * 512 < 256 * MIB, "the file must stay sparse ({} bytes allocated)", md.blocks() * 512);
+    assert!(
+        md.blocks() * 512 < 256 * MIB,
+        "the file must stay sparse ({} bytes allocated)",
+        md.blocks() * 512
+    );
     let st = c.fstat(&f).unwrap();
     assert_eq!(st.size, size);
     assert!(st.used < 256 * MIB);
@@ -109,7 +126,10 @@ fn sparse_file_past_1gib(p: Provider) {
     all.push(last);
     // the disk agrees with what was written
     for &(off, seed) in &all {
-        assert!(disk_read(&path, off, MIB as usize) == pattern(off, MIB as usize, seed), "disk content at {off}");
+        assert!(
+            disk_read(&path, off, MIB as usize) == pattern(off, MIB as usize, seed),
+            "disk content at {off}"
+        );
     }
     check_blocks(&mut c, &f, &all, &holes);
 
@@ -145,7 +165,10 @@ fn offsets_past_4gib(p: Provider) {
     }
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 5 * GIB + 3 + MIB + 14);
     for &(off, seed) in &blocks {
-        assert!(disk_read(&path, off, MIB as usize) == pattern(off, MIB as usize, seed), "disk at {off}");
+        assert!(
+            disk_read(&path, off, MIB as usize) == pattern(off, MIB as usize, seed),
+            "disk at {off}"
+        );
         assert_eq!(disk_read(&path, off + MIB + 10, 4), b"tiny");
         let mut small = [0u8; 4];
         assert_eq!(c.pread(&f, &mut small, off + MIB + 10).unwrap(), 4);
@@ -194,7 +217,6 @@ fn io_larger_than_max_io_size(p: Provider) {
     c.close(f).unwrap();
 }
 
-
 for_each_provider!(sparse_file_past_1gib, offsets_past_4gib, io_larger_than_max_io_size);
 
 #[test]
@@ -227,7 +249,12 @@ fn directory_with_ten_thousand_entries() {
     assert_eq!(all.len(), 10_050, "no duplicates, nothing missing");
     let got: BTreeSet<String> = all.iter().map(|e| e.name_lossy()).collect();
     assert_eq!(got.len(), 10_050);
-    assert!(got == want, "names differ: {} missing, {} extra", want.difference(&got).count(), got.difference(&want).count());
+    assert!(
+        got == want,
+        "names differ: {} missing, {} extra",
+        want.difference(&got).count(),
+        got.difference(&want).count()
+    );
     for e in all.iter().filter(|e| e.name.starts_with(b"client-") || e.name.ends_with(b"0-")) {
         let md = std::fs::symlink_metadata(dir.join(e.name_lossy())).unwrap();
         assert_eq!(e.fileid, md.ino(), "{}", e.name_lossy());
@@ -255,7 +282,12 @@ fn directory_with_ten_thousand_entries() {
             cookie = next;
             assert!(pages < 20_000, "READDIR does not terminate");
         }
-        assert!(seen == want, "max_entries {max}: {} missing, {} extra", want.difference(&seen).count(), seen.difference(&want).count());
+        assert!(
+            seen == want,
+            "max_entries {max}: {} missing, {} extra",
+            want.difference(&seen).count(),
+            seen.difference(&want).count()
+        );
         if max == 7 {
             assert!(pages >= 10_050 / 7, "pages honour max_entries");
         }
@@ -267,7 +299,8 @@ fn directory_with_ten_thousand_entries() {
         std::fs::remove_file(dir.join(&name)).unwrap();
         want.remove(&name);
     }
-    let again: BTreeSet<String> = c.readdir("big").unwrap().iter().map(|e| e.name_lossy()).collect();
+    let again: BTreeSet<String> =
+        c.readdir("big").unwrap().iter().map(|e| e.name_lossy()).collect();
     assert!(again == want);
     assert_eq!(again.len(), 9_950);
 }

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use common::{pattern, TestServer};
 use dafs_client::dafs_proto::types::{cache_hint, nattr_flags, CHAIN_LEN_MAX};
 use dafs_client::dafs_proto::{Request, Status};
-use dafs_client::{BatchCompletion, BatchIoDesc, Chain, ChainReply, Client, Error, IoBuf, OpenOptions, Provider};
+use dafs_client::{
+    BatchCompletion, BatchIoDesc, Chain, ChainReply, Client, Error, IoBuf, OpenOptions, Provider,
+};
 
 fn status(e: Error) -> Status {
     e.status().unwrap_or_else(|| panic!("expected a server status, got {e:?}"))
@@ -36,11 +38,26 @@ fn batch_gather_scatter_reads_and_writes() {
         let cg = c.create_cg();
         let ios = vec![
             // Gather: two file ranges into one buffer range.
-            BatchIoDesc { write: false, file: vec![(0, 4096), (500_000, 60_000)], mem: vec![(r, 0, 64_096)], user_data: 10 },
+            BatchIoDesc {
+                write: false,
+                file: vec![(0, 4096), (500_000, 60_000)],
+                mem: vec![(r, 0, 64_096)],
+                user_data: 10,
+            },
             // Scatter: one file range into two buffer pieces.
-            BatchIoDesc { write: false, file: vec![(100_000, 30_000)], mem: vec![(r, 100_000, 10_000), (r, 200_000, 20_000)], user_data: 11 },
+            BatchIoDesc {
+                write: false,
+                file: vec![(100_000, 30_000)],
+                mem: vec![(r, 100_000, 10_000), (r, 200_000, 20_000)],
+                user_data: 11,
+            },
             // A read that runs past the end of file is short, not an error.
-            BatchIoDesc { write: false, file: vec![((1 << 20) - 100, 1000)], mem: vec![(r, 230_000, 1000)], user_data: 12 },
+            BatchIoDesc {
+                write: false,
+                file: vec![((1 << 20) - 100, 1000)],
+                mem: vec![(r, 230_000, 1000)],
+                user_data: 12,
+            },
         ];
         c.submit_batch(&f, ios, cg, 0, BatchCompletion::PerIo).unwrap();
         let mut done = c.wait_all(cg).unwrap();
@@ -60,8 +77,18 @@ fn batch_gather_scatter_reads_and_writes() {
         let w = c.alloc_registered(8192).unwrap();
         c.region_mut(w).unwrap().copy_from_slice(&pattern(7, 8192, 9));
         let ios = vec![
-            BatchIoDesc { write: true, file: vec![(10, 3000), (900_000, 5192)], mem: vec![(w, 0, 8192)], user_data: 1 },
-            BatchIoDesc { write: true, file: vec![(2_000_000, 100)], mem: vec![(w, 0, 100)], user_data: 2 },
+            BatchIoDesc {
+                write: true,
+                file: vec![(10, 3000), (900_000, 5192)],
+                mem: vec![(w, 0, 8192)],
+                user_data: 1,
+            },
+            BatchIoDesc {
+                write: true,
+                file: vec![(2_000_000, 100)],
+                mem: vec![(w, 0, 100)],
+                user_data: 2,
+            },
         ];
         c.submit_batch(&f, ios, cg, 77, BatchCompletion::PerBatch).unwrap();
         let done = c.wait_all(cg).unwrap();
@@ -89,9 +116,19 @@ fn batch_errors_only_and_bad_input() {
         let cg = c.create_cg();
         // Errors only: the write fails (read-only open), the reads succeed.
         let ios = vec![
-            BatchIoDesc { write: false, file: vec![(0, 100)], mem: vec![(r, 0, 100)], user_data: 1 },
+            BatchIoDesc {
+                write: false,
+                file: vec![(0, 100)],
+                mem: vec![(r, 0, 100)],
+                user_data: 1,
+            },
             BatchIoDesc { write: true, file: vec![(0, 100)], mem: vec![(r, 0, 100)], user_data: 2 },
-            BatchIoDesc { write: false, file: vec![(100, 100)], mem: vec![(r, 100, 100)], user_data: 3 },
+            BatchIoDesc {
+                write: false,
+                file: vec![(100, 100)],
+                mem: vec![(r, 100, 100)],
+                user_data: 3,
+            },
         ];
         c.submit_batch(&f, ios, cg, 99, BatchCompletion::ErrorsOnly).unwrap();
         let done = c.wait_all(cg).unwrap();
@@ -101,13 +138,39 @@ fn batch_errors_only_and_bad_input() {
         assert_eq!(done[1].user_data, 99);
         assert!(done[1].result.is_err());
         // Too many I/Os.
-        let many: Vec<BatchIoDesc> = (0..c.batch_max() + 1).map(|i| BatchIoDesc { write: false, file: vec![(0, 1)], mem: vec![(r, 0, 1)], user_data: i as u64 }).collect();
-        assert_eq!(status(c.submit_batch(&f, many, cg, 0, BatchCompletion::PerBatch).unwrap_err()), Status::TooMany);
+        let many: Vec<BatchIoDesc> = (0..c.batch_max() + 1)
+            .map(|i| BatchIoDesc {
+                write: false,
+                file: vec![(0, 1)],
+                mem: vec![(r, 0, 1)],
+                user_data: i as u64,
+            })
+            .collect();
+        assert_eq!(
+            status(c.submit_batch(&f, many, cg, 0, BatchCompletion::PerBatch).unwrap_err()),
+            Status::TooMany
+        );
         // Mismatched lengths and ranges outside the region are refused before sending.
-        let bad = vec![BatchIoDesc { write: false, file: vec![(0, 10)], mem: vec![(r, 0, 11)], user_data: 0 }];
-        assert!(matches!(c.submit_batch(&f, bad, cg, 0, BatchCompletion::PerBatch), Err(Error::InvalidArgument(_))));
-        let bad = vec![BatchIoDesc { write: false, file: vec![(0, 10)], mem: vec![(r, 65530, 10)], user_data: 0 }];
-        assert!(matches!(c.submit_batch(&f, bad, cg, 0, BatchCompletion::PerBatch), Err(Error::InvalidArgument(_))));
+        let bad = vec![BatchIoDesc {
+            write: false,
+            file: vec![(0, 10)],
+            mem: vec![(r, 0, 11)],
+            user_data: 0,
+        }];
+        assert!(matches!(
+            c.submit_batch(&f, bad, cg, 0, BatchCompletion::PerBatch),
+            Err(Error::InvalidArgument(_))
+        ));
+        let bad = vec![BatchIoDesc {
+            write: false,
+            file: vec![(0, 10)],
+            mem: vec![(r, 65530, 10)],
+            user_data: 0,
+        }];
+        assert!(matches!(
+            c.submit_batch(&f, bad, cg, 0, BatchCompletion::PerBatch),
+            Err(Error::InvalidArgument(_))
+        ));
         assert_eq!(c.outstanding(cg), 0);
         // The region is usable again (no pin leaked).
         assert!(c.region_mut(r).is_ok());
@@ -186,14 +249,31 @@ fn cache_hints_are_applied_and_checked() {
     let mut c = srv.client();
     std::fs::write(srv.dir().join("h"), vec![0u8; 1 << 20]).unwrap();
     let f = c.open("h", OpenOptions::read()).unwrap();
-    for hint in [cache_hint::NORMAL, cache_hint::SEQUENTIAL, cache_hint::RANDOM, cache_hint::WILL_NEED, cache_hint::DONT_NEED, cache_hint::NO_REUSE] {
+    for hint in [
+        cache_hint::NORMAL,
+        cache_hint::SEQUENTIAL,
+        cache_hint::RANDOM,
+        cache_hint::WILL_NEED,
+        cache_hint::DONT_NEED,
+        cache_hint::NO_REUSE,
+    ] {
         c.cache_hint(&f, 0, 0, hint).unwrap();
         c.cache_hint(&f, 4096, 65536, hint).unwrap();
     }
-    let m = c.raw_call(&Request::CacheHint { open_id: 999, offset: 0, len: 0, hint: cache_hint::RANDOM }).unwrap();
-    assert_eq!(dafs_client::dafs_proto::decode_reply(&m, 1 << 22).unwrap().0.status, Status::BadOpenId);
-    let m = c.raw_call(&Request::CacheHint { open_id: f.open_id(), offset: 0, len: 0, hint: 77 }).unwrap();
-    assert_eq!(dafs_client::dafs_proto::decode_reply(&m, 1 << 22).unwrap().0.status, Status::BadXdr);
+    let m = c
+        .raw_call(&Request::CacheHint { open_id: 999, offset: 0, len: 0, hint: cache_hint::RANDOM })
+        .unwrap();
+    assert_eq!(
+        dafs_client::dafs_proto::decode_reply(&m, 1 << 22).unwrap().0.status,
+        Status::BadOpenId
+    );
+    let m = c
+        .raw_call(&Request::CacheHint { open_id: f.open_id(), offset: 0, len: 0, hint: 77 })
+        .unwrap();
+    assert_eq!(
+        dafs_client::dafs_proto::decode_reply(&m, 1 << 22).unwrap().0.status,
+        Status::BadXdr
+    );
 }
 
 // ------------------------------------------------------------------------ locks
@@ -226,11 +306,19 @@ fn locks_conflict_between_clients_and_die_with_sessions() {
     // 64-bit ranges: to the end, and at the very top.
     a.lock(&fa, u64::MAX - 10, 0, true).unwrap();
     assert_eq!(status(b.lock(&fb, u64::MAX - 1, 1, false).unwrap_err()), Status::Denied);
-    assert_eq!(status(b.lock(&fb, u64::MAX, 5, false).unwrap_err()), Status::Inval, "overflowing range");
+    assert_eq!(
+        status(b.lock(&fb, u64::MAX, 5, false).unwrap_err()),
+        Status::Inval,
+        "overflowing range"
+    );
     // Blocking: b waits while a holds, gets it when a's session ends.
     let srv_addr = srv.addr();
     let waiter = std::thread::spawn(move || {
-        let mut b2 = Client::connect(&srv_addr, dafs_client::ClientConfig { provider: Provider::Tcp, ..Default::default() }).unwrap();
+        let mut b2 = Client::connect(
+            &srv_addr,
+            dafs_client::ClientConfig { provider: Provider::Tcp, ..Default::default() },
+        )
+        .unwrap();
         let f = b2.open("l", OpenOptions::read_write()).unwrap();
         let t = Instant::now();
         b2.lock_wait(&f, 25, 1, true, Duration::from_secs(10)).unwrap();
@@ -244,7 +332,10 @@ fn locks_conflict_between_clients_and_die_with_sessions() {
     b.lock(&fb, 1000, 10, true).unwrap();
     let mut c = srv.client();
     let fc = c.open("l", OpenOptions::read()).unwrap();
-    assert!(matches!(c.lock_wait(&fc, 1000, 1, false, Duration::from_millis(100)), Err(Error::TimedOut)));
+    assert!(matches!(
+        c.lock_wait(&fc, 1000, 1, false, Duration::from_millis(100)),
+        Err(Error::TimedOut)
+    ));
     // Locks on a directory are refused.
     let (dh, _) = c.lookup("").unwrap();
     let m = c.raw_call(&Request::Lock { fh: dh, offset: 0, len: 1, ltype: 1 }).unwrap();
@@ -262,7 +353,11 @@ fn atomic_append_across_clients() {
             let addr = srv.addr();
             let provider = if t % 2 == 0 { Provider::Tcp } else { Provider::Auto };
             std::thread::spawn(move || {
-                let mut c = Client::connect(&addr, dafs_client::ClientConfig { provider, ..Default::default() }).unwrap();
+                let mut c = Client::connect(
+                    &addr,
+                    dafs_client::ClientConfig { provider, ..Default::default() },
+                )
+                .unwrap();
                 let f = c.open("log", OpenOptions::write_only().append(true)).unwrap();
                 let mut offs = Vec::new();
                 for i in 0..50u32 {
@@ -284,7 +379,10 @@ fn atomic_append_across_clients() {
     let mut expect = 0u64;
     for (off, len, byte) in &all {
         assert_eq!(*off, expect, "records are contiguous and never overlap");
-        assert!(disk[*off as usize..*off as usize + len].iter().all(|b| b == byte), "record intact");
+        assert!(
+            disk[*off as usize..*off as usize + len].iter().all(|b| b == byte),
+            "record intact"
+        );
         expect += *len as u64;
     }
     assert_eq!(disk.len() as u64, expect);
@@ -322,7 +420,11 @@ fn create_unlinked_commit_and_abort() {
         assert_eq!(status(c.publish(&f).unwrap_err()), Status::Exist);
         c.close(f).unwrap();
         let plain = c.open(&name, OpenOptions::read()).unwrap();
-        assert_eq!(status(c.publish(&plain).unwrap_err()), Status::Inval, "not a create-unlinked open");
+        assert_eq!(
+            status(c.publish(&plain).unwrap_err()),
+            Status::Inval,
+            "not a create-unlinked open"
+        );
         c.close(plain).unwrap();
         assert_eq!(std::fs::read(srv.dir().join(&name)).unwrap(), b"staged");
     });
@@ -370,25 +472,41 @@ fn open_with_key_and_share_reservations() {
     let mut b = srv.client_on(Provider::Auto);
     let fa = a.open("db", OpenOptions::read_write().key(b"odm-identity-1")).unwrap();
     assert_eq!(status(b.open("db", OpenOptions::read()).unwrap_err()), Status::BadKey, "no key");
-    assert_eq!(status(b.open("db", OpenOptions::read().key(b"wrong")).unwrap_err()), Status::BadKey);
+    assert_eq!(
+        status(b.open("db", OpenOptions::read().key(b"wrong")).unwrap_err()),
+        Status::BadKey
+    );
     let fb = b.open("db", OpenOptions::read().key(b"odm-identity-1")).unwrap();
     a.close(fa).unwrap();
     b.close(fb).unwrap();
     // All closed: the key is gone, a new first opener sets a new one.
     let f = b.open("db", OpenOptions::read().key(b"k2")).unwrap();
-    assert_eq!(status(a.open("db", OpenOptions::read().key(b"odm-identity-1")).unwrap_err()), Status::BadKey);
+    assert_eq!(
+        status(a.open("db", OpenOptions::read().key(b"odm-identity-1")).unwrap_err()),
+        Status::BadKey
+    );
     b.close(f).unwrap();
 
     // Share reservations.
     let w = a.open("db", OpenOptions::read_write().deny_write(true)).unwrap();
     assert_eq!(status(b.open("db", OpenOptions::write_only()).unwrap_err()), Status::ShareDenied);
     // A refused open has no effect: truncation is applied only once admitted.
-    assert_eq!(status(b.open("db", OpenOptions::write_only().truncate(true)).unwrap_err()), Status::ShareDenied);
+    assert_eq!(
+        status(b.open("db", OpenOptions::write_only().truncate(true)).unwrap_err()),
+        Status::ShareDenied
+    );
     assert_eq!(std::fs::read(srv.dir().join("db")).unwrap(), b"payload");
     // Keys longer than 64 bytes are refused by the client.
-    assert!(matches!(b.open("db", OpenOptions::read().key(&[1u8; 65])), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        b.open("db", OpenOptions::read().key(&[1u8; 65])),
+        Err(Error::InvalidArgument(_))
+    ));
     let r = b.open("db", OpenOptions::read()).unwrap();
-    assert_eq!(status(b.open("db", OpenOptions::read().deny_read(true)).unwrap_err()), Status::ShareDenied, "a reads already");
+    assert_eq!(
+        status(b.open("db", OpenOptions::read().deny_read(true)).unwrap_err()),
+        Status::ShareDenied,
+        "a reads already"
+    );
     b.close(r).unwrap();
     a.close(w).unwrap();
     let dr = a.open("db", OpenOptions::read().deny_read(true)).unwrap();
@@ -418,15 +536,24 @@ fn named_attributes() {
     let mut names = c.list_nattr("n").unwrap();
     names.sort();
     assert_eq!(names, vec!["color".to_string(), "size".to_string()]);
-    assert_eq!(status(c.set_nattr("n", "color", b"red", nattr_flags::CREATE).unwrap_err()), Status::Exist);
-    assert_eq!(status(c.set_nattr("n", "nope", b"red", nattr_flags::REPLACE).unwrap_err()), Status::NoAttr);
+    assert_eq!(
+        status(c.set_nattr("n", "color", b"red", nattr_flags::CREATE).unwrap_err()),
+        Status::Exist
+    );
+    assert_eq!(
+        status(c.set_nattr("n", "nope", b"red", nattr_flags::REPLACE).unwrap_err()),
+        Status::NoAttr
+    );
     c.set_nattr("n", "color", b"red", nattr_flags::REPLACE).unwrap();
     assert_eq!(c.get_nattr("n", "color").unwrap(), b"red");
     c.remove_nattr("n", "color").unwrap();
     assert_eq!(status(c.get_nattr("n", "color").unwrap_err()), Status::NoAttr);
     assert_eq!(status(c.remove_nattr("n", "color").unwrap_err()), Status::NoAttr);
     // Visible as user.* xattrs on the server's file.
-    let out = std::process::Command::new("getfattr").args(["-n", "user.size", "--only-values"]).arg(srv.dir().join("n")).output();
+    let out = std::process::Command::new("getfattr")
+        .args(["-n", "user.size", "--only-values"])
+        .arg(srv.dir().join("n"))
+        .output();
     if let Ok(o) = out {
         if o.status.success() {
             assert_eq!(o.stdout.len(), 1000);

@@ -16,7 +16,10 @@ use common::TestServer;
 use dafs_client::{Error, OpenOptions, Provider};
 use dafs_proto::header::FLAG_REPLY;
 use dafs_proto::types::open_flags;
-use dafs_proto::{auth, decode_reply, encode_request, limits, AuthMethod, FileHandle, Header, Opcode, RemoteRegion, Reply, Request, Status};
+use dafs_proto::{
+    auth, decode_reply, encode_request, limits, AuthMethod, FileHandle, Header, Opcode,
+    RemoteRegion, Reply, Request, Status,
+};
 use dafs_transport::frame::{FrameHeader, FrameKind, FRAME_HEADER_LEN};
 
 const MAX: usize = limits::MSG_SIZE_MAX as usize;
@@ -37,14 +40,21 @@ fn frame_bytes(fh: FrameHeader, payload: &[u8]) -> Vec<u8> {
     v
 }
 
-fn msg_frame(msg: &[u8]) -> Vec<u8> { frame_bytes(FrameHeader::msg(msg.len()), msg) }
+fn msg_frame(msg: &[u8]) -> Vec<u8> {
+    frame_bytes(FrameHeader::msg(msg.len()), msg)
+}
 
 /// Status of an encoded reply.
 fn status(reply: &[u8]) -> Status {
-    decode_reply(reply, MAX).unwrap_or_else(|e| panic!("undecodable reply ({e}): {reply:?}")).1.status()
+    decode_reply(reply, MAX)
+        .unwrap_or_else(|e| panic!("undecodable reply ({e}): {reply:?}"))
+        .1
+        .status()
 }
 
-fn reply_header(reply: &[u8]) -> Header { decode_reply(reply, MAX).expect("decodable reply").0 }
+fn reply_header(reply: &[u8]) -> Header {
+    decode_reply(reply, MAX).expect("decodable reply").0
+}
 
 struct Raw {
     s: TcpStream,
@@ -63,7 +73,9 @@ struct Created {
 }
 
 impl Raw {
-    fn connect(srv: &TestServer) -> Raw { Raw::from_stream(TcpStream::connect(srv.addr()).expect("connect")) }
+    fn connect(srv: &TestServer) -> Raw {
+        Raw::from_stream(TcpStream::connect(srv.addr()).expect("connect"))
+    }
 
     fn from_stream(s: TcpStream) -> Raw {
         s.set_nodelay(true).unwrap();
@@ -72,9 +84,13 @@ impl Raw {
         Raw { s, sid: 0, seq: Vec::new(), client_id: b"raw-abuser".to_vec() }
     }
 
-    fn write(&mut self, bytes: &[u8]) { self.s.write_all(bytes).expect("write to server") }
+    fn write(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).expect("write to server")
+    }
 
-    fn send_msg(&mut self, msg: &[u8]) { self.write(&msg_frame(msg)) }
+    fn send_msg(&mut self, msg: &[u8]) {
+        self.write(&msg_frame(msg))
+    }
 
     fn frame(&mut self) -> (FrameHeader, Vec<u8>) {
         let mut h = [0u8; FRAME_HEADER_LEN];
@@ -100,7 +116,12 @@ impl Raw {
     }
 
     fn create_req(&self, max_msg: u32, slots: u32, auth: AuthMethod) -> Vec<u8> {
-        let req = Request::SessionCreate { max_msg_size: max_msg, slots, auth, client_id: &self.client_id };
+        let req = Request::SessionCreate {
+            max_msg_size: max_msg,
+            slots,
+            auth,
+            client_id: &self.client_id,
+        };
         enc(&Header::request(Opcode::SessionCreate, 0, 0, 0, 0), &req)
     }
 
@@ -110,7 +131,9 @@ impl Raw {
         let r = self.roundtrip(&m);
         let (h, reply) = decode_reply(&r, MAX).expect("SESSION_CREATE reply decodes");
         match reply {
-            Reply::SessionCreate { max_msg_size, slots, auth, server_nonce, direct_max, .. } => {
+            Reply::SessionCreate {
+                max_msg_size, slots, auth, server_nonce, direct_max, ..
+            } => {
                 self.sid = h.session_id;
                 self.seq = vec![1; slots as usize];
                 Ok(Created { max_msg: max_msg_size, slots, auth, nonce: server_nonce, direct_max })
@@ -165,10 +188,17 @@ impl Raw {
             match self.s.read(&mut buf) {
                 Ok(0) => return,
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) => {}
                 Err(_) => return, // reset
             }
-            assert!(Instant::now() < deadline, "{what}: server did not close the connection within 5 s");
+            assert!(
+                Instant::now() < deadline,
+                "{what}: server did not close the connection within 5 s"
+            );
         }
     }
 
@@ -190,7 +220,8 @@ impl Raw {
 
 fn server_alive(srv: &TestServer) {
     let pid = srv.pid().expect("server running");
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_else(|_| panic!("dafsd (pid {pid}) is gone\nstderr:\n{}", srv.stderr_log()));
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|_| panic!("dafsd (pid {pid}) is gone\nstderr:\n{}", srv.stderr_log()));
     let state = stat.rsplit_once(')').map(|(_, r)| r.trim_start().chars().next().unwrap()).unwrap();
     assert!(state != 'Z' && state != 'X', "dafsd exited\nstderr:\n{}", srv.stderr_log());
     let log = srv.stderr_log();
@@ -213,8 +244,13 @@ fn assert_serves_with(srv: &TestServer, case: &str, provider: Provider) {
     let mut c = loop {
         match srv.client_with(|cfg| cfg.provider = provider) {
             Ok(c) => break c,
-            Err(Error::Status(Status::Limit)) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => panic!("after {case}: connect ({provider:?}) failed: {e}\nstderr:\n{}", srv.stderr_log()),
+            Err(Error::Status(Status::Limit)) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!(
+                "after {case}: connect ({provider:?}) failed: {e}\nstderr:\n{}",
+                srv.stderr_log()
+            ),
         }
     };
     if provider == Provider::Tcp {
@@ -262,17 +298,73 @@ fn garbage_frames_close_only_that_connection() {
     let good_null = enc(&Header::request(Opcode::Null, 0, 0, 0, 0), &Request::Null);
 
     let mut cases: Vec<(&str, Vec<u8>)> = vec![
-        ("random garbage", (0..200u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 | 0x80).collect()),
-        ("bad frame kind", frame_bytes(FrameHeader::msg(0), &[]).into_iter().enumerate().map(|(i, b)| if i == 0 { 9 } else { b }).collect()),
+        (
+            "random garbage",
+            (0..200u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 | 0x80).collect(),
+        ),
+        (
+            "bad frame kind",
+            frame_bytes(FrameHeader::msg(0), &[])
+                .into_iter()
+                .enumerate()
+                .map(|(i, b)| if i == 0 { 9 } else { b })
+                .collect(),
+        ),
         ("kind zero", vec![0u8; 64]),
         ("MSG longer than the maximum", FrameHeader::msg(MAX + 1).encode().to_vec()),
-        ("MSG of u32::MAX bytes", FrameHeader { kind: FrameKind::Msg, len: u32::MAX, key: 0, offset: 0, tag: 0 }.encode().to_vec()),
+        (
+            "MSG of u32::MAX bytes",
+            FrameHeader { kind: FrameKind::Msg, len: u32::MAX, key: 0, offset: 0, tag: 0 }
+                .encode()
+                .to_vec(),
+        ),
         ("empty MSG", FrameHeader::msg(0).encode().to_vec()),
-        ("MSG with a key", frame_bytes(FrameHeader { kind: FrameKind::Msg, len: good_null.len() as u32, key: 1, offset: 0, tag: 0 }, &good_null)),
-        ("MSG with a tag", frame_bytes(FrameHeader { kind: FrameKind::Msg, len: good_null.len() as u32, key: 0, offset: 0, tag: 7 }, &good_null)),
-        ("PUT from a client", frame_bytes(FrameHeader { kind: FrameKind::Put, len: 4, key: 1, offset: 0, tag: 0 }, b"abcd")),
-        ("GET from a client", FrameHeader { kind: FrameKind::Get, len: 4, key: 1, offset: 0, tag: 0 }.encode().to_vec()),
-        ("GET_RESP for no pull", frame_bytes(FrameHeader { kind: FrameKind::GetResp, len: 4, key: 0, offset: 0, tag: 3 }, b"abcd")),
+        (
+            "MSG with a key",
+            frame_bytes(
+                FrameHeader {
+                    kind: FrameKind::Msg,
+                    len: good_null.len() as u32,
+                    key: 1,
+                    offset: 0,
+                    tag: 0,
+                },
+                &good_null,
+            ),
+        ),
+        (
+            "MSG with a tag",
+            frame_bytes(
+                FrameHeader {
+                    kind: FrameKind::Msg,
+                    len: good_null.len() as u32,
+                    key: 0,
+                    offset: 0,
+                    tag: 7,
+                },
+                &good_null,
+            ),
+        ),
+        (
+            "PUT from a client",
+            frame_bytes(
+                FrameHeader { kind: FrameKind::Put, len: 4, key: 1, offset: 0, tag: 0 },
+                b"abcd",
+            ),
+        ),
+        (
+            "GET from a client",
+            FrameHeader { kind: FrameKind::Get, len: 4, key: 1, offset: 0, tag: 0 }
+                .encode()
+                .to_vec(),
+        ),
+        (
+            "GET_RESP for no pull",
+            frame_bytes(
+                FrameHeader { kind: FrameKind::GetResp, len: 4, key: 0, offset: 0, tag: 3 },
+                b"abcd",
+            ),
+        ),
         ("MSG shorter than a DAFS header", msg_frame(&[0x44, 0x41, 0x46, 0x53, 1, 0, 0, 0, 0, 0])),
         ("MSG of zeros", msg_frame(&[0u8; 48])),
     ];
@@ -291,8 +383,16 @@ fn garbage_frames_close_only_that_connection() {
     // Truncations: the peer goes away in the middle of a frame header / payload.
     for (what, bytes) in [
         ("half a frame header", FrameHeader::msg(100).encode()[..13].to_vec()),
-        ("half a payload", { let mut v = FrameHeader::msg(100).encode().to_vec(); v.extend_from_slice(&[0u8; 50]); v }),
-        ("payload of a 4 MiB message cut short", { let mut v = FrameHeader::msg(MAX).encode().to_vec(); v.extend_from_slice(&good_null); v }),
+        ("half a payload", {
+            let mut v = FrameHeader::msg(100).encode().to_vec();
+            v.extend_from_slice(&[0u8; 50]);
+            v
+        }),
+        ("payload of a 4 MiB message cut short", {
+            let mut v = FrameHeader::msg(MAX).encode().to_vec();
+            v.extend_from_slice(&good_null);
+            v
+        }),
     ] {
         let mut raw = Raw::connect(&srv);
         raw.write(&bytes);
@@ -309,7 +409,13 @@ fn garbage_frames_close_only_that_connection() {
             // SAFETY: setsockopt on a socket we own, with a correctly sized linger struct.
             unsafe {
                 use std::os::fd::AsRawFd;
-                libc::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, &l as *const _ as *const libc::c_void, std::mem::size_of::<libc::linger>() as u32);
+                libc::setsockopt(
+                    s.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    &l as *const _ as *const libc::c_void,
+                    std::mem::size_of::<libc::linger>() as u32,
+                );
             }
         }
         drop(s);
@@ -397,7 +503,11 @@ fn bad_headers_and_bodies() {
         bad
     }));
     assert_eq!(hdr.status, Status::BadXdr);
-    assert_eq!((hdr.slot_id, hdr.sequence_id), (0, raw.seq[0] - 1), "the reply names the request's slot and sequence id");
+    assert_eq!(
+        (hdr.slot_id, hdr.sequence_id),
+        (0, raw.seq[0] - 1),
+        "the reply names the request's slot and sequence id"
+    );
     // The same (now valid) message on the consumed sequence id is not a retransmission
     // of what executed there (the malformed message): refused, not executed.
     let r = raw.roundtrip(&m);
@@ -415,7 +525,16 @@ fn bad_headers_and_bodies() {
     assert_eq!(status(&r), Status::BadXdr, "absolute lookup path");
     let r = raw.call(0, &Request::Open { fh: root, flags: 0, mode: 0o644, name: b"x", key: b"" });
     assert_eq!(status(&r), Status::BadXdr, "OPEN with neither READ nor WRITE");
-    let r = raw.call(0, &Request::Create { dir: root, ftype: dafs_proto::FileType::Regular, mode: 0o10000, exclusive: false, name: b"x" });
+    let r = raw.call(
+        0,
+        &Request::Create {
+            dir: root,
+            ftype: dafs_proto::FileType::Regular,
+            mode: 0o10000,
+            exclusive: false,
+            name: b"x",
+        },
+    );
     assert_eq!(status(&r), Status::BadXdr, "mode bits beyond 0o7777");
     // A fixed part cut short (GETATTR without its handle).
     let mut m = raw.next(0, &Request::GetAttr { fh: root });
@@ -448,7 +567,12 @@ fn open_by_name_ignores_mode_without_create() {
     let mut raw = Raw::connect(&srv);
     raw.create(65536, 2, AuthMethod::None).unwrap();
     let root = raw.root();
-    for (flags, mode) in [(open_flags::READ, 0o644), (open_flags::READ, 0), (open_flags::WRITE, 0o600), (open_flags::READ | open_flags::WRITE | open_flags::TRUNCATE, 0o777)] {
+    for (flags, mode) in [
+        (open_flags::READ, 0o644),
+        (open_flags::READ, 0),
+        (open_flags::WRITE, 0o600),
+        (open_flags::READ | open_flags::WRITE | open_flags::TRUNCATE, 0o777),
+    ] {
         let r = raw.call(0, &Request::Open { fh: root, flags, mode, name: b"exists", key: b"" });
         assert_eq!(status(&r), Status::Ok, "OPEN flags {flags:#x} mode {mode:o}");
     }
@@ -456,7 +580,16 @@ fn open_by_name_ignores_mode_without_create() {
     assert_eq!(meta.len(), 0, "TRUNCATE applied");
     use std::os::unix::fs::PermissionsExt;
     assert_ne!(meta.permissions().mode() & 0o777, 0o777, "mode without CREATE changes nothing");
-    let r = raw.call(0, &Request::Open { fh: root, flags: open_flags::READ, mode: 0o644, name: b"missing", key: b"" });
+    let r = raw.call(
+        0,
+        &Request::Open {
+            fh: root,
+            flags: open_flags::READ,
+            mode: 0o644,
+            name: b"missing",
+            key: b"",
+        },
+    );
     assert_eq!(status(&r), Status::NoEnt);
 }
 
@@ -510,10 +643,20 @@ fn session_and_slot_rules() {
 
     // Slot busy: a WRITE_DIRECT whose pull we do not answer keeps slot 0 busy.
     let root = raw.root();
-    let open_id = raw.open(root, b"pulled", open_flags::READ | open_flags::WRITE | open_flags::CREATE);
+    let open_id =
+        raw.open(root, b"pulled", open_flags::READ | open_flags::WRITE | open_flags::CREATE);
     let data = common::pattern(0, 100, 3);
     let busy_seq = raw.seq[0];
-    let wd = raw.next(0, &Request::WriteDirect { open_id, offset: 0, len: 100, stable: false, region: RemoteRegion { key: 777, offset: 40 } });
+    let wd = raw.next(
+        0,
+        &Request::WriteDirect {
+            open_id,
+            offset: 0,
+            len: 100,
+            stable: false,
+            region: RemoteRegion { key: 777, offset: 40 },
+        },
+    );
     raw.send_msg(&wd);
     let (get, payload) = raw.frame();
     assert_eq!((get.kind, get.len, get.key, get.offset), (FrameKind::Get, 100, 777, 40), "{get:?}");
@@ -528,12 +671,18 @@ fn session_and_slot_rules() {
     // Same slot, same sequence id (a duplicate while executing): dropped without an
     // answer; the original's reply answers it.
     raw.send_msg(&wd);
-    raw.expect_silent(Duration::from_millis(200), "a duplicate of an executing request gets no reply of its own");
+    raw.expect_silent(
+        Duration::from_millis(200),
+        "a duplicate of an executing request gets no reply of its own",
+    );
     // Other slots are unaffected.
     assert_eq!(status(&raw.call(1, &Request::GetAttr { fh: root })), Status::Ok);
     assert_eq!(status(&raw.call(3, &Request::Null)), Status::Ok);
     // Now answer the pull: the write completes on slot 0 with the busy sequence id.
-    raw.write(&frame_bytes(FrameHeader { kind: FrameKind::GetResp, len: 100, key: 0, offset: 0, tag: get.tag }, &data));
+    raw.write(&frame_bytes(
+        FrameHeader { kind: FrameKind::GetResp, len: 100, key: 0, offset: 0, tag: get.tag },
+        &data,
+    ));
     let r = raw.reply();
     let (h, reply) = decode_reply(&r, MAX).unwrap();
     assert_eq!((h.slot_id, h.sequence_id), (0, busy_seq));
@@ -549,11 +698,22 @@ fn session_and_slot_rules() {
     assert_eq!(status(&raw.call(0, &Request::Null)), Status::Ok, "slot 0 free again");
 
     // A refused pull (GET_RESP with key 1 = bad region): BAD_REGION, nothing written.
-    let m = raw.next(0, &Request::WriteDirect { open_id, offset: 0, len: 50, stable: false, region: RemoteRegion { key: 1, offset: 0 } });
+    let m = raw.next(
+        0,
+        &Request::WriteDirect {
+            open_id,
+            offset: 0,
+            len: 50,
+            stable: false,
+            region: RemoteRegion { key: 1, offset: 0 },
+        },
+    );
     raw.send_msg(&m);
     let (get, _) = raw.frame();
     assert_eq!(get.kind, FrameKind::Get);
-    raw.write(&FrameHeader { kind: FrameKind::GetResp, len: 0, key: 1, offset: 0, tag: get.tag }.encode());
+    raw.write(
+        &FrameHeader { kind: FrameKind::GetResp, len: 0, key: 1, offset: 0, tag: get.tag }.encode(),
+    );
     assert_eq!(status(&raw.reply()), Status::BadRegion);
     assert_eq!(std::fs::read(srv.dir().join("pulled")).unwrap(), data);
     assert_eq!(status(&raw.call(0, &Request::Null)), Status::Ok);
@@ -575,7 +735,16 @@ fn broken_pulls() {
         raw.create(65536, 4, AuthMethod::None).unwrap();
         let root = raw.root();
         let open_id = raw.open(root, b"target", open_flags::WRITE | open_flags::CREATE);
-        let m = raw.next(1, &Request::WriteDirect { open_id, offset: 0, len: 64, stable: true, region: RemoteRegion { key: 9, offset: 0 } });
+        let m = raw.next(
+            1,
+            &Request::WriteDirect {
+                open_id,
+                offset: 0,
+                len: 64,
+                stable: true,
+                region: RemoteRegion { key: 9, offset: 0 },
+            },
+        );
         raw.send_msg(&m);
         let (get, _) = raw.frame();
         assert_eq!(get.kind, FrameKind::Get);
@@ -584,19 +753,28 @@ fn broken_pulls() {
 
     // GET_RESP of the wrong length: protocol violation, connection closed.
     let (mut raw, get) = setup(&srv);
-    raw.write(&frame_bytes(FrameHeader { kind: FrameKind::GetResp, len: 10, key: 0, offset: 0, tag: get.tag }, &[1; 10]));
+    raw.write(&frame_bytes(
+        FrameHeader { kind: FrameKind::GetResp, len: 10, key: 0, offset: 0, tag: get.tag },
+        &[1; 10],
+    ));
     raw.expect_closed("GET_RESP length differs");
     assert_serves(&srv, "short GET_RESP");
 
     // GET_RESP naming another tag.
     let (mut raw, get) = setup(&srv);
-    raw.write(&frame_bytes(FrameHeader { kind: FrameKind::GetResp, len: 64, key: 0, offset: 0, tag: get.tag + 1 }, &[1; 64]));
+    raw.write(&frame_bytes(
+        FrameHeader { kind: FrameKind::GetResp, len: 64, key: 0, offset: 0, tag: get.tag + 1 },
+        &[1; 64],
+    ));
     raw.expect_closed("GET_RESP for another tag");
     assert_serves(&srv, "GET_RESP wrong tag");
 
     // A refusal that still carries a payload.
     let (mut raw, get) = setup(&srv);
-    raw.write(&frame_bytes(FrameHeader { kind: FrameKind::GetResp, len: 64, key: 1, offset: 0, tag: get.tag }, &[1; 64]));
+    raw.write(&frame_bytes(
+        FrameHeader { kind: FrameKind::GetResp, len: 64, key: 1, offset: 0, tag: get.tag },
+        &[1; 64],
+    ));
     raw.expect_closed("refused GET_RESP with payload");
     assert_serves(&srv, "refused GET_RESP with payload");
 
@@ -608,7 +786,10 @@ fn broken_pulls() {
     // SESSION_DESTROY while the pull is in flight, then the late GET_RESP.
     let (mut raw, get) = setup(&srv);
     assert_eq!(status(&raw.call(0, &Request::SessionDestroy)), Status::Ok);
-    raw.write(&frame_bytes(FrameHeader { kind: FrameKind::GetResp, len: 64, key: 0, offset: 0, tag: get.tag }, &[1; 64]));
+    raw.write(&frame_bytes(
+        FrameHeader { kind: FrameKind::GetResp, len: 64, key: 0, offset: 0, tag: get.tag },
+        &[1; 64],
+    ));
     // Either answered or closed; it must not take the server down.
     raw.s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
     let mut sink = [0u8; 256];
@@ -631,7 +812,14 @@ fn oversized_messages() {
     assert_eq!(c.max_msg_size(), limits::MSG_SIZE_MIN as usize);
     let f = c.open("big", OpenOptions::read_write().create(true)).unwrap();
     let data = vec![7u8; 10_000];
-    let err = c.raw_call(&Request::WriteInline { open_id: f.open_id(), offset: 0, stable: false, data: &data }).unwrap_err();
+    let err = c
+        .raw_call(&Request::WriteInline {
+            open_id: f.open_id(),
+            offset: 0,
+            stable: false,
+            data: &data,
+        })
+        .unwrap_err();
     assert!(matches!(err, Error::Protocol(ref m) if m.contains("exceeds")), "{err:?}");
     c.null().expect("the client is still usable after a refused encode");
     // The blocking API splits it instead (inline threshold below the message size).
@@ -640,7 +828,13 @@ fn oversized_messages() {
     c.close(f).unwrap();
     let mut buf = Vec::new();
     let h = Header::request(Opcode::WriteInline, 1, 0, 1, 0);
-    let e = encode_request(&h, &Request::WriteInline { open_id: 1, offset: 0, stable: false, data: &data }, &mut buf, 8192).unwrap_err();
+    let e = encode_request(
+        &h,
+        &Request::WriteInline { open_id: 1, offset: 0, stable: false, data: &data },
+        &mut buf,
+        8192,
+    )
+    .unwrap_err();
     assert!(matches!(e, dafs_proto::codec::EncodeError::TooBig { max: 8192, .. }));
     assert!(buf.is_empty());
 
@@ -653,7 +847,10 @@ fn oversized_messages() {
     // Inline read whose reply could not fit: MSG_TOO_BIG status, session fine.
     let r = raw.call(0, &Request::ReadInline { open_id, offset: 0, len: limits::MSG_SIZE_MIN });
     assert_eq!(status(&r), Status::MsgTooBig);
-    assert_eq!(status(&raw.call(0, &Request::ReadInline { open_id, offset: 0, len: 4096 })), Status::Ok);
+    assert_eq!(
+        status(&raw.call(0, &Request::ReadInline { open_id, offset: 0, len: 4096 })),
+        Status::Ok
+    );
     let big = vec![1u8; 9000];
     let m = raw.next(0, &Request::WriteInline { open_id, offset: 0, stable: false, data: &big });
     assert!(m.len() > limits::MSG_SIZE_MIN as usize);
@@ -699,14 +896,24 @@ fn connect_small_rcvbuf(addr: &str) -> TcpStream {
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
         assert!(fd >= 0);
         let sz: libc::c_int = 4096;
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &sz as *const _ as *const libc::c_void, std::mem::size_of::<libc::c_int>() as u32);
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &sz as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as u32,
+        );
         let sa = libc::sockaddr_in {
             sin_family: libc::AF_INET as libc::sa_family_t,
             sin_port: v4.port().to_be(),
             sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(v4.ip().octets()) },
             sin_zero: [0; 8],
         };
-        let r = libc::connect(fd, &sa as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_in>() as u32);
+        let r = libc::connect(
+            fd,
+            &sa as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        );
         assert_eq!(r, 0, "connect: {}", std::io::Error::last_os_error());
         TcpStream::from_raw_fd(fd)
     }
@@ -723,7 +930,10 @@ fn flood(srv: &TestServer, s: &mut TcpStream, batch: &[u8], max_bytes: usize) ->
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => break,
             Err(e) => {
                 server_alive(srv);
-                panic!("flood write failed after {sent} bytes: {e}\nserver stderr:\n{}", srv.stderr_log());
+                panic!(
+                    "flood write failed after {sent} bytes: {e}\nserver stderr:\n{}",
+                    srv.stderr_log()
+                );
             }
         }
     }
@@ -746,14 +956,31 @@ fn never_reading_client_null_flood_is_bounded() {
     let sent = flood(&srv, &mut s, &batch, 160 << 20);
     std::thread::sleep(Duration::from_millis(300));
     let rss = rss_kb(pid);
-    eprintln!("null flood: sent {} MB ({} requests) in {:?}; server RSS {} -> {} kB", sent >> 20, sent / one.len(), t.elapsed(), before, rss);
-    assert!(sent < 160 << 20, "the server kept reading {} MB from a client that never reads", sent >> 20);
-    assert!(rss < RSS_LIMIT_KB, "server RSS {rss} kB after a never-reading client (limit {RSS_LIMIT_KB} kB)");
+    eprintln!(
+        "null flood: sent {} MB ({} requests) in {:?}; server RSS {} -> {} kB",
+        sent >> 20,
+        sent / one.len(),
+        t.elapsed(),
+        before,
+        rss
+    );
+    assert!(
+        sent < 160 << 20,
+        "the server kept reading {} MB from a client that never reads",
+        sent >> 20
+    );
+    assert!(
+        rss < RSS_LIMIT_KB,
+        "server RSS {rss} kB after a never-reading client (limit {RSS_LIMIT_KB} kB)"
+    );
     // The paused connection must not make the server spin.
     let t0 = cpu_ticks(pid);
     std::thread::sleep(Duration::from_secs(1));
     let spent = cpu_ticks(pid) - t0;
-    assert!(spent < 50, "server used {spent} ticks of CPU in 1 s while a never-reading client was paused");
+    assert!(
+        spent < 50,
+        "server used {spent} ticks of CPU in 1 s while a never-reading client was paused"
+    );
     assert_serves(&srv, "null flood");
     drop(s);
     assert_serves(&srv, "null flood after disconnect");
@@ -768,7 +995,13 @@ fn never_reading_client_slot_refusals_are_bounded() {
     // Thousands of requests that are refused: misordered, bad slot, bad session.
     let mut batch = Vec::new();
     for i in 0..3000u32 {
-        let h = Header::request(Opcode::Null, if i % 3 == 0 { 42 } else { raw.sid }, i % 5, 1000 + i, 0);
+        let h = Header::request(
+            Opcode::Null,
+            if i % 3 == 0 { 42 } else { raw.sid },
+            i % 5,
+            1000 + i,
+            0,
+        );
         batch.extend_from_slice(&msg_frame(&enc(&h, &Request::Null)));
     }
     let sent = flood(&srv, &mut raw.s, &batch, 160 << 20);
@@ -799,7 +1032,15 @@ fn never_reading_client_direct_reads_are_bounded() {
     'outer: for _ in 0..40 {
         let mut batch = Vec::new();
         for _ in 0..10 {
-            let m = raw.next(0, &Request::ReadDirect { open_id, offset: 0, len: s.direct_max, region: RemoteRegion { key: 12345, offset: 0 } });
+            let m = raw.next(
+                0,
+                &Request::ReadDirect {
+                    open_id,
+                    offset: 0,
+                    len: s.direct_max,
+                    region: RemoteRegion { key: 12345, offset: 0 },
+                },
+            );
             batch.extend_from_slice(&msg_frame(&m));
         }
         match raw.s.write_all(&batch) {
@@ -814,7 +1055,10 @@ fn never_reading_client_direct_reads_are_bounded() {
     }
     std::thread::sleep(Duration::from_millis(300));
     rss = rss.max(rss_kb(pid));
-    eprintln!("direct-read flood: {sent} requests of {} B each; server RSS {before} -> {rss} kB", s.direct_max);
+    eprintln!(
+        "direct-read flood: {sent} requests of {} B each; server RSS {before} -> {rss} kB",
+        s.direct_max
+    );
     assert!(rss < before + 150 * 1024, "server RSS grew from {before} kB to {rss} kB after {sent} tiny READ_DIRECTs the client never read");
     assert_serves(&srv, "direct read flood");
 }
@@ -836,7 +1080,10 @@ fn stalled_large_frames_before_session_are_cheap() {
     std::thread::sleep(Duration::from_millis(500));
     let rss = rss_kb(pid);
     eprintln!("48 stalled 4 MiB frames: server RSS {before} -> {rss} kB");
-    assert!(rss < before + 64 * 1024, "48 stalled connections grew the server from {before} kB to {rss} kB");
+    assert!(
+        rss < before + 64 * 1024,
+        "48 stalled connections grew the server from {before} kB to {rss} kB"
+    );
     assert_serves(&srv, "stalled frames");
     drop(conns);
 }
@@ -853,7 +1100,15 @@ fn read_direct_with_unregistered_key_is_placed_by_key() {
     raw.create(65536, 2, AuthMethod::None).unwrap();
     let root = raw.root();
     let open_id = raw.open(root, b"hello", open_flags::READ);
-    let m = raw.next(1, &Request::ReadDirect { open_id, offset: 0, len: 4096, region: RemoteRegion { key: 12345, offset: 7 } });
+    let m = raw.next(
+        1,
+        &Request::ReadDirect {
+            open_id,
+            offset: 0,
+            len: 4096,
+            region: RemoteRegion { key: 12345, offset: 7 },
+        },
+    );
     raw.send_msg(&m);
     // The server names the key it was given; refusing is the client's job.
     let (put, payload) = raw.frame();
@@ -871,9 +1126,20 @@ fn read_direct_with_unregistered_key_is_placed_by_key() {
     let (put, payload) = raw.frame();
     assert_eq!((put.kind, put.key, put.offset, put.len), (FrameKind::Put, 12345, 7, 11), "{put:?}");
     assert_eq!(payload, b"HELLO WORLD");
-    assert_eq!(decode_reply(&raw.reply(), MAX).unwrap().1, Reply::ReadDirect { count: 11, eof: true });
+    assert_eq!(
+        decode_reply(&raw.reply(), MAX).unwrap().1,
+        Reply::ReadDirect { count: 11, eof: true }
+    );
     // Past EOF: nothing placed (at most an empty PUT), count 0.
-    let m = raw.next(1, &Request::ReadDirect { open_id, offset: 100, len: 4096, region: RemoteRegion { key: 12345, offset: 0 } });
+    let m = raw.next(
+        1,
+        &Request::ReadDirect {
+            open_id,
+            offset: 100,
+            len: 4096,
+            region: RemoteRegion { key: 12345, offset: 0 },
+        },
+    );
     raw.send_msg(&m);
     let (mut fh, mut payload) = raw.frame();
     if fh.kind == FrameKind::Put {
@@ -883,7 +1149,15 @@ fn read_direct_with_unregistered_key_is_placed_by_key() {
     assert_eq!(fh.kind, FrameKind::Msg);
     assert_eq!(decode_reply(&payload, MAX).unwrap().1, Reply::ReadDirect { count: 0, eof: true });
     // Above the server's direct maximum: INVAL.
-    let m = raw.next(1, &Request::ReadDirect { open_id, offset: 0, len: limits::DIRECT_LEN_MAX, region: RemoteRegion { key: 1, offset: 0 } });
+    let m = raw.next(
+        1,
+        &Request::ReadDirect {
+            open_id,
+            offset: 0,
+            len: limits::DIRECT_LEN_MAX,
+            region: RemoteRegion { key: 1, offset: 0 },
+        },
+    );
     assert_eq!(status(&raw.roundtrip(&m)), Status::Inval);
     assert_serves(&srv, "unregistered READ_DIRECT");
 }
@@ -895,14 +1169,18 @@ mod fake_server {
 
     fn pair() -> (TcpClient, TcpStream) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let c = TcpClient::connect(&l.local_addr().unwrap().to_string(), Duration::from_secs(5)).unwrap();
+        let c = TcpClient::connect(&l.local_addr().unwrap().to_string(), Duration::from_secs(5))
+            .unwrap();
         let (s, _) = l.accept().unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         (c, s)
     }
 
     fn put(key: u64, offset: u64, data: &[u8]) -> Vec<u8> {
-        frame_bytes(FrameHeader { kind: FrameKind::Put, len: data.len() as u32, key, offset, tag: 0 }, data)
+        frame_bytes(
+            FrameHeader { kind: FrameKind::Put, len: data.len() as u32, key, offset, tag: 0 },
+            data,
+        )
     }
 
     const CANARY: u8 = 0xcc;
@@ -944,7 +1222,12 @@ mod fake_server {
             ("one byte past the end", 1u64, 32usize, Access::READ_WRITE),
             ("starting at the end", 32, 1, Access::READ_WRITE),
             ("offset overflowing", u64::MAX, 2, Access::READ_WRITE),
-            ("region without remote write", 0, 4, Access { remote_write: false, remote_read: true }),
+            (
+                "region without remote write",
+                0,
+                4,
+                Access { remote_write: false, remote_read: true },
+            ),
         ] {
             let (mut c, mut s) = pair();
             let g = guarded(&mut c, access);
@@ -966,7 +1249,10 @@ mod fake_server {
         s.write_all(&put(g.key, 8, &[0x22; 4])).unwrap();
         s.write_all(&put(g.key, 32, &[])).unwrap();
         s.write_all(&msg_frame(b"reply")).unwrap();
-        let m = c.recv(Wait::Timeout(Duration::from_secs(5))).unwrap().expect("the message after the placements");
+        let m = c
+            .recv(Wait::Timeout(Duration::from_secs(5)))
+            .unwrap()
+            .expect("the message after the placements");
         assert_eq!(m, b"reply");
         let mut want = [CANARY; 64];
         want[16..48].fill(0x11);
@@ -976,7 +1262,10 @@ mod fake_server {
         // After deregistration the same key is refused.
         c.deregister(g.key).unwrap();
         s.write_all(&put(g.key, 0, &[0x33; 4])).unwrap();
-        assert!(matches!(c.recv(Wait::Timeout(Duration::from_secs(5))), Err(TransportError::Protocol(_))));
+        assert!(matches!(
+            c.recv(Wait::Timeout(Duration::from_secs(5))),
+            Err(TransportError::Protocol(_))
+        ));
         assert_eq!(&g.mem[..], &want[..]);
     }
 
@@ -985,7 +1274,8 @@ mod fake_server {
         let (mut c, mut s) = pair();
         let g = guarded(&mut c, Access { remote_write: true, remote_read: false });
         for (key, offset, len) in [(g.key + 7, 0u64, 8u32), (g.key, 0, 8) /* no remote read */] {
-            s.write_all(&FrameHeader { kind: FrameKind::Get, len, key, offset, tag: 99 }.encode()).unwrap();
+            s.write_all(&FrameHeader { kind: FrameKind::Get, len, key, offset, tag: 99 }.encode())
+                .unwrap();
             assert!(c.recv(Wait::Timeout(Duration::from_millis(200))).unwrap().is_none());
             let mut h = [0u8; FRAME_HEADER_LEN];
             s.read_exact(&mut h).unwrap();
@@ -1000,7 +1290,10 @@ mod fake_server {
         }
         // SAFETY: mem2 outlives the client's use of it (deregistered below).
         let k2 = unsafe { c.register(mem2.as_mut_ptr(), 16, Access::READ_WRITE).unwrap() };
-        s.write_all(&FrameHeader { kind: FrameKind::Get, len: 4, key: k2, offset: 10, tag: 5 }.encode()).unwrap();
+        s.write_all(
+            &FrameHeader { kind: FrameKind::Get, len: 4, key: k2, offset: 10, tag: 5 }.encode(),
+        )
+        .unwrap();
         assert!(c.recv(Wait::Timeout(Duration::from_millis(200))).unwrap().is_none());
         let mut h = [0u8; FRAME_HEADER_LEN];
         s.read_exact(&mut h).unwrap();
@@ -1017,9 +1310,25 @@ mod fake_server {
         for (what, bytes) in [
             ("MSG above the maximum", FrameHeader::msg(MAX + 1).encode().to_vec()),
             ("empty MSG", FrameHeader::msg(0).encode().to_vec()),
-            ("GET_RESP to a client", FrameHeader { kind: FrameKind::GetResp, len: 0, key: 0, offset: 0, tag: 1 }.encode().to_vec()),
+            (
+                "GET_RESP to a client",
+                FrameHeader { kind: FrameKind::GetResp, len: 0, key: 0, offset: 0, tag: 1 }
+                    .encode()
+                    .to_vec(),
+            ),
             ("unknown kind", vec![0x77; 32]),
-            ("PUT above the direct maximum", FrameHeader { kind: FrameKind::Put, len: limits::DIRECT_LEN_MAX + 1, key: 1, offset: 0, tag: 0 }.encode().to_vec()),
+            (
+                "PUT above the direct maximum",
+                FrameHeader {
+                    kind: FrameKind::Put,
+                    len: limits::DIRECT_LEN_MAX + 1,
+                    key: 1,
+                    offset: 0,
+                    tag: 0,
+                }
+                .encode()
+                .to_vec(),
+            ),
         ] {
             let (mut c, mut s) = pair();
             s.write_all(&bytes).unwrap();
@@ -1029,7 +1338,10 @@ mod fake_server {
         // The peer closing is reported as Closed.
         let (mut c, s) = pair();
         drop(s);
-        assert!(matches!(c.recv(Wait::Timeout(Duration::from_secs(5))), Err(TransportError::Closed)));
+        assert!(matches!(
+            c.recv(Wait::Timeout(Duration::from_secs(5))),
+            Err(TransportError::Closed)
+        ));
     }
 }
 
@@ -1042,7 +1354,10 @@ fn session_create_parameters() {
     // Lease 0: a session ends with its connection (the default keeps it for 90 s).
     let srv = TestServer::start(&["--max-sessions", "2", "--lease-secs", "0"]);
     let mut raw = Raw::connect(&srv);
-    assert_eq!(raw.create(limits::MSG_SIZE_MIN - 1, 4, AuthMethod::None).err(), Some(Status::Inval));
+    assert_eq!(
+        raw.create(limits::MSG_SIZE_MIN - 1, 4, AuthMethod::None).err(),
+        Some(Status::Inval)
+    );
     assert_eq!(raw.create(0, 4, AuthMethod::None).err(), Some(Status::Inval));
     assert_eq!(raw.create(65536, 0, AuthMethod::None).err(), Some(Status::Inval));
     // Auth method outside the enum: a body decode error.
@@ -1078,7 +1393,9 @@ fn session_create_parameters() {
     loop {
         match third.create(65536, 1, AuthMethod::None) {
             Ok(_) => break,
-            Err(Status::Limit) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(Status::Limit) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
             Err(s) => panic!("session after a disconnect: {s:?}"),
         }
     }
@@ -1101,28 +1418,54 @@ fn authentication_failures() {
     // A wrong proof.
     let cn = [9u8; 32];
     let wrong = auth::client_proof(b"not the secret", raw.sid, &s.nonce, &cn, &raw.client_id);
-    assert_eq!(status(&raw.call(1, &Request::SessionAuth { client_nonce: cn, proof: wrong })), Status::AuthFailed);
+    assert_eq!(
+        status(&raw.call(1, &Request::SessionAuth { client_nonce: cn, proof: wrong })),
+        Status::AuthFailed
+    );
     assert_eq!(status(&raw.call(1, &Request::GetRootHandle { export: b"" })), Status::AuthRequired);
     // A proof for the right secret but another client id / session.
     let other_id = auth::client_proof(secret, raw.sid, &s.nonce, &cn, b"someone else");
-    assert_eq!(status(&raw.call(0, &Request::SessionAuth { client_nonce: cn, proof: other_id })), Status::AuthFailed);
+    assert_eq!(
+        status(&raw.call(0, &Request::SessionAuth { client_nonce: cn, proof: other_id })),
+        Status::AuthFailed
+    );
     let other_sid = auth::client_proof(secret, raw.sid ^ 2, &s.nonce, &cn, &raw.client_id);
-    assert_eq!(status(&raw.call(0, &Request::SessionAuth { client_nonce: cn, proof: other_sid })), Status::AuthFailed);
-    assert_eq!(status(&raw.call(0, &Request::GetAttr { fh: FileHandle([0; 32]) })), Status::AuthRequired);
+    assert_eq!(
+        status(&raw.call(0, &Request::SessionAuth { client_nonce: cn, proof: other_sid })),
+        Status::AuthFailed
+    );
+    assert_eq!(
+        status(&raw.call(0, &Request::GetAttr { fh: FileHandle([0; 32]) })),
+        Status::AuthRequired
+    );
     // The right proof: the server proves itself back, and ops work.
     let good = auth::client_proof(secret, raw.sid, &s.nonce, &cn, &raw.client_id);
     let r = raw.call(1, &Request::SessionAuth { client_nonce: cn, proof: good });
     match decode_reply(&r, MAX).unwrap().1 {
-        Reply::SessionAuth { server_proof } => assert!(auth::verify_server(secret, raw.sid, &s.nonce, &cn, &raw.client_id, &server_proof)),
+        Reply::SessionAuth { server_proof } => assert!(auth::verify_server(
+            secret,
+            raw.sid,
+            &s.nonce,
+            &cn,
+            &raw.client_id,
+            &server_proof
+        )),
         other => panic!("SESSION_AUTH: {other:?}"),
     }
     assert_eq!(status(&raw.call(1, &Request::GetRootHandle { export: b"" })), Status::Ok);
-    assert_eq!(status(&raw.call(0, &Request::SessionAuth { client_nonce: cn, proof: good })), Status::Inval, "authenticating twice");
+    assert_eq!(
+        status(&raw.call(0, &Request::SessionAuth { client_nonce: cn, proof: good })),
+        Status::Inval,
+        "authenticating twice"
+    );
 
     // The library: without a secret it gets an auth error; with a wrong one too.
     let e = srv.client_with(|cfg| cfg.secret = None).err().expect("no secret must fail");
     assert!(matches!(e, Error::Auth(_)), "{e:?}");
-    let e = srv.client_with(|cfg| cfg.secret = Some(b"wrong secret!".to_vec())).err().expect("wrong secret must fail");
+    let e = srv
+        .client_with(|cfg| cfg.secret = Some(b"wrong secret!".to_vec()))
+        .err()
+        .expect("wrong secret must fail");
     assert!(matches!(e, Error::Status(Status::AuthFailed)), "{e:?}");
     assert_serves(&srv, "auth failures");
 }
@@ -1139,19 +1482,38 @@ fn session_bind_abuse() {
     let sid = owner.sid;
     let cn = [5u8; 32];
     let good = auth::client_proof(secret, sid, &s.nonce, &cn, &owner.client_id);
-    assert_eq!(status(&owner.call(0, &Request::SessionAuth { client_nonce: cn, proof: good })), Status::Ok);
+    assert_eq!(
+        status(&owner.call(0, &Request::SessionAuth { client_nonce: cn, proof: good })),
+        Status::Ok
+    );
     let id = owner.client_id.clone();
     let bind = |sid: u64, nonce: &[u8; 32], cn: [u8; 32], secret: &[u8], client: &[u8]| {
         let proof = auth::bind_proof(secret, sid, nonce, &cn, client);
-        enc(&Header::request(Opcode::SessionBind, sid, 0, 0, 0), &Request::SessionBind { client_nonce: cn, proof, client_id: client })
+        enc(
+            &Header::request(Opcode::SessionBind, sid, 0, 0, 0),
+            &Request::SessionBind { client_nonce: cn, proof, client_id: client },
+        )
     };
     let mut other = Raw::connect(&srv);
     // Unknown session, other client id, wrong secret: refused, nothing changes.
-    assert_eq!(status(&other.roundtrip(&bind(sid ^ 4, &s.nonce, [1; 32], secret, &id))), Status::BadSession);
-    assert_eq!(status(&other.roundtrip(&bind(sid, &s.nonce, [1; 32], secret, b"intruder"))), Status::BadSession);
+    assert_eq!(
+        status(&other.roundtrip(&bind(sid ^ 4, &s.nonce, [1; 32], secret, &id))),
+        Status::BadSession
+    );
+    assert_eq!(
+        status(&other.roundtrip(&bind(sid, &s.nonce, [1; 32], secret, b"intruder"))),
+        Status::BadSession
+    );
     // Without the secret, a bind cannot even disturb the live owner.
-    assert_eq!(status(&other.roundtrip(&bind(sid, &s.nonce, [1; 32], b"not the secret", &id))), Status::AuthFailed);
-    assert_eq!(status(&owner.call(1, &Request::Null)), Status::Ok, "the owner's connection is untouched");
+    assert_eq!(
+        status(&other.roundtrip(&bind(sid, &s.nonce, [1; 32], b"not the secret", &id))),
+        Status::AuthFailed
+    );
+    assert_eq!(
+        status(&owner.call(1, &Request::Null)),
+        Status::Ok,
+        "the owner's connection is untouched"
+    );
     // A correct bind while the owner's connection is alive: DELAY, and the server closes
     // the owner's connection (the session is parked, not lost).
     assert_eq!(status(&other.roundtrip(&bind(sid, &s.nonce, [1; 32], secret, &id))), Status::Delay);
@@ -1159,27 +1521,45 @@ fn session_bind_abuse() {
     owner.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     assert_eq!(owner.s.read(&mut b).unwrap_or(0), 0, "the old connection is closed");
     drop(owner);
-    assert_eq!(status(&other.roundtrip(&bind(sid, &s.nonce, [1; 32], b"not the secret", &id))), Status::AuthFailed);
+    assert_eq!(
+        status(&other.roundtrip(&bind(sid, &s.nonce, [1; 32], b"not the secret", &id))),
+        Status::AuthFailed
+    );
     // A SESSION_AUTH transcript replayed as a bind proof does not verify either.
-    let replayed = enc(&Header::request(Opcode::SessionBind, sid, 0, 0, 0), &Request::SessionBind { client_nonce: cn, proof: good, client_id: &id });
+    let replayed = enc(
+        &Header::request(Opcode::SessionBind, sid, 0, 0, 0),
+        &Request::SessionBind { client_nonce: cn, proof: good, client_id: &id },
+    );
     assert_eq!(status(&other.roundtrip(&replayed)), Status::AuthFailed);
     // The right proof binds, and the session continues: slot 0's next sequence id is 2.
     let r = other.roundtrip(&bind(sid, &s.nonce, [2; 32], secret, &id));
     let (h, reply) = decode_reply(&r, MAX).unwrap();
     assert_eq!(h.session_id, sid);
-    let Reply::SessionBind { slots, next_nonce, server_proof, .. } = reply else { panic!("SESSION_BIND: {reply:?}") };
+    let Reply::SessionBind { slots, next_nonce, server_proof, .. } = reply else {
+        panic!("SESSION_BIND: {reply:?}")
+    };
     assert_eq!(slots, 2);
     assert_eq!(server_proof, auth::bind_server_proof(secret, sid, &[2; 32], &next_nonce, &id));
     other.sid = sid;
     other.seq = vec![2, 1];
-    assert_eq!(status(&other.call(0, &Request::Null)), Status::Ok, "bound: no re-authentication needed");
+    assert_eq!(
+        status(&other.call(0, &Request::Null)),
+        Status::Ok,
+        "bound: no re-authentication needed"
+    );
     // The old bind message cannot be replayed: the nonce rotated.
     let mut third = Raw::connect(&srv);
     drop(other);
     std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(status(&third.roundtrip(&bind(sid, &s.nonce, [2; 32], secret, &id))), Status::AuthFailed);
+    assert_eq!(
+        status(&third.roundtrip(&bind(sid, &s.nonce, [2; 32], secret, &id))),
+        Status::AuthFailed
+    );
     assert_eq!(status(&third.roundtrip(&bind(sid, &next_nonce, [3; 32], secret, &id))), Status::Ok);
     // A second bind (or create) on a connection that has a session is refused.
-    assert_eq!(status(&third.roundtrip(&bind(sid, &next_nonce, [3; 32], secret, &id))), Status::Inval);
+    assert_eq!(
+        status(&third.roundtrip(&bind(sid, &next_nonce, [3; 32], secret, &id))),
+        Status::Inval
+    );
     assert_serves(&srv, "bind abuse");
 }

@@ -21,22 +21,38 @@ use dafs_transport::tcp::TcpClient;
 use dafs_transport::ClientTransport;
 
 /// A client whose transport injects faults by `plan` (none during session set-up).
-fn faulty_client(srv: &TestServer, provider: Provider, plan: FaultPlan, seed: u64, cfg: ClientConfig) -> (Client, std::sync::Arc<FaultControl>) {
+fn faulty_client(
+    srv: &TestServer,
+    provider: Provider,
+    plan: FaultPlan,
+    seed: u64,
+    cfg: ClientConfig,
+) -> (Client, std::sync::Arc<FaultControl>) {
     let inner: Box<dyn ClientTransport> = match provider {
         Provider::Tcp => Box::new(TcpClient::connect(&srv.addr(), Duration::from_secs(5)).unwrap()),
-        _ => Box::new(ShmClient::connect(srv.shm_socket().unwrap(), Duration::from_secs(5)).unwrap()),
+        _ => {
+            Box::new(ShmClient::connect(srv.shm_socket().unwrap(), Duration::from_secs(5)).unwrap())
+        }
     };
     let mut t = FaultyTransport::new(inner, FaultPlan::default(), seed);
     let ctl = t.control();
     t.set_plan(plan);
     t.quiet_for(16);
-    let c = Client::with_transport(Box::new(t), cfg).unwrap_or_else(|e| panic!("connect: {e}\n{}", srv.stderr_log()));
+    let c = Client::with_transport(Box::new(t), cfg)
+        .unwrap_or_else(|e| panic!("connect: {e}\n{}", srv.stderr_log()));
     (c, ctl)
 }
 
 /// The answer of `dafs admin --socket S --json ARGS...`.
 fn admin(sock: &Path, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(dafs_bin()).arg("admin").arg("--socket").arg(sock).arg("--json").args(args).output().unwrap();
+    let out = Command::new(dafs_bin())
+        .arg("admin")
+        .arg("--socket")
+        .arg(sock)
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "dafs admin {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -53,7 +69,13 @@ fn exactly_once_under_cut_connections(provider: Provider) {
     let base = tempfile::tempdir().unwrap();
     let admin_sock = base.path().join("admin.sock");
     let srv = TestServer::start(&["--admin-socket", admin_sock.to_str().unwrap()]);
-    let plan = FaultPlan { drop_ppm: 8_000, cut_after_send_ppm: 25_000, cut_before_recv_ppm: 12_000, duplicate_ppm: 20_000, delay_ppm: 10_000 };
+    let plan = FaultPlan {
+        drop_ppm: 8_000,
+        cut_after_send_ppm: 25_000,
+        cut_before_recv_ppm: 12_000,
+        duplicate_ppm: 20_000,
+        delay_ppm: 10_000,
+    };
     let seed = if provider == Provider::Tcp { 0x5eed_0001 } else { 0x5eed_0002 };
     let (mut c, ctl) = faulty_client(&srv, provider, plan, seed, srv.config());
     let threshold = c.inline_threshold();
@@ -70,7 +92,11 @@ fn exactly_once_under_cut_connections(provider: Provider) {
     let t0 = Instant::now();
     while ctl.counts().cuts < 1000 {
         assert!(ops < 200_000, "too few cuts: {:?} after {ops} ops", ctl.counts());
-        assert!(t0.elapsed() < Duration::from_secs(240), "too slow: {:?} after {ops} ops", ctl.counts());
+        assert!(
+            t0.elapsed() < Duration::from_secs(240),
+            "too slow: {:?} after {ops} ops",
+            ctl.counts()
+        );
         ops += 1;
         let r = next();
         let names: Vec<String> = model.keys().cloned().collect();
@@ -83,7 +109,9 @@ fn exactly_once_under_cut_connections(provider: Provider) {
                 created += 1;
                 let name = format!("f{created}");
                 let data = pattern(created, (r % 3000) as usize + 1, created as u8);
-                let f = c.open(&name, OpenOptions::read_write().create(true).exclusive(true)).unwrap_or_else(|e| panic!("{ctx}: create {name}: {e}"));
+                let f = c
+                    .open(&name, OpenOptions::read_write().create(true).exclusive(true))
+                    .unwrap_or_else(|e| panic!("{ctx}: create {name}: {e}"));
                 c.pwrite(&f, &data, 0).unwrap_or_else(|e| panic!("{ctx}: write {name}: {e}"));
                 c.close(f).unwrap_or_else(|e| panic!("{ctx}: close {name}: {e}"));
                 model.insert(name, data);
@@ -91,12 +119,20 @@ fn exactly_once_under_cut_connections(provider: Provider) {
             // Overwrite a range inline, or directly (above the threshold).
             2 | 3 => {
                 let name = pick(r >> 8);
-                let len = if what == 2 { (r >> 20) as usize % 2000 + 1 } else { threshold + 1 + (r >> 20) as usize % 70_000 };
+                let len = if what == 2 {
+                    (r >> 20) as usize % 2000 + 1
+                } else {
+                    threshold + 1 + (r >> 20) as usize % 70_000
+                };
                 let content = model.get_mut(&name).unwrap();
                 let off = (r >> 40) as usize % (content.len() + 1);
                 let data = pattern(ops, len, (r >> 3) as u8);
-                let f = c.open(&name, OpenOptions::read_write()).unwrap_or_else(|e| panic!("{ctx}: open {name}: {e}"));
-                let n = c.pwrite(&f, &data, off as u64).unwrap_or_else(|e| panic!("{ctx}: pwrite {name}: {e}"));
+                let f = c
+                    .open(&name, OpenOptions::read_write())
+                    .unwrap_or_else(|e| panic!("{ctx}: open {name}: {e}"));
+                let n = c
+                    .pwrite(&f, &data, off as u64)
+                    .unwrap_or_else(|e| panic!("{ctx}: pwrite {name}: {e}"));
                 assert_eq!(n, len, "{ctx}");
                 c.close(f).unwrap_or_else(|e| panic!("{ctx}: close {name}: {e}"));
                 if content.len() < off + len {
@@ -108,11 +144,19 @@ fn exactly_once_under_cut_connections(provider: Provider) {
             4 | 5 => {
                 let name = pick(r >> 8);
                 let data = pattern(ops, (r >> 24) as usize % 600 + 1, 7);
-                let f = c.open(&name, OpenOptions::write_only().append(true)).unwrap_or_else(|e| panic!("{ctx}: open {name}: {e}"));
-                let at = c.append(&f, &data).unwrap_or_else(|e| panic!("{ctx}: append {name}: {e}"));
+                let f = c
+                    .open(&name, OpenOptions::write_only().append(true))
+                    .unwrap_or_else(|e| panic!("{ctx}: open {name}: {e}"));
+                let at =
+                    c.append(&f, &data).unwrap_or_else(|e| panic!("{ctx}: append {name}: {e}"));
                 c.close(f).unwrap_or_else(|e| panic!("{ctx}: close {name}: {e}"));
                 let content = model.get_mut(&name).unwrap();
-                assert_eq!(at, content.len() as u64, "{ctx}: append to {name} landed at {at}, model length {}", content.len());
+                assert_eq!(
+                    at,
+                    content.len() as u64,
+                    "{ctx}: append to {name} landed at {at}, model length {}",
+                    content.len()
+                );
                 content.extend_from_slice(&data);
             }
             // Rename to a fresh name (a replayed rename must not fail with ENOENT).
@@ -120,7 +164,8 @@ fn exactly_once_under_cut_connections(provider: Provider) {
                 let from = pick(r >> 8);
                 created += 1;
                 let to = format!("r{created}");
-                c.rename(&from, &to).unwrap_or_else(|e| panic!("{ctx}: rename {from} -> {to}: {e}"));
+                c.rename(&from, &to)
+                    .unwrap_or_else(|e| panic!("{ctx}: rename {from} -> {to}: {e}"));
                 let v = model.remove(&from).unwrap();
                 model.insert(to, v);
             }
@@ -134,9 +179,12 @@ fn exactly_once_under_cut_connections(provider: Provider) {
             _ => {
                 let name = pick(r >> 8);
                 let want = &model[&name];
-                let f = c.open(&name, OpenOptions::read()).unwrap_or_else(|e| panic!("{ctx}: open {name}: {e}"));
+                let f = c
+                    .open(&name, OpenOptions::read())
+                    .unwrap_or_else(|e| panic!("{ctx}: open {name}: {e}"));
                 let mut buf = vec![0u8; want.len()];
-                let n = c.pread(&f, &mut buf, 0).unwrap_or_else(|e| panic!("{ctx}: read {name}: {e}"));
+                let n =
+                    c.pread(&f, &mut buf, 0).unwrap_or_else(|e| panic!("{ctx}: read {name}: {e}"));
                 c.close(f).unwrap_or_else(|e| panic!("{ctx}: close {name}: {e}"));
                 assert_eq!(n, want.len(), "{ctx}: {name}");
                 assert!(buf == *want, "{ctx}: {name} content differs");
@@ -150,18 +198,25 @@ fn exactly_once_under_cut_connections(provider: Provider) {
     let mut on_disk = BTreeMap::new();
     for e in std::fs::read_dir(srv.dir()).unwrap() {
         let e = e.unwrap();
-        on_disk.insert(e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap());
+        on_disk
+            .insert(e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap());
     }
     assert_eq!(on_disk.keys().collect::<Vec<_>>(), model.keys().collect::<Vec<_>>(), "file names");
     for (k, v) in &model {
         assert!(on_disk[k] == *v, "{k}: content differs from the model");
     }
-    assert!(counts.cuts >= 1000 && counts.duplicated > 0 && counts.delayed > 0 && counts.dropped > 0, "{counts:?}");
+    assert!(
+        counts.cuts >= 1000 && counts.duplicated > 0 && counts.delayed > 0 && counts.dropped > 0,
+        "{counts:?}"
+    );
     assert!(stats.reconnects >= 900, "{stats:?}");
     // The server saw retransmissions and answered some from its reply cache.
     let replays = counter(&admin_sock, "replays");
     let binds = counter(&admin_sock, "binds");
-    assert!(replays > 0 && binds >= stats.reconnects, "replays {replays}, binds {binds}, client {stats:?}");
+    assert!(
+        replays > 0 && binds >= stats.reconnects,
+        "replays {replays}, binds {binds}, client {stats:?}"
+    );
     eprintln!("{provider:?}: {ops} ops, {counts:?}, client reconnects {}, retransmits {}, stale replies {}, server replays {replays}, binds {binds}", stats.reconnects, stats.retransmits, stats.stale_replies);
 }
 
@@ -184,7 +239,10 @@ fn reconnect_keeps_session_state(provider: Provider) {
     let mut other = srv.client_on(Provider::Tcp);
     let g = other.open("held", OpenOptions::read()).unwrap();
     assert!(other.test_lock(&g, 0, 10, true).unwrap().is_some(), "lock kept across the reconnect");
-    assert_eq!(other.open("held", OpenOptions::write_only()).unwrap_err().status(), Some(Status::ShareDenied));
+    assert_eq!(
+        other.open("held", OpenOptions::write_only()).unwrap_err().status(),
+        Some(Status::ShareDenied)
+    );
     c.unlock(&f, 0, 10).unwrap();
     c.close(f).unwrap();
     assert!(other.test_lock(&g, 0, 10, true).unwrap().is_none());
@@ -202,13 +260,19 @@ fn lease_expiry_releases_state(provider: Provider) {
     ctl.cut();
     let mut other = srv.client_on(Provider::Tcp);
     // While parked (within the lease) the reservation still holds.
-    assert_eq!(other.open("leased", OpenOptions::write_only()).unwrap_err().status(), Some(Status::ShareDenied));
+    assert_eq!(
+        other.open("leased", OpenOptions::write_only()).unwrap_err().status(),
+        Some(Status::ShareDenied)
+    );
     // After the lease the server has released everything.
     let t = Instant::now();
     loop {
         match other.open("leased", OpenOptions::write_only()) {
             Ok(g) => {
-                assert!(other.test_lock(&g, 0, 0, true).unwrap().is_none(), "lock released with the session");
+                assert!(
+                    other.test_lock(&g, 0, 0, true).unwrap().is_none(),
+                    "lock released with the session"
+                );
                 other.close(g).unwrap();
                 break;
             }
@@ -219,13 +283,21 @@ fn lease_expiry_releases_state(provider: Provider) {
             Err(e) => panic!("lease never expired: {e}"),
         }
     }
-    assert!(t.elapsed() >= Duration::from_millis(700), "released before the lease ran out ({:?})", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(700),
+        "released before the lease ran out ({:?})",
+        t.elapsed()
+    );
     // The client finds out on its next call.
     let mut buf = [0u8; 4];
     let e = c.pread(&f, &mut buf, 0).unwrap_err();
     assert_eq!(e.status(), Some(Status::BadSession), "{e}");
     assert_eq!(c.session_lost(), Some(Status::BadSession));
-    assert_eq!(c.stat("leased").unwrap_err().status(), Some(Status::BadSession), "every call says so");
+    assert_eq!(
+        c.stat("leased").unwrap_err().status(),
+        Some(Status::BadSession),
+        "every call says so"
+    );
     // The documented way back: a new session, files re-opened by path.
     c.reestablish().unwrap();
     let g = c.reopen(&f).unwrap();
@@ -236,7 +308,11 @@ fn lease_expiry_releases_state(provider: Provider) {
     c.close(g).unwrap();
 }
 
-for_each_provider!(exactly_once_under_cut_connections, reconnect_keeps_session_state, lease_expiry_releases_state);
+for_each_provider!(
+    exactly_once_under_cut_connections,
+    reconnect_keeps_session_state,
+    lease_expiry_releases_state
+);
 
 #[test]
 fn fencing_and_admin_sessions() {
@@ -254,7 +330,10 @@ fn fencing_and_admin_sessions() {
     assert_eq!(sa["open_files"], 1);
     assert!(sa["slots"].as_u64().unwrap() >= 1);
     // Human-readable listing works too.
-    let out = Command::new(dafs_bin()).args(["admin", "--socket", sock.to_str().unwrap(), "sessions"]).output().unwrap();
+    let out = Command::new(dafs_bin())
+        .args(["admin", "--socket", sock.to_str().unwrap(), "sessions"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("tenant-a:1"));
     // Fence tenant-a (prefix): its session ends, its requests are refused.
     let r = admin(&sock, &["fence", "tenant-a:*"]);
@@ -262,7 +341,10 @@ fn fencing_and_admin_sessions() {
     let e = a.pwrite(&f, b"data", 0).unwrap_err();
     assert_eq!(e.status(), Some(Status::Fenced), "{e}");
     assert_eq!(a.session_lost(), Some(Status::Fenced));
-    let e = srv.client_with(|c| c.client_id = "tenant-a:2".into()).err().expect("a fenced client cannot connect");
+    let e = srv
+        .client_with(|c| c.client_id = "tenant-a:2".into())
+        .err()
+        .expect("a fenced client cannot connect");
     assert_eq!(e.status(), Some(Status::Fenced));
     // Other clients are unaffected.
     b.null().unwrap();
@@ -272,9 +354,16 @@ fn fencing_and_admin_sessions() {
     admin(&sock, &["unfence", "tenant-a:*"]);
     let mut a2 = srv.client_with(|c| c.client_id = "tenant-a:3".into()).unwrap();
     a2.null().unwrap();
-    assert_eq!(a.reestablish().map(|_| ()).err().map(|e| e.to_string()), None, "re-establish after unfence");
+    assert_eq!(
+        a.reestablish().map(|_| ()).err().map(|e| e.to_string()),
+        None,
+        "re-establish after unfence"
+    );
     // Unknown commands and sessions are clear errors (exit 1).
-    let out = Command::new(dafs_bin()).args(["admin", "--socket", sock.to_str().unwrap(), "kill", "1234"]).output().unwrap();
+    let out = Command::new(dafs_bin())
+        .args(["admin", "--socket", sock.to_str().unwrap(), "kill", "1234"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such session"));
 }
@@ -284,11 +373,12 @@ fn server_directed_slot_target() {
     let base = tempfile::tempdir().unwrap();
     let sock = base.path().join("admin.sock");
     let srv = TestServer::start(&["--admin-socket", sock.to_str().unwrap(), "--slots", "8"]);
-    let mut c = srv.client_with(|c| {
-        c.slots = 8;
-        c.provider = Provider::Tcp;
-    })
-    .unwrap();
+    let mut c = srv
+        .client_with(|c| {
+            c.slots = 8;
+            c.provider = Provider::Tcp;
+        })
+        .unwrap();
     std::fs::write(srv.dir().join("f"), vec![1u8; 4096]).unwrap();
     let f = c.open("f", OpenOptions::read()).unwrap();
     let id = format!("{:016x}", c.session_id());
@@ -305,7 +395,10 @@ fn server_directed_slot_target() {
         }
         max_in_flight = max_in_flight.max(c.outstanding(cg));
     }
-    assert!(max_in_flight <= 2, "the client follows the server's target: {max_in_flight} in flight");
+    assert!(
+        max_in_flight <= 2,
+        "the client follows the server's target: {max_in_flight} in flight"
+    );
     c.wait_all(cg).unwrap();
     // Grow back.
     admin(&sock, &["slots", &id, "8"]);
@@ -323,11 +416,21 @@ fn server_directed_slot_target() {
 fn limits_are_enforced_with_clear_statuses() {
     let base = tempfile::tempdir().unwrap();
     let sock = base.path().join("admin.sock");
-    let srv = TestServer::start(&["--admin-socket", sock.to_str().unwrap(), "--max-connections-per-client", "2", "--max-open-files", "3", "--slots", "4"]);
+    let srv = TestServer::start(&[
+        "--admin-socket",
+        sock.to_str().unwrap(),
+        "--max-connections-per-client",
+        "2",
+        "--max-open-files",
+        "3",
+        "--slots",
+        "4",
+    ]);
     // Connections (sessions) per client id.
     let c1 = srv.client_with(|c| c.client_id = "same:1".into()).unwrap();
     let c2 = srv.client_with(|c| c.client_id = "same:1".into()).unwrap();
-    let e = srv.client_with(|c| c.client_id = "same:1".into()).err().expect("third connection refused");
+    let e =
+        srv.client_with(|c| c.client_id = "same:1".into()).err().expect("third connection refused");
     assert_eq!(e.status(), Some(Status::Limit));
     drop((c1, c2));
     // Open files per session.
@@ -336,7 +439,10 @@ fn limits_are_enforced_with_clear_statuses() {
     for i in 0..3 {
         files.push(c.open(&format!("o{i}"), OpenOptions::read_write().create(true)).unwrap());
     }
-    assert_eq!(c.open("o3", OpenOptions::read_write().create(true)).unwrap_err().status(), Some(Status::Limit));
+    assert_eq!(
+        c.open("o3", OpenOptions::read_write().create(true)).unwrap_err().status(),
+        Some(Status::Limit)
+    );
     // Slots: the grant is capped by the server.
     let c4 = srv.client_with(|c| c.slots = 64).unwrap();
     assert_eq!(c4.slots(), 4);
@@ -373,10 +479,14 @@ fn asserted_credentials_are_enforced_by_the_kernel() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     std::fs::set_permissions(srv.dir(), std::fs::Permissions::from_mode(0o777)).unwrap();
     std::fs::write(srv.dir().join("root-only"), b"secret").unwrap();
-    std::fs::set_permissions(srv.dir().join("root-only"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(srv.dir().join("root-only"), std::fs::Permissions::from_mode(0o600))
+        .unwrap();
     let mut c = srv.client();
     c.set_cred(1000, 1000, &[]).unwrap();
-    assert_eq!(c.open("root-only", OpenOptions::read()).unwrap_err().status(), Some(Status::Access));
+    assert_eq!(
+        c.open("root-only", OpenOptions::read()).unwrap_err().status(),
+        Some(Status::Access)
+    );
     let f = c.create("mine").unwrap();
     c.close(f).unwrap();
     let md = std::fs::metadata(srv.dir().join("mine")).unwrap();
@@ -384,9 +494,13 @@ fn asserted_credentials_are_enforced_by_the_kernel() {
     assert!(c.remove("root-only").is_ok(), "the directory is 0777: removing is allowed");
     // uid 0 is squashed to nobody by default.
     std::fs::write(srv.dir().join("root-only2"), b"secret").unwrap();
-    std::fs::set_permissions(srv.dir().join("root-only2"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(srv.dir().join("root-only2"), std::fs::Permissions::from_mode(0o600))
+        .unwrap();
     c.set_cred(0, 0, &[]).unwrap();
-    assert_eq!(c.open("root-only2", OpenOptions::read()).unwrap_err().status(), Some(Status::Access));
+    assert_eq!(
+        c.open("root-only2", OpenOptions::read()).unwrap_err().status(),
+        Some(Status::Access)
+    );
     // A server in the default mode refuses SET_CRED.
     let plain = TestServer::start(&[]);
     let mut p = plain.client();
@@ -413,7 +527,14 @@ fn prometheus_endpoint() {
     };
     let body = get("/metrics");
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
-    for name in ["dafs_replays_total", "dafs_binds_total", "dafs_fenced_refusals_total", "dafs_limit_refusals_total", "dafs_sessions_live 1", "# TYPE dafs_requests_total counter"] {
+    for name in [
+        "dafs_replays_total",
+        "dafs_binds_total",
+        "dafs_fenced_refusals_total",
+        "dafs_limit_refusals_total",
+        "dafs_sessions_live 1",
+        "# TYPE dafs_requests_total counter",
+    ] {
         assert!(body.contains(name), "{name} missing:\n{body}");
     }
     assert!(get("/other").starts_with("HTTP/1.1 404"));
@@ -460,14 +581,18 @@ fn limits_and_rules_from_the_toml_config() {
     // TCP session ends before the shared-memory one starts).
     let c1 = srv.client_with(|c| c.client_id = "ops-1:1".into()).unwrap();
     assert_eq!(c1.provider(), "shm");
-    assert_eq!(srv.client_with(|c| c.client_id = "ops-1:1".into()).err().unwrap().status(), Some(Status::Limit));
+    assert_eq!(
+        srv.client_with(|c| c.client_id = "ops-1:1".into()).err().unwrap().status(),
+        Some(Status::Limit)
+    );
     drop(c1);
     // The default export admits anyone; the guarded one only ops-*.
-    let mut g = srv.client_with(|c| {
-        c.client_id = "ops-2:1".into();
-        c.export = "guarded".into();
-    })
-    .unwrap();
+    let mut g = srv
+        .client_with(|c| {
+            c.client_id = "ops-2:1".into();
+            c.export = "guarded".into();
+        })
+        .unwrap();
     g.null().unwrap();
     let e = srv
         .client_with(|c| {
@@ -479,7 +604,8 @@ fn limits_and_rules_from_the_toml_config() {
     assert_eq!(e.status(), Some(Status::Access));
     // Unknown keys are refused with a clear message.
     std::fs::write(&cfg, "lease_second = 5\n").unwrap();
-    let err = TestServer::try_start(&["--config", cfg.to_str().unwrap()], None, None).err().unwrap();
+    let err =
+        TestServer::try_start(&["--config", cfg.to_str().unwrap()], None, None).err().unwrap();
     assert!(err.contains("lease_second"), "{err}");
 }
 

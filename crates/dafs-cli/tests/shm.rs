@@ -21,7 +21,11 @@ fn shm_server(extra: &[&str]) -> (TestServer, String, tempfile::TempDir) {
 }
 
 fn shm_client(target: &str) -> Client {
-    Client::connect(target, ClientConfig { connect_timeout: Duration::from_secs(10), ..Default::default() }).expect("shm connect")
+    Client::connect(
+        target,
+        ClientConfig { connect_timeout: Duration::from_secs(10), ..Default::default() },
+    )
+    .expect("shm connect")
 }
 
 #[test]
@@ -70,7 +74,10 @@ fn direct_reads_and_writes_land_in_registered_memory() {
     assert_eq!(c.pread(&f, &mut buf, 1 << 20).unwrap(), 1 << 20);
     assert_eq!(&buf[..], &data[1 << 20..2 << 20]);
     let st = c.stats();
-    assert!(st.off_direct_path >= 1 && st.transport.vm_registrations >= 1, "fallback is visible in stats: {st:?}");
+    assert!(
+        st.off_direct_path >= 1 && st.transport.vm_registrations >= 1,
+        "fallback is visible in stats: {st:?}"
+    );
     // And a blocking pwrite from application memory.
     let other = pattern(0, 1 << 20, 9);
     c.pwrite(&f, &other, 0).unwrap();
@@ -87,11 +94,26 @@ fn bad_keys_offsets_and_lengths_are_refused() {
     let r = c.alloc_registered(64 * 1024).unwrap();
     let key = r.0;
     let read = |c: &mut Client, key: u64, offset: u64, len: u32| {
-        let m = c.raw_call(&Request::ReadDirect { open_id: f.open_id(), offset: 0, len, region: RemoteRegion { key, offset } }).unwrap();
+        let m = c
+            .raw_call(&Request::ReadDirect {
+                open_id: f.open_id(),
+                offset: 0,
+                len,
+                region: RemoteRegion { key, offset },
+            })
+            .unwrap();
         dafs_client::dafs_proto::decode_reply(&m, 1 << 22).unwrap().0.status
     };
     let write = |c: &mut Client, key: u64, offset: u64, len: u32| {
-        let m = c.raw_call(&Request::WriteDirect { open_id: f.open_id(), offset: 0, len, stable: false, region: RemoteRegion { key, offset } }).unwrap();
+        let m = c
+            .raw_call(&Request::WriteDirect {
+                open_id: f.open_id(),
+                offset: 0,
+                len,
+                stable: false,
+                region: RemoteRegion { key, offset },
+            })
+            .unwrap();
         dafs_client::dafs_proto::decode_reply(&m, 1 << 22).unwrap().0.status
     };
     assert_eq!(read(&mut c, key, 0, 65536), Status::Ok);
@@ -127,11 +149,25 @@ fn concurrent_shm_clients() {
                 for i in 0..40u64 {
                     let data = pattern(i * 256 * 1024, 256 * 1024, t);
                     c.region_mut(r).unwrap().copy_from_slice(&data);
-                    c.submit_write(&f, i * 256 * 1024, IoBuf::Region { region: r, offset: 0, len: 256 * 1024 }, cg, i).unwrap();
+                    c.submit_write(
+                        &f,
+                        i * 256 * 1024,
+                        IoBuf::Region { region: r, offset: 0, len: 256 * 1024 },
+                        cg,
+                        i,
+                    )
+                    .unwrap();
                     assert_eq!(c.wait_one(cg, None).unwrap().unwrap().result.unwrap(), 256 * 1024);
                 }
                 for i in (0..40u64).rev() {
-                    c.submit_read(&f, i * 256 * 1024, IoBuf::Region { region: r, offset: 0, len: 256 * 1024 }, cg, i).unwrap();
+                    c.submit_read(
+                        &f,
+                        i * 256 * 1024,
+                        IoBuf::Region { region: r, offset: 0, len: 256 * 1024 },
+                        cg,
+                        i,
+                    )
+                    .unwrap();
                     assert_eq!(c.wait_one(cg, None).unwrap().unwrap().result.unwrap(), 256 * 1024);
                     assert_eq!(c.region(r).unwrap(), &pattern(i * 256 * 1024, 256 * 1024, t)[..]);
                 }
@@ -166,10 +202,16 @@ fn server_death_is_reported_promptly() {
     assert!(matches!(c.null(), Err(Error::Disconnected)), "stays disconnected");
 }
 
-fn server_sessions(srv: &dafs_server::ServerHandle) -> usize { srv.sessions_live() }
+fn server_sessions(srv: &dafs_server::ServerHandle) -> usize {
+    srv.sessions_live()
+}
 
 fn count_maps(pattern: &str) -> usize {
-    std::fs::read_to_string("/proc/self/maps").unwrap().lines().filter(|l| l.contains(pattern)).count()
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(pattern))
+        .count()
 }
 
 #[test]
@@ -192,12 +234,19 @@ fn killed_client_mid_io_is_cleaned_up() {
     for round in 0..3 {
         let out = tempfile::NamedTempFile::new().unwrap();
         let mut child = std::process::Command::new(common::dafs_bin())
-            .args(["-q", "get", &format!("dafs+shm://{}/big", sock.display()), out.path().to_str().unwrap()])
+            .args([
+                "-q",
+                "get",
+                &format!("dafs+shm://{}/big", sock.display()),
+                out.path().to_str().unwrap(),
+            ])
             .spawn()
             .unwrap();
         // Wait until the transfer is under way, then kill it mid-I/O.
         let t = Instant::now();
-        while std::fs::metadata(out.path()).map(|m| m.len()).unwrap_or(0) < (8 << 20) && t.elapsed() < Duration::from_secs(20) {
+        while std::fs::metadata(out.path()).map(|m| m.len()).unwrap_or(0) < (8 << 20)
+            && t.elapsed() < Duration::from_secs(20)
+        {
             if server_sessions(&srv) == 0 {
                 std::thread::sleep(Duration::from_millis(1));
                 continue;
@@ -208,15 +257,22 @@ fn killed_client_mid_io_is_cleaned_up() {
         let _ = child.kill();
         let _ = child.wait();
         let t = Instant::now();
-        while (server_sessions(&srv) > 0 || count_maps("dafs-region") > maps_before) && t.elapsed() < Duration::from_secs(10) {
+        while (server_sessions(&srv) > 0 || count_maps("dafs-region") > maps_before)
+            && t.elapsed() < Duration::from_secs(10)
+        {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert_eq!(server_sessions(&srv), 0, "round {round}: session released");
-        assert_eq!(count_maps("dafs-region"), maps_before, "round {round}: client region mappings released");
+        assert_eq!(
+            count_maps("dafs-region"),
+            maps_before,
+            "round {round}: client region mappings released"
+        );
         assert_eq!(count_maps("dafs-rings"), 0, "round {round}: ring mapping released");
     }
     // Still serving.
-    let mut c = Client::connect(&format!("dafs+shm://{}", sock.display()), ClientConfig::default()).unwrap();
+    let mut c = Client::connect(&format!("dafs+shm://{}", sock.display()), ClientConfig::default())
+        .unwrap();
     assert_eq!(c.stat("big").unwrap().size, big.len() as u64);
     drop(c);
     srv.shutdown();

@@ -21,7 +21,13 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     // One draw in four names a key that was never registered.
-    let range = (0usize..8, prop::bool::weighted(0.25), 0u64..140_000, 0u32..140_000, 0u64..(FILE_LEN as u64));
+    let range = (
+        0usize..8,
+        prop::bool::weighted(0.25),
+        0u64..140_000,
+        0u32..140_000,
+        0u64..(FILE_LEN as u64),
+    );
     prop_oneof![
         1 => (1usize..131_072).prop_map(Op::Alloc),
         1 => (0usize..8).prop_map(Op::Free),
@@ -30,7 +36,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn file_byte(i: usize) -> u8 { (i * 7 % 253) as u8 }
+fn file_byte(i: usize) -> u8 {
+    (i * 7 % 253) as u8
+}
 
 fn status_of(m: &[u8]) -> (Status, Option<u32>) {
     let (h, r) = decode_reply(m, 1 << 22).unwrap();

@@ -16,7 +16,10 @@ fn writes_to_a_dead_server_are_errors_not_sigpipe() {
     let f = c.open("x", OpenOptions::read_write().create(true)).unwrap();
     c.pwrite(&f, b"before", 0).unwrap();
     // Internal completion group 0 is not for applications.
-    assert!(matches!(c.submit_write(&f, 0, IoBuf::Vec(vec![1]), CgId(0), 0), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        c.submit_write(&f, 0, IoBuf::Vec(vec![1]), CgId(0), 0),
+        Err(Error::InvalidArgument(_))
+    ));
     let pid = srv.pid().unwrap() as i32;
     // SAFETY: kill(2) of our own child.
     unsafe { libc::kill(pid, libc::SIGKILL) };

@@ -13,14 +13,18 @@ use common::{dafs_bin, pattern, Client, ClientConfig, Provider, TestServer};
 use dafs_client::{BatchCompletion, BatchIoDesc, Error, IoBuf, OpenOptions};
 use dafs_transport::TransportError;
 
-fn tls_server(pki: &Pki) -> TestServer { TestServer::start(&strs(&pki.server_args())) }
+fn tls_server(pki: &Pki) -> TestServer {
+    TestServer::start(&strs(&pki.server_args()))
+}
 
 fn cfg_with(srv: &TestServer, tls: TlsClientOptions) -> ClientConfig {
     ClientConfig { provider: Provider::Tcp, tls: Some(tls), ..srv.config() }
 }
 
 fn tls_client(srv: &TestServer, tls: TlsClientOptions) -> Client {
-    let c = srv.connect(cfg_with(srv, tls)).unwrap_or_else(|e| panic!("TLS connect to {}: {e}\nstderr:\n{}", srv.addr(), srv.stderr_log()));
+    let c = srv.connect(cfg_with(srv, tls)).unwrap_or_else(|e| {
+        panic!("TLS connect to {}: {e}\nstderr:\n{}", srv.addr(), srv.stderr_log())
+    });
     assert_eq!(c.provider(), "tcp+tls");
     c
 }
@@ -33,7 +37,9 @@ fn connect_err(srv: &TestServer, cfg: ClientConfig) -> Error {
     }
 }
 
-fn is_tls_err(e: &Error) -> bool { matches!(e, Error::Transport(TransportError::Tls(_))) }
+fn is_tls_err(e: &Error) -> bool {
+    matches!(e, Error::Transport(TransportError::Tls(_)))
+}
 
 fn fnv(data: &[u8]) -> u64 {
     data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
@@ -76,13 +82,24 @@ fn every_kind_of_io_over_tls() {
     assert_eq!(fnv(c.region(r).unwrap()), fnv(&data), "direct read content");
     let st = c.stats();
     assert!(st.direct_reads >= 1 && st.direct_writes >= 1, "{st:?}");
-    assert!(st.transport.placed_bytes >= BIG as u64 && st.transport.pulled_bytes >= BIG as u64, "{:?}", st.transport);
+    assert!(
+        st.transport.placed_bytes >= BIG as u64 && st.transport.pulled_bytes >= BIG as u64,
+        "{:?}",
+        st.transport
+    );
 
     // Many large transfers in flight at once: the server's TLS output backlog and
     // flushing under backpressure (reads), and pulls interleaved with replies (writes).
     let regions: Vec<_> = (0..6).map(|_| c.alloc_registered(BIG).unwrap()).collect();
     for (i, reg) in regions.iter().enumerate() {
-        c.submit_read(&f, 0, IoBuf::Region { region: *reg, offset: 0, len: BIG }, cg, 100 + i as u64).unwrap();
+        c.submit_read(
+            &f,
+            0,
+            IoBuf::Region { region: *reg, offset: 0, len: BIG },
+            cg,
+            100 + i as u64,
+        )
+        .unwrap();
     }
     let done = c.wait_all(cg).unwrap();
     assert_eq!(done.len(), regions.len());
@@ -93,7 +110,14 @@ fn every_kind_of_io_over_tls() {
         assert_eq!(fnv(c.region(*reg).unwrap()), fnv(&data));
     }
     for (i, reg) in regions.iter().enumerate() {
-        c.submit_write(&f, (i * BIG) as u64, IoBuf::Region { region: *reg, offset: 0, len: BIG }, cg, 200 + i as u64).unwrap();
+        c.submit_write(
+            &f,
+            (i * BIG) as u64,
+            IoBuf::Region { region: *reg, offset: 0, len: BIG },
+            cg,
+            200 + i as u64,
+        )
+        .unwrap();
     }
     let done = c.wait_all(cg).unwrap();
     assert!(done.iter().all(|d| *d.result.as_ref().unwrap() == BIG));
@@ -106,13 +130,26 @@ fn every_kind_of_io_over_tls() {
     // A batch: gather reads and a scattered write.
     let b = c.alloc_registered(256 * 1024).unwrap();
     let ios = vec![
-        BatchIoDesc { write: false, file: vec![(0, 4096), (1_000_000, 60_000)], mem: vec![(b, 0, 64_096)], user_data: 1 },
-        BatchIoDesc { write: false, file: vec![(3_000_000, 100_000)], mem: vec![(b, 100_000, 100_000)], user_data: 2 },
+        BatchIoDesc {
+            write: false,
+            file: vec![(0, 4096), (1_000_000, 60_000)],
+            mem: vec![(b, 0, 64_096)],
+            user_data: 1,
+        },
+        BatchIoDesc {
+            write: false,
+            file: vec![(3_000_000, 100_000)],
+            mem: vec![(b, 100_000, 100_000)],
+            user_data: 2,
+        },
     ];
     c.submit_batch(&f, ios, cg, 0, BatchCompletion::PerIo).unwrap();
     let mut done = c.wait_all(cg).unwrap();
     done.sort_by_key(|d| d.user_data);
-    assert_eq!(done.iter().map(|d| *d.result.as_ref().unwrap()).collect::<Vec<_>>(), vec![64_096, 100_000]);
+    assert_eq!(
+        done.iter().map(|d| *d.result.as_ref().unwrap()).collect::<Vec<_>>(),
+        vec![64_096, 100_000]
+    );
     let m = c.region(b).unwrap().to_vec();
     assert_eq!(&m[..4096], &data[..4096]);
     assert_eq!(&m[4096..64_096], &data[1_000_000..1_060_000]);
@@ -124,7 +161,13 @@ fn every_kind_of_io_over_tls() {
     for i in 0..50 {
         c.create_and_write(&format!("d/f{i:02}"), &pattern(i, 10, 3), 0o644).unwrap();
     }
-    let mut names: Vec<String> = c.readdir("d").unwrap().iter().map(|e| e.name_lossy()).filter(|n| n != "." && n != "..").collect();
+    let mut names: Vec<String> = c
+        .readdir("d")
+        .unwrap()
+        .iter()
+        .map(|e| e.name_lossy())
+        .filter(|n| n != "." && n != "..")
+        .collect();
     names.sort();
     assert_eq!(names.len(), 50);
     assert_eq!(names[0], "f00");
@@ -138,7 +181,10 @@ fn every_kind_of_io_over_tls() {
 fn wrong_ca_is_a_handshake_error() {
     let pki = Pki::generate();
     let srv = tls_server(&pki);
-    let e = connect_err(&srv, cfg_with(&srv, TlsClientOptions { ca_file: Some(pki.other_ca()), ..Default::default() }));
+    let e = connect_err(
+        &srv,
+        cfg_with(&srv, TlsClientOptions { ca_file: Some(pki.other_ca()), ..Default::default() }),
+    );
     assert!(is_tls_err(&e), "{e:?}");
     let msg = e.to_string();
     assert!(msg.contains("handshake") && msg.contains("certificate"), "{msg}");
@@ -150,7 +196,10 @@ fn wrong_ca_is_a_handshake_error() {
 fn wrong_server_name_is_refused() {
     let pki = Pki::generate();
     let srv = tls_server(&pki);
-    let opts = TlsClientOptions { server_name: Some("not-this-server.example".into()), ..pki.client_options() };
+    let opts = TlsClientOptions {
+        server_name: Some("not-this-server.example".into()),
+        ..pki.client_options()
+    };
     let e = connect_err(&srv, cfg_with(&srv, opts));
     assert!(is_tls_err(&e), "{e:?}");
     assert!(e.to_string().contains("certificate"), "{e}");
@@ -159,7 +208,9 @@ fn wrong_server_name_is_refused() {
     tls_client(&srv, opts).statfs().unwrap();
 }
 
-fn open_fds(pid: u32) -> usize { std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0) }
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
 
 #[test]
 fn plaintext_client_is_refused_and_the_server_keeps_serving() {
@@ -183,7 +234,12 @@ fn plaintext_client_is_refused_and_the_server_keeps_serving() {
     while open_fds(pid) > before && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(open_fds(pid) <= before, "server descriptors: {} before, {} after", before, open_fds(pid));
+    assert!(
+        open_fds(pid) <= before,
+        "server descriptors: {} before, {} after",
+        before,
+        open_fds(pid)
+    );
     let mut c = tls_client(&srv, pki.client_options());
     c.create_and_write("after", b"still serving", 0o644).unwrap();
     assert_eq!(std::fs::read(srv.dir().join("after")).unwrap(), b"still serving");
@@ -212,14 +268,24 @@ fn mutual_tls() {
     assert!(is_tls_err(&e), "{e:?}");
     assert!(e.to_string().contains("requires a client certificate"), "{e}");
     // A certificate from a CA the server does not trust: refused.
-    let stranger = TlsClientOptions { cert_file: Some(pki.path("other-client.pem")), key_file: Some(pki.path("other-client.key")), ..pki.client_options() };
+    let stranger = TlsClientOptions {
+        cert_file: Some(pki.path("other-client.pem")),
+        key_file: Some(pki.path("other-client.key")),
+        ..pki.client_options()
+    };
     let e = connect_err(&srv, cfg_with(&srv, stranger));
     assert!(is_tls_err(&e), "{e:?}");
     assert!(e.to_string().contains("refused our certificate"), "{e}");
     // The right certificate: works, and Provider::Auto stays on TLS (no shm offered).
     let mut c = tls_client(&srv, pki.client_options_mtls());
     c.create_and_write("m", b"mutual", 0o644).unwrap();
-    let c2 = srv.connect(ClientConfig { provider: Provider::Auto, tls: Some(pki.client_options_mtls()), ..srv.config() }).unwrap();
+    let c2 = srv
+        .connect(ClientConfig {
+            provider: Provider::Auto,
+            tls: Some(pki.client_options_mtls()),
+            ..srv.config()
+        })
+        .unwrap();
     assert_eq!(c2.provider(), "tcp+tls");
 }
 
@@ -238,10 +304,17 @@ fn mutual_tls_refuses_an_explicit_shm_socket() {
 fn auto_provider_may_switch_to_shm_after_tls_on_the_same_host() {
     let pki = Pki::generate();
     let srv = tls_server(&pki);
-    let c = srv.connect(ClientConfig { provider: Provider::Auto, tls: Some(pki.client_options()), ..srv.config() }).unwrap();
+    let c = srv
+        .connect(ClientConfig {
+            provider: Provider::Auto,
+            tls: Some(pki.client_options()),
+            ..srv.config()
+        })
+        .unwrap();
     assert_eq!(c.provider(), "shm");
     // URL form selects TLS with the options given.
-    let cfg = ClientConfig { provider: Provider::Tcp, tls: Some(pki.client_options()), ..srv.config() };
+    let cfg =
+        ClientConfig { provider: Provider::Tcp, tls: Some(pki.client_options()), ..srv.config() };
     let mut c = Client::connect_url(&format!("dafs+tls://{}/x", srv.addr()), cfg).unwrap();
     assert_eq!(c.provider(), "tcp+tls");
     c.statfs().unwrap();
@@ -251,7 +324,11 @@ fn auto_provider_may_switch_to_shm_after_tls_on_the_same_host() {
 fn tls_from_the_config_file() {
     let pki = Pki::generate();
     let conf = pki.path("dafsd.toml");
-    std::fs::write(&conf, format!("[tls]\ncert = {:?}\nkey = {:?}\n", pki.path("server.pem"), pki.path("server.key"))).unwrap();
+    std::fs::write(
+        &conf,
+        format!("[tls]\ncert = {:?}\nkey = {:?}\n", pki.path("server.pem"), pki.path("server.key")),
+    )
+    .unwrap();
     let srv = TestServer::start(&["--config", conf.to_str().unwrap()]);
     tls_client(&srv, pki.client_options()).statfs().unwrap();
     let e = connect_err(&srv, ClientConfig { provider: Provider::Tcp, ..srv.config() });
@@ -259,11 +336,23 @@ fn tls_from_the_config_file() {
 }
 
 fn dafs(args: &[&str]) -> Output {
-    Command::new(dafs_bin()).args(args).env_remove("DAFS_SECRET_FILE").env_remove("DAFS_TLS_CA").env_remove("DAFS_LOG").stdin(Stdio::null()).output().unwrap()
+    Command::new(dafs_bin())
+        .args(args)
+        .env_remove("DAFS_SECRET_FILE")
+        .env_remove("DAFS_TLS_CA")
+        .env_remove("DAFS_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }
 
 fn show(o: &Output) -> String {
-    format!("exit {:?}\nstdout: {}\nstderr: {}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 #[test]
@@ -304,7 +393,10 @@ fn cli_mutual_tls() {
     let url = format!("dafs+tls://{}/", srv.addr());
     let o = dafs(&["--tls-ca", &ca, "ls", &url]);
     assert_eq!(o.status.code(), Some(3), "no client certificate: {}", show(&o));
-    let (cert, key) = (pki.path("client.pem").display().to_string(), pki.path("client.key").display().to_string());
+    let (cert, key) = (
+        pki.path("client.pem").display().to_string(),
+        pki.path("client.key").display().to_string(),
+    );
     let o = dafs(&["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key, "ls", &url]);
     assert_eq!(o.status.code(), Some(0), "{}", show(&o));
 }
@@ -318,7 +410,9 @@ fn tls_session_recovers_after_a_cut_connection() {
     let pki = Pki::generate();
     let srv = tls_server(&pki);
     let opts = pki.client_options();
-    let inner = dafs_transport::tcp::TcpClient::connect_tls(&srv.addr(), Duration::from_secs(5), &opts).unwrap();
+    let inner =
+        dafs_transport::tcp::TcpClient::connect_tls(&srv.addr(), Duration::from_secs(5), &opts)
+            .unwrap();
     let t = FaultyTransport::new(Box::new(inner), FaultPlan::default(), 9);
     let ctl = t.control();
     let mut c = Client::with_transport(Box::new(t), cfg_with(&srv, opts)).unwrap();

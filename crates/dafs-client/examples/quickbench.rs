@@ -50,9 +50,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::exit(2);
     }
     let (addr, export) = (&args[1], std::path::PathBuf::from(&args[2]));
-    let provider = if args.get(3).map(String::as_str) == Some("tcp") { dafs_client::Provider::Tcp } else { dafs_client::Provider::Auto };
+    let provider = if args.get(3).map(String::as_str) == Some("tcp") {
+        dafs_client::Provider::Tcp
+    } else {
+        dafs_client::Provider::Auto
+    };
     let mut c = Client::connect(addr, ClientConfig { provider, ..ClientConfig::default() })?;
-    println!("provider {} | slots {} | inline threshold {} B | max I/O {} B", c.provider(), c.slots(), c.inline_threshold(), c.max_io_size());
+    println!(
+        "provider {} | slots {} | inline threshold {} B | max I/O {} B",
+        c.provider(),
+        c.slots(),
+        c.inline_threshold(),
+        c.max_io_size()
+    );
 
     // Data set.
     let f = c.open("quickbench.dat", OpenOptions::read_write().create(true).truncate(true))?;
@@ -74,14 +84,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // NULL round trip.
-    let null_us = median((0..RUNS).map(|_| {
-        let n = 20_000;
-        let t = Instant::now();
-        for _ in 0..n {
-            c.null().unwrap();
-        }
-        t.elapsed().as_secs_f64() * 1e6 / n as f64
-    }).collect());
+    let null_us = median(
+        (0..RUNS)
+            .map(|_| {
+                let n = 20_000;
+                let t = Instant::now();
+                for _ in 0..n {
+                    c.null().unwrap();
+                }
+                t.elapsed().as_secs_f64() * 1e6 / n as f64
+            })
+            .collect(),
+    );
 
     // 4 KiB random reads, QD1.
     let mut rng = Rng(0x9e3779b97f4a7c15);
@@ -93,7 +107,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t = Instant::now();
         for _ in 0..n {
             let o = (rng.next() % blocks) * 4096;
-            if dafs { c.pread(&f, &mut buf4k, o).unwrap(); } else { local.read_at(&mut buf4k, o).unwrap(); }
+            if dafs {
+                c.pread(&f, &mut buf4k, o).unwrap();
+            } else {
+                local.read_at(&mut buf4k, o).unwrap();
+            }
         }
         let el = t.elapsed().as_secs_f64();
         (el * 1e6 / n as f64, (cpu_secs() - cpu0) / (n as f64 * 4096.0 / 1e9))
@@ -109,7 +127,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut off = 0u64;
         while off < FILE_SIZE {
             for k in 0..qd {
-                c.submit_read(&f, off + (k as u64) * (1 << 20), IoBuf::Region { region: big, offset: k << 20, len: 1 << 20 }, cg, 0).unwrap();
+                c.submit_read(
+                    &f,
+                    off + (k as u64) * (1 << 20),
+                    IoBuf::Region { region: big, offset: k << 20, len: 1 << 20 },
+                    cg,
+                    0,
+                )
+                .unwrap();
             }
             for d in c.wait_all(cg).unwrap() {
                 d.result.unwrap();
@@ -122,27 +147,61 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let s1: Vec<(f64, f64)> = (0..RUNS).map(|_| seq(1)).collect();
     let s4: Vec<(f64, f64)> = (0..RUNS).map(|_| seq(4)).collect();
     let mut lbuf = vec![0u8; 1 << 20];
-    let ls: Vec<(f64, f64)> = (0..RUNS).map(|_| {
-        let cpu0 = cpu_secs();
-        let t = Instant::now();
-        for i in 0..(FILE_SIZE >> 20) {
-            local.read_at(&mut lbuf, i << 20).unwrap();
-        }
-        let el = t.elapsed().as_secs_f64();
-        (FILE_SIZE as f64 / el / 1e9, (cpu_secs() - cpu0) / (FILE_SIZE as f64 / 1e9))
-    }).collect();
+    let ls: Vec<(f64, f64)> = (0..RUNS)
+        .map(|_| {
+            let cpu0 = cpu_secs();
+            let t = Instant::now();
+            for i in 0..(FILE_SIZE >> 20) {
+                local.read_at(&mut lbuf, i << 20).unwrap();
+            }
+            let el = t.elapsed().as_secs_f64();
+            (FILE_SIZE as f64 / el / 1e9, (cpu_secs() - cpu0) / (FILE_SIZE as f64 / 1e9))
+        })
+        .collect();
 
-    let m = |v: &Vec<(f64, f64)>, i: usize| median(v.iter().map(|x| if i == 0 { x.0 } else { x.1 }).collect());
+    let m = |v: &Vec<(f64, f64)>, i: usize| {
+        median(v.iter().map(|x| if i == 0 { x.0 } else { x.1 }).collect())
+    };
     println!();
     println!("| workload (median of {RUNS}) | local pread | dafs | ratio |");
     println!("|---|---|---|---|");
     println!("| NULL round trip, us | - | {:.1} | - |", null_us);
-    println!("| 4 KiB random read QD1, mean latency us | {:.2} | {:.1} | {:.1}x |", m(&l4, 0), m(&d4, 0), m(&d4, 0) / m(&l4, 0));
-    println!("| 4 KiB random read QD1, client CPU s/GB | {:.2} | {:.2} | {:.1}x |", m(&l4, 1), m(&d4, 1), m(&d4, 1) / m(&l4, 1));
-    println!("| 1 MiB sequential read QD1, GB/s | {:.2} | {:.2} | {:.2}x |", m(&ls, 0), m(&s1, 0), m(&s1, 0) / m(&ls, 0));
-    println!("| 1 MiB sequential read QD4, GB/s | {:.2} | {:.2} | {:.2}x |", m(&ls, 0), m(&s4, 0), m(&s4, 0) / m(&ls, 0));
-    println!("| 1 MiB sequential read QD1, client CPU s/GB | {:.3} | {:.3} | {:.1}x |", m(&ls, 1), m(&s1, 1), m(&s1, 1) / m(&ls, 1));
-    println!("| 1 MiB sequential read QD4, client CPU s/GB | {:.3} | {:.3} | {:.1}x |", m(&ls, 1), m(&s4, 1), m(&s4, 1) / m(&ls, 1));
+    println!(
+        "| 4 KiB random read QD1, mean latency us | {:.2} | {:.1} | {:.1}x |",
+        m(&l4, 0),
+        m(&d4, 0),
+        m(&d4, 0) / m(&l4, 0)
+    );
+    println!(
+        "| 4 KiB random read QD1, client CPU s/GB | {:.2} | {:.2} | {:.1}x |",
+        m(&l4, 1),
+        m(&d4, 1),
+        m(&d4, 1) / m(&l4, 1)
+    );
+    println!(
+        "| 1 MiB sequential read QD1, GB/s | {:.2} | {:.2} | {:.2}x |",
+        m(&ls, 0),
+        m(&s1, 0),
+        m(&s1, 0) / m(&ls, 0)
+    );
+    println!(
+        "| 1 MiB sequential read QD4, GB/s | {:.2} | {:.2} | {:.2}x |",
+        m(&ls, 0),
+        m(&s4, 0),
+        m(&s4, 0) / m(&ls, 0)
+    );
+    println!(
+        "| 1 MiB sequential read QD1, client CPU s/GB | {:.3} | {:.3} | {:.1}x |",
+        m(&ls, 1),
+        m(&s1, 1),
+        m(&s1, 1) / m(&ls, 1)
+    );
+    println!(
+        "| 1 MiB sequential read QD4, client CPU s/GB | {:.3} | {:.3} | {:.1}x |",
+        m(&ls, 1),
+        m(&s4, 1),
+        m(&s4, 1) / m(&ls, 1)
+    );
     let st = c.stats();
     println!();
     println!("client stats: requests {} inline_reads {} direct_reads {} off_direct_path {} waits spun/slept {}/{}", st.requests, st.inline_reads, st.direct_reads, st.off_direct_path, st.transport.waits_spun, st.transport.waits_slept);

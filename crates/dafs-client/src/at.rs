@@ -28,21 +28,44 @@ impl Client {
     }
 
     /// Look up `name` (one component, or a relative path) in directory `dir`.
-    pub fn lookup_at(&mut self, dir: FileHandle, name: &[u8], follow: bool) -> Result<(FileHandle, Attr)> {
+    pub fn lookup_at(
+        &mut self,
+        dir: FileHandle,
+        name: &[u8],
+        follow: bool,
+    ) -> Result<(FileHandle, Attr)> {
         self.handle_reply(&Request::Lookup { dir, path: name, follow }, "LOOKUP")
     }
 
     /// Create `name` in `dir` without opening it (regular file, directory, ...).
-    pub fn create_at(&mut self, dir: FileHandle, name: &[u8], ftype: FileType, mode: u32, exclusive: bool) -> Result<(FileHandle, Attr)> {
-        self.handle_reply(&Request::Create { dir, ftype, mode: mode & 0o7777, exclusive, name }, "CREATE")
+    pub fn create_at(
+        &mut self,
+        dir: FileHandle,
+        name: &[u8],
+        ftype: FileType,
+        mode: u32,
+        exclusive: bool,
+    ) -> Result<(FileHandle, Attr)> {
+        self.handle_reply(
+            &Request::Create { dir, ftype, mode: mode & 0o7777, exclusive, name },
+            "CREATE",
+        )
     }
 
     /// Open the object `fh` names.
     pub fn open_handle(&mut self, fh: FileHandle, opts: OpenOptions) -> Result<File> {
         opts.check()?;
-        let m = self.call(&Request::Open { fh, flags: opts.flags, mode: opts.mode, name: b"", key: opts.key_bytes() })?;
+        let m = self.call(&Request::Open {
+            fh,
+            flags: opts.flags,
+            mode: opts.mode,
+            name: b"",
+            key: opts.key_bytes(),
+        })?;
         match self.decode(&m)?.1 {
-            Reply::Open { open_id, fh, attr } => Ok(File { open_id, fh, attr, pos: 0, origin: None }),
+            Reply::Open { open_id, fh, attr } => {
+                Ok(File { open_id, fh, attr, pos: 0, origin: None })
+            }
             _ => Err(Error::Protocol("bad OPEN reply".into())),
         }
     }
@@ -51,9 +74,17 @@ impl Client {
     /// with `exclusive` is atomic on the server.
     pub fn open_at(&mut self, dir: FileHandle, name: &[u8], opts: OpenOptions) -> Result<File> {
         opts.check()?;
-        let m = self.call(&Request::Open { fh: dir, flags: opts.flags, mode: opts.mode, name, key: opts.key_bytes() })?;
+        let m = self.call(&Request::Open {
+            fh: dir,
+            flags: opts.flags,
+            mode: opts.mode,
+            name,
+            key: opts.key_bytes(),
+        })?;
         match self.decode(&m)?.1 {
-            Reply::Open { open_id, fh, attr } => Ok(File { open_id, fh, attr, pos: 0, origin: None }),
+            Reply::Open { open_id, fh, attr } => {
+                Ok(File { open_id, fh, attr, pos: 0, origin: None })
+            }
             _ => Err(Error::Protocol("bad OPEN reply".into())),
         }
     }
@@ -69,7 +100,13 @@ impl Client {
     }
 
     /// Rename, replacing an existing target as rename(2) does.
-    pub fn rename_at(&mut self, from_dir: FileHandle, from_name: &[u8], to_dir: FileHandle, to_name: &[u8]) -> Result<()> {
+    pub fn rename_at(
+        &mut self,
+        from_dir: FileHandle,
+        from_name: &[u8],
+        to_dir: FileHandle,
+        to_name: &[u8],
+    ) -> Result<()> {
         let m = self.call(&Request::Rename { from_dir, from_name, to_dir, to_name })?;
         self.decode(&m).map(|_| ())
     }
@@ -83,7 +120,12 @@ impl Client {
         }
     }
 
-    pub fn symlink_at(&mut self, dir: FileHandle, name: &[u8], target: &[u8]) -> Result<(FileHandle, Attr)> {
+    pub fn symlink_at(
+        &mut self,
+        dir: FileHandle,
+        name: &[u8],
+        target: &[u8],
+    ) -> Result<(FileHandle, Attr)> {
         self.handle_reply(&Request::Symlink { dir, name, target }, "SYMLINK")
     }
 
@@ -106,14 +148,22 @@ impl Client {
 
     /// One READDIR round trip, with the continuation cookie of every entry (so a caller
     /// that can take only part of the page resumes exactly after what it took).
-    pub fn readdir_at(&mut self, dir: FileHandle, cookie: u64, max_entries: u32) -> Result<(Vec<DirEntryAt>, bool)> {
+    pub fn readdir_at(
+        &mut self,
+        dir: FileHandle,
+        cookie: u64,
+        max_entries: u32,
+    ) -> Result<(Vec<DirEntryAt>, bool)> {
         let m = self.call(&Request::ReadDir { dir, cookie, max_entries, max_bytes: 0 })?;
         match self.decode(&m)?.1 {
             Reply::ReadDir { eof, entries, .. } => {
                 let mut out = Vec::new();
                 for e in DirEntries::new(entries) {
                     let e = e.map_err(|e| Error::Protocol(e.to_string()))?;
-                    out.push(DirEntryAt { entry: DirEntry { name: e.name.to_vec(), fileid: e.fileid, ftype: e.ftype }, cookie: e.cookie });
+                    out.push(DirEntryAt {
+                        entry: DirEntry { name: e.name.to_vec(), fileid: e.fileid, ftype: e.ftype },
+                        cookie: e.cookie,
+                    });
                 }
                 if !eof && out.is_empty() {
                     return Err(Error::Protocol("READDIR made no progress".into()));
@@ -132,7 +182,13 @@ impl Client {
         }
     }
 
-    pub fn set_nattr_handle(&mut self, fh: FileHandle, name: &str, value: &[u8], flags: u32) -> Result<()> {
+    pub fn set_nattr_handle(
+        &mut self,
+        fh: FileHandle,
+        name: &str,
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
         let m = self.call(&Request::SetNamedAttr { fh, flags, name: name.as_bytes(), value })?;
         self.decode(&m).map(|_| ())
     }
@@ -141,7 +197,9 @@ impl Client {
     pub fn list_nattr_handle(&mut self, fh: FileHandle) -> Result<Vec<Vec<u8>>> {
         let m = self.call(&Request::ListNamedAttr { fh })?;
         match self.decode(&m)?.1 {
-            Reply::NamedAttrList { names } => Ok(names.split(|&b| b == 0).filter(|n| !n.is_empty()).map(|n| n.to_vec()).collect()),
+            Reply::NamedAttrList { names } => {
+                Ok(names.split(|&b| b == 0).filter(|n| !n.is_empty()).map(|n| n.to_vec()).collect())
+            }
             _ => Err(Error::Protocol("bad LIST_NATTR reply".into())),
         }
     }
@@ -156,11 +214,16 @@ impl Client {
     /// long-lived client: the server's handle table is bounded and may recycle the root
     /// handle's slot like any other, after which it answers STALE.
     pub fn refresh_root(&mut self, export: &str) -> Result<(FileHandle, Attr)> {
-        let (fh, attr) = self.handle_reply(&Request::GetRootHandle { export: export.as_bytes() }, "GET_ROOTHANDLE")?;
+        let (fh, attr) = self.handle_reply(
+            &Request::GetRootHandle { export: export.as_bytes() },
+            "GET_ROOTHANDLE",
+        )?;
         self.root = fh;
         Ok((fh, attr))
     }
 
     /// Whether the connection has failed (every later call fails at once).
-    pub fn is_dead(&self) -> bool { self.dead }
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
 }

@@ -70,14 +70,17 @@ use std::time::{Duration, Instant};
 
 use dafs_proto::session::ClientSlots;
 use dafs_proto::types::{open_flags, setattr_mask, DirEntries, OPEN_KEY_MAX};
-use dafs_proto::{auth, limits, Attr, AuthMethod, FileHandle, FileType, FsStat, Header, Opcode, RemoteRegion, Reply, Request, SetAttrs, Status};
+use dafs_proto::{
+    auth, limits, Attr, AuthMethod, FileHandle, FileType, FsStat, Header, Opcode, RemoteRegion,
+    Reply, Request, SetAttrs, Status,
+};
 use dafs_transport::shm::ShmClient;
 use dafs_transport::tcp::TcpClient;
 use dafs_transport::{Access, ClientTransport, TransportStats, Wait};
 
+pub use at::DirEntryAt;
 pub use dafs_proto;
 pub use dafs_transport::tls::TlsClientOptions;
-pub use at::DirEntryAt;
 pub use error::{Error, Result};
 
 /// How to connect.
@@ -235,7 +238,9 @@ pub struct File {
 }
 
 impl File {
-    pub fn open_id(&self) -> u64 { self.open_id }
+    pub fn open_id(&self) -> u64 {
+        self.open_id
+    }
 }
 
 /// OPEN options, like `std::fs::OpenOptions`.
@@ -248,25 +253,47 @@ pub struct OpenOptions {
 }
 
 impl OpenOptions {
-    const fn with(flags: u32) -> Self { OpenOptions { flags, mode: 0o644, key: [0; OPEN_KEY_MAX], key_len: 0 } }
-    pub fn read() -> Self { Self::with(open_flags::READ) }
-    pub fn write_only() -> Self { Self::with(open_flags::WRITE) }
-    pub fn read_write() -> Self { Self::with(open_flags::READ | open_flags::WRITE) }
+    const fn with(flags: u32) -> Self {
+        OpenOptions { flags, mode: 0o644, key: [0; OPEN_KEY_MAX], key_len: 0 }
+    }
+    pub fn read() -> Self {
+        Self::with(open_flags::READ)
+    }
+    pub fn write_only() -> Self {
+        Self::with(open_flags::WRITE)
+    }
+    pub fn read_write() -> Self {
+        Self::with(open_flags::READ | open_flags::WRITE)
+    }
     /// Every write appends atomically: the server picks the offset (see [`Client::append`]).
-    pub fn append(mut self, on: bool) -> Self { self.set(open_flags::APPEND, on); self }
+    pub fn append(mut self, on: bool) -> Self {
+        self.set(open_flags::APPEND, on);
+        self
+    }
     /// Create-unlinked: the file gets its name only at [`Client::publish`]; closing
     /// without publishing (or the session ending) discards it. Implies create + write.
     pub fn unlinked(mut self, on: bool) -> Self {
         self.set(open_flags::UNLINKED, on);
-        if on { self.flags |= open_flags::CREATE | open_flags::WRITE }
+        if on {
+            self.flags |= open_flags::CREATE | open_flags::WRITE
+        }
         self
     }
     /// Remove the file's name when the last open of it (by any client) closes.
-    pub fn delete_on_close(mut self, on: bool) -> Self { self.set(open_flags::DELETE_ON_CLOSE, on); self }
+    pub fn delete_on_close(mut self, on: bool) -> Self {
+        self.set(open_flags::DELETE_ON_CLOSE, on);
+        self
+    }
     /// While this open lasts, no other open may read the file.
-    pub fn deny_read(mut self, on: bool) -> Self { self.set(open_flags::DENY_READ, on); self }
+    pub fn deny_read(mut self, on: bool) -> Self {
+        self.set(open_flags::DENY_READ, on);
+        self
+    }
     /// While this open lasts, no other open may write the file.
-    pub fn deny_write(mut self, on: bool) -> Self { self.set(open_flags::DENY_WRITE, on); self }
+    pub fn deny_write(mut self, on: bool) -> Self {
+        self.set(open_flags::DENY_WRITE, on);
+        self
+    }
     /// Open key (at most 64 bytes): the first opener of a file sets it, every later
     /// opener must present the same key (`BadKey` otherwise) while any open lasts.
     /// A key longer than 64 bytes makes the open fail with `InvalidArgument`.
@@ -285,17 +312,36 @@ impl OpenOptions {
         }
         Ok(())
     }
-    fn key_bytes(&self) -> &[u8] { &self.key[..(self.key_len as usize).min(OPEN_KEY_MAX)] }
-    pub fn create(mut self, on: bool) -> Self { self.set(open_flags::CREATE, on); self }
-    /// Create, failing with `EXIST` if the file exists (implies `create`).
-    pub fn exclusive(mut self, on: bool) -> Self {
-        if on { self.flags |= open_flags::CREATE | open_flags::EXCLUSIVE } else { self.flags &= !open_flags::EXCLUSIVE }
+    fn key_bytes(&self) -> &[u8] {
+        &self.key[..(self.key_len as usize).min(OPEN_KEY_MAX)]
+    }
+    pub fn create(mut self, on: bool) -> Self {
+        self.set(open_flags::CREATE, on);
         self
     }
-    pub fn truncate(mut self, on: bool) -> Self { self.set(open_flags::TRUNCATE, on); self }
-    pub fn mode(mut self, mode: u32) -> Self { self.mode = mode & 0o7777; self }
+    /// Create, failing with `EXIST` if the file exists (implies `create`).
+    pub fn exclusive(mut self, on: bool) -> Self {
+        if on {
+            self.flags |= open_flags::CREATE | open_flags::EXCLUSIVE
+        } else {
+            self.flags &= !open_flags::EXCLUSIVE
+        }
+        self
+    }
+    pub fn truncate(mut self, on: bool) -> Self {
+        self.set(open_flags::TRUNCATE, on);
+        self
+    }
+    pub fn mode(mut self, mode: u32) -> Self {
+        self.mode = mode & 0o7777;
+        self
+    }
     fn set(&mut self, bit: u32, on: bool) {
-        if on { self.flags |= bit } else { self.flags &= !bit }
+        if on {
+            self.flags |= bit
+        } else {
+            self.flags &= !bit
+        }
     }
 }
 
@@ -308,7 +354,9 @@ pub struct DirEntry {
 }
 
 impl DirEntry {
-    pub fn name_lossy(&self) -> String { String::from_utf8_lossy(&self.name).into_owned() }
+    pub fn name_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.name).into_owned()
+    }
 }
 
 /// How a batch reports completion (see [`Client::submit_batch`]).
@@ -394,9 +442,15 @@ pub struct Chain {
 impl Chain {
     pub const CURRENT: FileHandle = dafs_proto::types::CURRENT_FH;
     pub const CURRENT_OPEN: u64 = dafs_proto::types::CURRENT_OPEN_ID;
-    pub fn new() -> Self { Chain::default() }
-    pub fn len(&self) -> usize { self.elems.len() }
-    pub fn is_empty(&self) -> bool { self.elems.is_empty() }
+    pub fn new() -> Self {
+        Chain::default()
+    }
+    pub fn len(&self) -> usize {
+        self.elems.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.elems.is_empty()
+    }
     /// Append any request (the general builder).
     pub fn push(mut self, req: &Request) -> Self {
         let mut b = Vec::new();
@@ -414,17 +468,39 @@ impl Chain {
     }
     /// Open the handle itself.
     pub fn open(self, fh: FileHandle, opts: OpenOptions) -> Self {
-        self.push(&Request::Open { fh, flags: opts.flags, mode: opts.mode, name: b"", key: opts.key_bytes() })
+        self.push(&Request::Open {
+            fh,
+            flags: opts.flags,
+            mode: opts.mode,
+            name: b"",
+            key: opts.key_bytes(),
+        })
     }
     /// Open (or create) `name` in directory `dir`.
     pub fn open_in(self, dir: FileHandle, name: &str, opts: OpenOptions) -> Self {
-        self.push(&Request::Open { fh: dir, flags: opts.flags, mode: opts.mode, name: name.as_bytes(), key: opts.key_bytes() })
+        self.push(&Request::Open {
+            fh: dir,
+            flags: opts.flags,
+            mode: opts.mode,
+            name: name.as_bytes(),
+            key: opts.key_bytes(),
+        })
     }
-    pub fn read_inline(self, open_id: u64, offset: u64, len: u32) -> Self { self.push(&Request::ReadInline { open_id, offset, len }) }
-    pub fn write_inline(self, open_id: u64, offset: u64, data: &[u8]) -> Self { self.push(&Request::WriteInline { open_id, offset, stable: false, data }) }
-    pub fn getattr(self, fh: FileHandle) -> Self { self.push(&Request::GetAttr { fh }) }
-    pub fn commit(self, open_id: u64) -> Self { self.push(&Request::Commit { open_id, offset: 0, len: 0 }) }
-    pub fn close(self, open_id: u64) -> Self { self.push(&Request::Close { open_id }) }
+    pub fn read_inline(self, open_id: u64, offset: u64, len: u32) -> Self {
+        self.push(&Request::ReadInline { open_id, offset, len })
+    }
+    pub fn write_inline(self, open_id: u64, offset: u64, data: &[u8]) -> Self {
+        self.push(&Request::WriteInline { open_id, offset, stable: false, data })
+    }
+    pub fn getattr(self, fh: FileHandle) -> Self {
+        self.push(&Request::GetAttr { fh })
+    }
+    pub fn commit(self, open_id: u64) -> Self {
+        self.push(&Request::Commit { open_id, offset: 0, len: 0 })
+    }
+    pub fn close(self, open_id: u64) -> Self {
+        self.push(&Request::Close { open_id })
+    }
 }
 
 struct RegionInfo {
@@ -572,7 +648,10 @@ impl Client {
             None => TcpClient::connect(target, cfg.connect_timeout)?,
         };
         let (mut c, offer) = Self::establish(Box::new(t), &cfg)?;
-        if cfg.provider == Provider::Auto && !offer.shm_path.is_empty() && offer.host_id == dafs_transport::shm::host_id() {
+        if cfg.provider == Provider::Auto
+            && !offer.shm_path.is_empty()
+            && offer.host_id == dafs_transport::shm::host_id()
+        {
             match ShmClient::connect(std::path::Path::new(&offer.shm_path), cfg.connect_timeout) {
                 Ok(shm) => {
                     // The shared-memory session replaces the TCP one: end that first (and
@@ -589,7 +668,10 @@ impl Client {
                         }
                     }
                 }
-                Err(e) => tracing::debug!("shared-memory connect to {} failed, staying on tcp: {e}", offer.shm_path),
+                Err(e) => tracing::debug!(
+                    "shared-memory connect to {} failed, staying on tcp: {e}",
+                    offer.shm_path
+                ),
             }
         }
         Ok(c)
@@ -621,16 +703,34 @@ impl Client {
     /// SESSION_CREATE on `t`: the negotiated values, checked to be in range.
     fn negotiate(t: &mut dyn ClientTransport, cfg: &ClientConfig) -> Result<Negotiated> {
         Self::keepalive(t);
-        let want_auth = if cfg.secret.is_some() { AuthMethod::HmacSha256 } else { AuthMethod::None };
+        let want_auth =
+            if cfg.secret.is_some() { AuthMethod::HmacSha256 } else { AuthMethod::None };
         let mut buf = Vec::new();
         let h = Header::request(Opcode::SessionCreate, 0, 0, 0, 0);
-        let req = Request::SessionCreate { max_msg_size: cfg.max_msg_size, slots: cfg.slots.clamp(1, limits::SLOTS_MAX), auth: want_auth, client_id: cfg.client_id.as_bytes() };
-        dafs_proto::encode_request(&h, &req, &mut buf, t.max_msg_size()).map_err(|e| Error::Protocol(e.to_string()))?;
+        let req = Request::SessionCreate {
+            max_msg_size: cfg.max_msg_size,
+            slots: cfg.slots.clamp(1, limits::SLOTS_MAX),
+            auth: want_auth,
+            client_id: cfg.client_id.as_bytes(),
+        };
+        dafs_proto::encode_request(&h, &req, &mut buf, t.max_msg_size())
+            .map_err(|e| Error::Protocol(e.to_string()))?;
         t.send(&buf)?;
         let msg = t.recv(Wait::Timeout(cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
-        let (rh, reply) = dafs_proto::decode_reply(&msg, t.max_msg_size()).map_err(|e| Error::Protocol(e.to_string()))?;
+        let (rh, reply) = dafs_proto::decode_reply(&msg, t.max_msg_size())
+            .map_err(|e| Error::Protocol(e.to_string()))?;
         let n = match reply {
-            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, batch_max, host_id, shm_path } => Negotiated {
+            Reply::SessionCreate {
+                max_msg_size,
+                slots,
+                inline_threshold,
+                auth,
+                server_nonce,
+                direct_max,
+                batch_max,
+                host_id,
+                shm_path,
+            } => Negotiated {
                 session_id: rh.session_id,
                 max_msg: max_msg_size,
                 slots,
@@ -639,23 +739,39 @@ impl Client {
                 server_nonce,
                 direct_max,
                 batch_max,
-                offer: ShmOffer { host_id, shm_path: String::from_utf8_lossy(shm_path).into_owned() },
+                offer: ShmOffer {
+                    host_id,
+                    shm_path: String::from_utf8_lossy(shm_path).into_owned(),
+                },
             },
-            Reply::Error(Status::AuthRequired) => return Err(Error::Auth("the server requires a shared secret (use --secret-file)".into())),
+            Reply::Error(Status::AuthRequired) => {
+                return Err(Error::Auth(
+                    "the server requires a shared secret (use --secret-file)".into(),
+                ))
+            }
             Reply::Error(s) => return Err(Error::Status(s)),
             _ => return Err(Error::Protocol("unexpected reply to SESSION_CREATE".into())),
         };
-        if !(limits::MSG_SIZE_MIN..=cfg.max_msg_size.max(limits::MSG_SIZE_MIN)).contains(&n.max_msg) || n.slots == 0 || n.slots > limits::SLOTS_MAX {
+        if !(limits::MSG_SIZE_MIN..=cfg.max_msg_size.max(limits::MSG_SIZE_MIN)).contains(&n.max_msg)
+            || n.slots == 0
+            || n.slots > limits::SLOTS_MAX
+        {
             return Err(Error::Protocol("server negotiated out-of-range limits".into()));
         }
-        if n.threshold as usize + 1024 > n.max_msg as usize || n.direct_max == 0 || n.direct_max > limits::DIRECT_LEN_MAX {
+        if n.threshold as usize + 1024 > n.max_msg as usize
+            || n.direct_max == 0
+            || n.direct_max > limits::DIRECT_LEN_MAX
+        {
             return Err(Error::Protocol("server negotiated an out-of-range threshold".into()));
         }
         t.set_max_msg_size(n.max_msg as usize);
         Ok(n)
     }
 
-    fn establish(mut t: Box<dyn ClientTransport>, cfg: &ClientConfig) -> Result<(Client, ShmOffer)> {
+    fn establish(
+        mut t: Box<dyn ClientTransport>,
+        cfg: &ClientConfig,
+    ) -> Result<(Client, ShmOffer)> {
         let n = Self::negotiate(t.as_mut(), cfg)?;
         let base_spin = t.default_spin();
         let mut c = Client {
@@ -712,16 +828,39 @@ impl Client {
                 let client_id = cfg.client_id.clone();
                 let mut client_nonce = [0u8; 32];
                 getrandom::getrandom(&mut client_nonce).map_err(|e| Error::Auth(e.to_string()))?;
-                let proof = auth::client_proof(&secret, self.session_id, &n.server_nonce, &client_nonce, client_id.as_bytes());
+                let proof = auth::client_proof(
+                    &secret,
+                    self.session_id,
+                    &n.server_nonce,
+                    &client_nonce,
+                    client_id.as_bytes(),
+                );
                 let m = self.call(&Request::SessionAuth { client_nonce, proof })?;
                 let (_, r) = self.decode(&m)?;
-                let Reply::SessionAuth { server_proof } = r else { return Err(Error::Protocol("bad SESSION_AUTH reply".into())) };
-                if !auth::verify_server(&secret, self.session_id, &n.server_nonce, &client_nonce, client_id.as_bytes(), &server_proof) {
-                    return Err(Error::Auth("the server could not prove it holds the shared secret".into()));
+                let Reply::SessionAuth { server_proof } = r else {
+                    return Err(Error::Protocol("bad SESSION_AUTH reply".into()));
+                };
+                if !auth::verify_server(
+                    &secret,
+                    self.session_id,
+                    &n.server_nonce,
+                    &client_nonce,
+                    client_id.as_bytes(),
+                    &server_proof,
+                ) {
+                    return Err(Error::Auth(
+                        "the server could not prove it holds the shared secret".into(),
+                    ));
                 }
             }
-            (Some(_), AuthMethod::None) => return Err(Error::Auth("a secret is configured but the server does not authenticate".into())),
-            (None, AuthMethod::HmacSha256) => return Err(Error::Auth("the server requires a shared secret".into())),
+            (Some(_), AuthMethod::None) => {
+                return Err(Error::Auth(
+                    "a secret is configured but the server does not authenticate".into(),
+                ))
+            }
+            (None, AuthMethod::HmacSha256) => {
+                return Err(Error::Auth("the server requires a shared secret".into()))
+            }
             (None, AuthMethod::None) => {}
         }
         let export = self.cfg.export.clone();
@@ -737,17 +876,33 @@ impl Client {
 
     /// Reads and writes up to this many bytes travel inline in messages; larger ones are
     /// placed directly by the server.
-    pub fn inline_threshold(&self) -> usize { self.inline_threshold }
+    pub fn inline_threshold(&self) -> usize {
+        self.inline_threshold
+    }
     /// Largest single asynchronous I/O (blocking calls split larger ones).
-    pub fn max_io_size(&self) -> usize { self.direct_max }
+    pub fn max_io_size(&self) -> usize {
+        self.direct_max
+    }
     /// Most I/Os one batch may carry (negotiated).
-    pub fn batch_max(&self) -> u32 { self.batch_max }
+    pub fn batch_max(&self) -> u32 {
+        self.batch_max
+    }
     /// Slots granted by the server (the most requests in flight at once).
-    pub fn slots(&self) -> u32 { self.slots.granted() }
-    pub fn max_msg_size(&self) -> usize { self.max_msg }
-    pub fn session_id(&self) -> u64 { self.session_id }
-    pub fn provider(&self) -> &'static str { self.t.provider() }
-    pub fn root_handle(&self) -> FileHandle { self.root }
+    pub fn slots(&self) -> u32 {
+        self.slots.granted()
+    }
+    pub fn max_msg_size(&self) -> usize {
+        self.max_msg
+    }
+    pub fn session_id(&self) -> u64 {
+        self.session_id
+    }
+    pub fn provider(&self) -> &'static str {
+        self.t.provider()
+    }
+    pub fn root_handle(&self) -> FileHandle {
+        self.root
+    }
     pub fn stats(&self) -> ClientStats {
         let mut s = self.stats;
         s.transport = self.t.stats();
@@ -758,7 +913,11 @@ impl Client {
     /// longer knows the session (its lease expired, the server restarted, or an
     /// administrator ended it), `Some(Fenced)` when this client is fenced.
     pub fn session_lost(&self) -> Option<Status> {
-        if self.dead { self.dead_status } else { None }
+        if self.dead {
+            self.dead_status
+        } else {
+            None
+        }
     }
 
     /// Start a new session with the same server and configuration after the old one is
@@ -797,9 +956,13 @@ impl Client {
     /// [`Client::reestablish`]); the position carries over. Creation and truncation are
     /// not repeated.
     pub fn reopen(&mut self, f: &File) -> Result<File> {
-        let (path, opts) = f.origin.clone().ok_or(Error::InvalidArgument("file was not opened by path"))?;
+        let (path, opts) =
+            f.origin.clone().ok_or(Error::InvalidArgument("file was not opened by path"))?;
         let mut opts = opts;
-        opts.flags &= !(open_flags::CREATE | open_flags::EXCLUSIVE | open_flags::TRUNCATE | open_flags::UNLINKED);
+        opts.flags &= !(open_flags::CREATE
+            | open_flags::EXCLUSIVE
+            | open_flags::TRUNCATE
+            | open_flags::UNLINKED);
         let mut nf = self.open(&path, opts)?;
         nf.pos = f.pos;
         Ok(nf)
@@ -860,10 +1023,13 @@ impl Client {
     }
 
     fn route(&mut self, msg: &[u8]) -> Result<()> {
-        let (h, reply) = dafs_proto::decode_reply(msg, self.max_msg).map_err(|e| Error::Protocol(e.to_string()))?;
+        let (h, reply) = dafs_proto::decode_reply(msg, self.max_msg)
+            .map_err(|e| Error::Protocol(e.to_string()))?;
         let i = h.slot_id as usize;
         if h.session_id != self.session_id || i >= self.inflight.len() {
-            return Err(Error::Protocol("reply for another session or beyond the granted slots".into()));
+            return Err(Error::Protocol(
+                "reply for another session or beyond the granted slots".into(),
+            ));
         }
         let matches = self.inflight[i].as_ref().is_some_and(|slot| slot.seq == h.sequence_id);
         if !matches {
@@ -885,9 +1051,12 @@ impl Client {
             Inflight::Batch(b) => {
                 let results = match reply {
                     Reply::Batch { results, .. } => {
-                        let r = dafs_proto::types::BatchResult::parse_all(results).map_err(|e| Error::Protocol(e.to_string()))?;
+                        let r = dafs_proto::types::BatchResult::parse_all(results)
+                            .map_err(|e| Error::Protocol(e.to_string()))?;
                         if r.iter().any(|x| x.index as usize >= b.ios.len()) {
-                            return Err(Error::Protocol("batch result for an I/O that was not sent".into()));
+                            return Err(Error::Protocol(
+                                "batch result for an I/O that was not sent".into(),
+                            ));
                         }
                         Ok(r)
                     }
@@ -901,7 +1070,9 @@ impl Client {
                     Reply::Error(s) => (Err(Error::Status(s)), false),
                     Reply::ReadInline { eof, data } if io.read && !io.direct => {
                         if data.len() > io.len {
-                            return Err(Error::Protocol("inline read returned more than asked".into()));
+                            return Err(Error::Protocol(
+                                "inline read returned more than asked".into(),
+                            ));
                         }
                         let n = data.len();
                         self.copy_into_target(&mut io, data);
@@ -910,7 +1081,9 @@ impl Client {
                     }
                     Reply::ReadDirect { count, eof } if io.read && io.direct => {
                         if count as usize > io.len {
-                            return Err(Error::Protocol("direct read count exceeds the request".into()));
+                            return Err(Error::Protocol(
+                                "direct read count exceeds the request".into(),
+                            ));
                         }
                         self.stats.direct_bytes += count as u64;
                         (Ok(count as usize), eof)
@@ -919,7 +1092,11 @@ impl Client {
                         if count as usize > io.len {
                             return Err(Error::Protocol("write count exceeds the request".into()));
                         }
-                        if io.direct { self.stats.direct_bytes += count as u64 } else { self.stats.inline_bytes += count as u64 }
+                        if io.direct {
+                            self.stats.direct_bytes += count as u64
+                        } else {
+                            self.stats.inline_bytes += count as u64
+                        }
                         (Ok(count as usize), false)
                     }
                     _ => return Err(Error::Protocol("reply does not fit the I/O".into())),
@@ -940,7 +1117,9 @@ impl Client {
                 assert!(*offset + data.len() <= r.len);
                 // SAFETY: in bounds (asserted), and the region is pinned (busy) so the
                 // application holds no reference to it.
-                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), r.ptr.add(*offset), data.len()) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(data.as_ptr(), r.ptr.add(*offset), data.len())
+                };
             }
             Target::Vec { buf, .. } => buf[..data.len()].copy_from_slice(data),
         }
@@ -964,13 +1143,26 @@ impl Client {
                 out_buf = Some(buf);
             }
         }
-        let cg = self.cgs.get_mut(&io.cg.0).expect("completion groups with I/O in flight are never destroyed");
+        let cg = self
+            .cgs
+            .get_mut(&io.cg.0)
+            .expect("completion groups with I/O in flight are never destroyed");
         cg.outstanding -= 1;
-        cg.done.push_back(Completion { id: io.id, user_data: io.user_data, result: res, eof, buf: out_buf });
+        cg.done.push_back(Completion {
+            id: io.id,
+            user_data: io.user_data,
+            result: res,
+            eof,
+            buf: out_buf,
+        });
     }
 
     /// Turn a batch reply (None: the connection died) into completions.
-    fn finish_batch(&mut self, b: BatchState, results: Option<Result<Vec<dafs_proto::types::BatchResult>, Status>>) {
+    fn finish_batch(
+        &mut self,
+        b: BatchState,
+        results: Option<Result<Vec<dafs_proto::types::BatchResult>, Status>>,
+    ) {
         for (_, regions) in &b.ios {
             for r in regions {
                 if let Some(reg) = self.regions.get_mut(&r.0) {
@@ -1011,22 +1203,49 @@ impl Client {
         if whole.is_err() {
             self.stats.errors += 1;
         }
-        let cg = self.cgs.get_mut(&b.cg.0).expect("completion groups with I/O in flight are never destroyed");
+        let cg = self
+            .cgs
+            .get_mut(&b.cg.0)
+            .expect("completion groups with I/O in flight are never destroyed");
         cg.outstanding -= 1;
         match b.mode {
             BatchCompletion::PerIo => {
                 for ((ud, _), res) in b.ios.iter().zip(per) {
-                    cg.done.push_back(Completion { id: b.id, user_data: *ud, result: res, eof: false, buf: None });
+                    cg.done.push_back(Completion {
+                        id: b.id,
+                        user_data: *ud,
+                        result: res,
+                        eof: false,
+                        buf: None,
+                    });
                 }
             }
-            BatchCompletion::PerBatch => cg.done.push_back(Completion { id: b.id, user_data: b.user_data, result: whole, eof: false, buf: None }),
+            BatchCompletion::PerBatch => cg.done.push_back(Completion {
+                id: b.id,
+                user_data: b.user_data,
+                result: whole,
+                eof: false,
+                buf: None,
+            }),
             BatchCompletion::ErrorsOnly => {
                 for ((ud, _), res) in b.ios.iter().zip(per) {
                     if res.is_err() {
-                        cg.done.push_back(Completion { id: b.id, user_data: *ud, result: res, eof: false, buf: None });
+                        cg.done.push_back(Completion {
+                            id: b.id,
+                            user_data: *ud,
+                            result: res,
+                            eof: false,
+                            buf: None,
+                        });
                     }
                 }
-                cg.done.push_back(Completion { id: b.id, user_data: b.user_data, result: whole, eof: false, buf: None });
+                cg.done.push_back(Completion {
+                    id: b.id,
+                    user_data: b.user_data,
+                    result: whole,
+                    eof: false,
+                    buf: None,
+                });
             }
         }
     }
@@ -1061,7 +1280,8 @@ impl Client {
     }
 
     fn send_on_slot(&mut self, slot: u32, seq: u32, req: &Request, what: Inflight) -> Result<()> {
-        let h = Header::request(req.opcode(), self.session_id, slot, seq, self.slots.highest_in_use());
+        let h =
+            Header::request(req.opcode(), self.session_id, slot, seq, self.slots.highest_in_use());
         let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
         buf.clear();
         let enc = dafs_proto::encode_request(&h, req, &mut buf, self.max_msg);
@@ -1151,7 +1371,10 @@ impl Client {
     /// server executes those it never executed and answers the others from its reply
     /// cache, so each takes effect exactly once.
     fn recover(&mut self, cause: &dafs_transport::TransportError) -> Result<()> {
-        tracing::info!(session = format_args!("{:016x}", self.session_id), "connection lost ({cause}); reconnecting");
+        tracing::info!(
+            session = format_args!("{:016x}", self.session_id),
+            "connection lost ({cause}); reconnecting"
+        );
         let deadline = Instant::now() + self.cfg.reconnect_timeout;
         let mut backoff = Duration::from_millis(5);
         let mut last_err;
@@ -1162,7 +1385,10 @@ impl Client {
                 // Nobody listens: the server process is gone. A restarted server would
                 // not know the session anyway, so do not wait out the whole timeout.
                 Err(Error::Transport(dafs_transport::TransportError::Io(e)))
-                    if matches!(e.raw_os_error(), Some(libc::ECONNREFUSED) | Some(libc::ENOENT)) && {
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ECONNREFUSED) | Some(libc::ENOENT)
+                    ) && {
                         refused += 1;
                         refused >= 3
                     } =>
@@ -1208,15 +1434,27 @@ impl Client {
         let mut proof = [0u8; 32];
         if let Some(secret) = &self.cfg.secret {
             getrandom::getrandom(&mut client_nonce).map_err(|e| Error::Auth(e.to_string()))?;
-            proof = auth::bind_proof(secret, self.session_id, &self.bind_nonce, &client_nonce, self.cfg.client_id.as_bytes());
+            proof = auth::bind_proof(
+                secret,
+                self.session_id,
+                &self.bind_nonce,
+                &client_nonce,
+                self.cfg.client_id.as_bytes(),
+            );
         }
         let h = Header::request(Opcode::SessionBind, self.session_id, 0, 0, 0);
         let mut buf = Vec::new();
-        dafs_proto::encode_request(&h, &Request::SessionBind { client_nonce, proof, client_id: self.cfg.client_id.as_bytes() }, &mut buf, self.max_msg)
-            .map_err(|e| Error::Protocol(e.to_string()))?;
+        dafs_proto::encode_request(
+            &h,
+            &Request::SessionBind { client_nonce, proof, client_id: self.cfg.client_id.as_bytes() },
+            &mut buf,
+            self.max_msg,
+        )
+        .map_err(|e| Error::Protocol(e.to_string()))?;
         self.t.send(&buf)?;
         let msg = self.t.recv(Wait::Timeout(self.cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
-        let (rh, reply) = dafs_proto::decode_reply(&msg, self.max_msg).map_err(|e| Error::Protocol(e.to_string()))?;
+        let (rh, reply) = dafs_proto::decode_reply(&msg, self.max_msg)
+            .map_err(|e| Error::Protocol(e.to_string()))?;
         if rh.opcode != Opcode::SessionBind || rh.session_id != self.session_id {
             return Err(Error::Protocol("unexpected reply to SESSION_BIND".into()));
         }
@@ -1226,9 +1464,17 @@ impl Client {
                     return Err(Error::Protocol("bound session has a different slot count".into()));
                 }
                 if let Some(secret) = &self.cfg.secret {
-                    let expect = auth::bind_server_proof(secret, self.session_id, &client_nonce, &next_nonce, self.cfg.client_id.as_bytes());
+                    let expect = auth::bind_server_proof(
+                        secret,
+                        self.session_id,
+                        &client_nonce,
+                        &next_nonce,
+                        self.cfg.client_id.as_bytes(),
+                    );
                     if expect != server_proof {
-                        return Err(Error::Auth("the server could not prove it holds the shared secret".into()));
+                        return Err(Error::Auth(
+                            "the server could not prove it holds the shared secret".into(),
+                        ));
                     }
                 }
                 self.bind_nonce = next_nonce;
@@ -1257,7 +1503,8 @@ impl Client {
     }
 
     fn decode<'a>(&self, m: &'a [u8]) -> Result<(Header, Reply<'a>)> {
-        let (h, r) = dafs_proto::decode_reply(m, self.max_msg).map_err(|e| Error::Protocol(e.to_string()))?;
+        let (h, r) = dafs_proto::decode_reply(m, self.max_msg)
+            .map_err(|e| Error::Protocol(e.to_string()))?;
         if let Reply::Error(s) = r {
             return Err(Error::Status(s));
         }
@@ -1286,7 +1533,9 @@ impl Client {
                 self.cgs.remove(&cg.0);
                 Ok(())
             }
-            Some(_) => Err(Error::InvalidArgument("completion group has requests in flight or unreaped")),
+            Some(_) => {
+                Err(Error::InvalidArgument("completion group has requests in flight or unreaped"))
+            }
             None => Err(Error::InvalidArgument("unknown completion group")),
         }
     }
@@ -1312,7 +1561,12 @@ impl Client {
 
     /// Wait until `n` completions of `cg` are available (or everything in flight has
     /// completed, or the timeout passes), and return them.
-    pub fn wait_n(&mut self, cg: CgId, n: usize, timeout: Option<Duration>) -> Result<Vec<Completion>> {
+    pub fn wait_n(
+        &mut self,
+        cg: CgId,
+        n: usize,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<Completion>> {
         self.check_cg(cg)?;
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
@@ -1358,7 +1612,11 @@ impl Client {
     }
 
     fn check_cg(&self, cg: CgId) -> Result<()> {
-        if self.cgs.contains_key(&cg.0) { Ok(()) } else { Err(Error::InvalidArgument("unknown completion group")) }
+        if self.cgs.contains_key(&cg.0) {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument("unknown completion group"))
+        }
     }
 
     // ------------------------------------------------------------------ memory registration
@@ -1375,7 +1633,12 @@ impl Client {
     ///
     /// # Safety
     /// As [`ClientTransport::register`].
-    unsafe fn register_recovering(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64> {
+    unsafe fn register_recovering(
+        &mut self,
+        ptr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<u64> {
         // SAFETY: the caller's contract.
         match unsafe { self.t.register(ptr, len, access) } {
             Ok(k) => Ok(k),
@@ -1462,23 +1725,47 @@ impl Client {
     // ------------------------------------------------------------------ asynchronous I/O
 
     /// Submit a read of `buf`'s length at `offset`. Completes on `cg`.
-    pub fn submit_read(&mut self, f: &File, offset: u64, buf: IoBuf, cg: CgId, user_data: u64) -> Result<ReqId> {
+    pub fn submit_read(
+        &mut self,
+        f: &File,
+        offset: u64,
+        buf: IoBuf,
+        cg: CgId,
+        user_data: u64,
+    ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
         self.submit(f.open_id, offset, buf, cg, user_data, true, false)
     }
 
     /// Submit a write of `buf` at `offset`. `stable`: durable before the reply.
-    pub fn submit_write(&mut self, f: &File, offset: u64, buf: IoBuf, cg: CgId, user_data: u64) -> Result<ReqId> {
+    pub fn submit_write(
+        &mut self,
+        f: &File,
+        offset: u64,
+        buf: IoBuf,
+        cg: CgId,
+        user_data: u64,
+    ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
         self.submit(f.open_id, offset, buf, cg, user_data, false, false)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn submit(&mut self, open_id: u64, offset: u64, buf: IoBuf, cg: CgId, user_data: u64, read: bool, block: bool) -> Result<ReqId> {
+    fn submit(
+        &mut self,
+        open_id: u64,
+        offset: u64,
+        buf: IoBuf,
+        cg: CgId,
+        user_data: u64,
+        read: bool,
+        block: bool,
+    ) -> Result<ReqId> {
         self.check_cg(cg)?;
         let len = match &buf {
             IoBuf::Region { region, offset: off, len } => {
-                let r = self.regions.get(&region.0).ok_or(Error::InvalidArgument("unknown region"))?;
+                let r =
+                    self.regions.get(&region.0).ok_or(Error::InvalidArgument("unknown region"))?;
                 if off.checked_add(*len).is_none_or(|end| end > r.len) {
                     return Err(Error::InvalidArgument("range outside the region"));
                 }
@@ -1498,7 +1785,10 @@ impl Client {
             IoBuf::Region { region, offset: roff, .. } => {
                 let r = self.regions.get_mut(&region.0).unwrap();
                 r.busy += 1;
-                (Target::Region { id: region, offset: roff }, RemoteRegion { key: r.key, offset: roff as u64 })
+                (
+                    Target::Region { id: region, offset: roff },
+                    RemoteRegion { key: r.key, offset: roff as u64 },
+                )
             }
             IoBuf::Vec(mut v) => {
                 let mut temp_key = None;
@@ -1506,7 +1796,9 @@ impl Client {
                     self.stats.off_direct_path += 1;
                     // SAFETY: the Vec is owned by the in-flight request until completion,
                     // which deregisters before handing it back.
-                    let r = unsafe { self.register_recovering(v.as_mut_ptr(), v.len(), Access::READ_WRITE) };
+                    let r = unsafe {
+                        self.register_recovering(v.as_mut_ptr(), v.len(), Access::READ_WRITE)
+                    };
                     match r {
                         Ok(k) => temp_key = Some(k),
                         Err(e) => {
@@ -1524,14 +1816,29 @@ impl Client {
         let res = if read {
             if direct {
                 self.stats.direct_reads += 1;
-                self.send_on_slot(slot, seq, &Request::ReadDirect { open_id, offset, len: len as u32, region }, Inflight::Io(io))
+                self.send_on_slot(
+                    slot,
+                    seq,
+                    &Request::ReadDirect { open_id, offset, len: len as u32, region },
+                    Inflight::Io(io),
+                )
             } else {
                 self.stats.inline_reads += 1;
-                self.send_on_slot(slot, seq, &Request::ReadInline { open_id, offset, len: len as u32 }, Inflight::Io(io))
+                self.send_on_slot(
+                    slot,
+                    seq,
+                    &Request::ReadInline { open_id, offset, len: len as u32 },
+                    Inflight::Io(io),
+                )
             }
         } else if direct {
             self.stats.direct_writes += 1;
-            self.send_on_slot(slot, seq, &Request::WriteDirect { open_id, offset, len: len as u32, stable, region }, Inflight::Io(io))
+            self.send_on_slot(
+                slot,
+                seq,
+                &Request::WriteDirect { open_id, offset, len: len as u32, stable, region },
+                Inflight::Io(io),
+            )
         } else {
             self.stats.inline_writes += 1;
             // The inline payload is copied into the message from the caller's memory.
@@ -1543,10 +1850,21 @@ impl Client {
                 }
                 Target::Vec { buf, .. } => buf,
             };
-            let h = Header::request(Opcode::WriteInline, self.session_id, slot, seq, self.slots.highest_in_use());
+            let h = Header::request(
+                Opcode::WriteInline,
+                self.session_id,
+                slot,
+                seq,
+                self.slots.highest_in_use(),
+            );
             let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
             buf.clear();
-            let enc = dafs_proto::encode_request(&h, &Request::WriteInline { open_id, offset, stable, data }, &mut buf, self.max_msg);
+            let enc = dafs_proto::encode_request(
+                &h,
+                &Request::WriteInline { open_id, offset, stable, data },
+                &mut buf,
+                self.max_msg,
+            );
             self.reqbufs[slot as usize] = buf;
             match enc {
                 Err(e) => {
@@ -1594,11 +1912,21 @@ impl Client {
 
     /// The blocking path: chunks of at most `max_io_size()` (or the inline threshold),
     /// pipelined over the free slots, on the internal completion group.
-    fn blocking_io(&mut self, open_id: u64, ptr: *mut u8, len: usize, offset: u64, read: bool) -> Result<usize> {
+    fn blocking_io(
+        &mut self,
+        open_id: u64,
+        ptr: *mut u8,
+        len: usize,
+        offset: u64,
+        read: bool,
+    ) -> Result<usize> {
         if len == 0 {
             return Ok(0);
         }
-        offset.checked_add(len as u64).filter(|e| *e <= i64::MAX as u64).ok_or(Error::Status(Status::FBig))?;
+        offset
+            .checked_add(len as u64)
+            .filter(|e| *e <= i64::MAX as u64)
+            .ok_or(Error::Status(Status::FBig))?;
         if len <= self.inline_threshold {
             return self.blocking_inline(open_id, ptr, len, offset, read);
         }
@@ -1632,7 +1960,9 @@ impl Client {
                         let mut v = vec![0u8; n];
                         if !read {
                             // SAFETY: off + n <= len, within the caller's buffer.
-                            v.copy_from_slice(unsafe { std::slice::from_raw_parts(ptr.add(off), n) });
+                            v.copy_from_slice(unsafe {
+                                std::slice::from_raw_parts(ptr.add(off), n)
+                            });
                         }
                         IoBuf::Vec(v)
                     }
@@ -1656,7 +1986,13 @@ impl Client {
                         eofs[i] = c.eof;
                         if let (Some(v), true) = (c.buf, read) {
                             // SAFETY: chunk i covers [i*chunk, i*chunk + v.len()) of the caller's buffer.
-                            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), ptr.add(i * chunk), n.min(v.len())) };
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    v.as_ptr(),
+                                    ptr.add(i * chunk),
+                                    n.min(v.len()),
+                                )
+                            };
                         }
                     }
                     Err(e) => {
@@ -1695,7 +2031,14 @@ impl Client {
 
     /// One inline round trip straight to and from the caller's buffer: no staging
     /// buffers, no completion-group bookkeeping (the small-I/O latency path).
-    fn blocking_inline(&mut self, open_id: u64, ptr: *mut u8, len: usize, offset: u64, read: bool) -> Result<usize> {
+    fn blocking_inline(
+        &mut self,
+        open_id: u64,
+        ptr: *mut u8,
+        len: usize,
+        offset: u64,
+        read: bool,
+    ) -> Result<usize> {
         if read {
             self.stats.inline_reads += 1;
             let m = self.call(&Request::ReadInline { open_id, offset, len: len as u32 })?;
@@ -1764,13 +2107,19 @@ impl Client {
     }
 
     /// Look up a path (following symlinks) and return its handle and attributes.
-    pub fn lookup(&mut self, path: &str) -> Result<(FileHandle, Attr)> { self.lookup_path(path, true) }
+    pub fn lookup(&mut self, path: &str) -> Result<(FileHandle, Attr)> {
+        self.lookup_path(path, true)
+    }
 
     /// Attributes of a path, following a final symlink.
-    pub fn stat(&mut self, path: &str) -> Result<Attr> { Ok(self.lookup_path(path, true)?.1) }
+    pub fn stat(&mut self, path: &str) -> Result<Attr> {
+        Ok(self.lookup_path(path, true)?.1)
+    }
 
     /// Attributes of a path, not following a final symlink.
-    pub fn lstat(&mut self, path: &str) -> Result<Attr> { Ok(self.lookup_path(path, false)?.1) }
+    pub fn lstat(&mut self, path: &str) -> Result<Attr> {
+        Ok(self.lookup_path(path, false)?.1)
+    }
 
     /// Fresh attributes of an open file (or any handle).
     pub fn getattr(&mut self, fh: FileHandle) -> Result<Attr> {
@@ -1781,7 +2130,9 @@ impl Client {
         }
     }
 
-    pub fn fstat(&mut self, f: &File) -> Result<Attr> { self.getattr(f.fh) }
+    pub fn fstat(&mut self, f: &File) -> Result<Attr> {
+        self.getattr(f.fh)
+    }
 
     /// Parent of a directory handle.
     pub fn lookup_parent(&mut self, fh: FileHandle) -> Result<(FileHandle, Attr)> {
@@ -1800,13 +2151,27 @@ impl Client {
         let m = if opts.flags & (open_flags::CREATE | open_flags::DELETE_ON_CLOSE) != 0 {
             let (parent, name) = split_parent(path)?;
             let dir = self.dir_of(&parent)?;
-            self.call(&Request::Open { fh: dir, flags: opts.flags, mode: opts.mode, name: name.as_bytes(), key: opts.key_bytes() })?
+            self.call(&Request::Open {
+                fh: dir,
+                flags: opts.flags,
+                mode: opts.mode,
+                name: name.as_bytes(),
+                key: opts.key_bytes(),
+            })?
         } else {
             let (fh, _) = self.lookup_path(path, true)?;
-            self.call(&Request::Open { fh, flags: opts.flags, mode: opts.mode, name: b"", key: opts.key_bytes() })?
+            self.call(&Request::Open {
+                fh,
+                flags: opts.flags,
+                mode: opts.mode,
+                name: b"",
+                key: opts.key_bytes(),
+            })?
         };
         match self.decode(&m)?.1 {
-            Reply::Open { open_id, fh, attr } => Ok(File { open_id, fh, attr, pos: 0, origin: Some((path.to_string(), opts)) }),
+            Reply::Open { open_id, fh, attr } => {
+                Ok(File { open_id, fh, attr, pos: 0, origin: Some((path.to_string(), opts)) })
+            }
             _ => Err(Error::Protocol("bad OPEN reply".into())),
         }
     }
@@ -1830,7 +2195,13 @@ impl Client {
     pub fn mkdir(&mut self, path: &str, mode: u32) -> Result<Attr> {
         let (parent, name) = split_parent(path)?;
         let dir = self.dir_of(&parent)?;
-        let m = self.call(&Request::Create { dir, ftype: FileType::Directory, mode: mode & 0o7777, exclusive: true, name: name.as_bytes() })?;
+        let m = self.call(&Request::Create {
+            dir,
+            ftype: FileType::Directory,
+            mode: mode & 0o7777,
+            exclusive: true,
+            name: name.as_bytes(),
+        })?;
         match self.decode(&m)?.1 {
             Reply::Handle { attr, .. } => Ok(attr),
             _ => Err(Error::Protocol("bad CREATE reply".into())),
@@ -1838,10 +2209,21 @@ impl Client {
     }
 
     /// Create a regular file without opening it.
-    pub fn create_file(&mut self, path: &str, mode: u32, exclusive: bool) -> Result<(FileHandle, Attr)> {
+    pub fn create_file(
+        &mut self,
+        path: &str,
+        mode: u32,
+        exclusive: bool,
+    ) -> Result<(FileHandle, Attr)> {
         let (parent, name) = split_parent(path)?;
         let dir = self.dir_of(&parent)?;
-        let m = self.call(&Request::Create { dir, ftype: FileType::Regular, mode: mode & 0o7777, exclusive, name: name.as_bytes() })?;
+        let m = self.call(&Request::Create {
+            dir,
+            ftype: FileType::Regular,
+            mode: mode & 0o7777,
+            exclusive,
+            name: name.as_bytes(),
+        })?;
         match self.decode(&m)?.1 {
             Reply::Handle { fh, attr } => Ok((fh, attr)),
             _ => Err(Error::Protocol("bad CREATE reply".into())),
@@ -1868,7 +2250,12 @@ impl Client {
         let (tp, tname) = split_parent(to)?;
         let from_dir = self.dir_of(&fp)?;
         let to_dir = self.dir_of(&tp)?;
-        let m = self.call(&Request::Rename { from_dir, from_name: fname.as_bytes(), to_dir, to_name: tname.as_bytes() })?;
+        let m = self.call(&Request::Rename {
+            from_dir,
+            from_name: fname.as_bytes(),
+            to_dir,
+            to_name: tname.as_bytes(),
+        })?;
         self.decode(&m).map(|_| ())
     }
 
@@ -1887,7 +2274,8 @@ impl Client {
     pub fn symlink(&mut self, target: &str, link_path: &str) -> Result<Attr> {
         let (p, name) = split_parent(link_path)?;
         let dir = self.dir_of(&p)?;
-        let m = self.call(&Request::Symlink { dir, name: name.as_bytes(), target: target.as_bytes() })?;
+        let m =
+            self.call(&Request::Symlink { dir, name: name.as_bytes(), target: target.as_bytes() })?;
         match self.decode(&m)?.1 {
             Reply::Handle { attr, .. } => Ok(attr),
             _ => Err(Error::Protocol("bad SYMLINK reply".into())),
@@ -1915,13 +2303,24 @@ impl Client {
 
     pub fn chmod(&mut self, path: &str, mode: u32) -> Result<Attr> {
         let (fh, _) = self.lookup_path(path, true)?;
-        self.setattr(fh, SetAttrs { mask: setattr_mask::MODE, mode: mode & 0o7777, ..Default::default() })
+        self.setattr(
+            fh,
+            SetAttrs { mask: setattr_mask::MODE, mode: mode & 0o7777, ..Default::default() },
+        )
     }
 
     /// Set access and modification times (nanoseconds since the epoch).
     pub fn set_times(&mut self, path: &str, atime_ns: i64, mtime_ns: i64) -> Result<Attr> {
         let (fh, _) = self.lookup_path(path, true)?;
-        self.setattr(fh, SetAttrs { mask: setattr_mask::ATIME | setattr_mask::MTIME, atime_ns, mtime_ns, ..Default::default() })
+        self.setattr(
+            fh,
+            SetAttrs {
+                mask: setattr_mask::ATIME | setattr_mask::MTIME,
+                atime_ns,
+                mtime_ns,
+                ..Default::default()
+            },
+        )
     }
 
     /// Which of `mask` ([`dafs_proto::types::access_mask`]) the server grants.
@@ -1939,7 +2338,12 @@ impl Client {
     }
 
     /// One READDIR round trip: entries after `cookie`, the cookie to continue from, eof.
-    pub fn readdir_page(&mut self, dir: FileHandle, cookie: u64, max_entries: u32) -> Result<(Vec<DirEntry>, u64, bool)> {
+    pub fn readdir_page(
+        &mut self,
+        dir: FileHandle,
+        cookie: u64,
+        max_entries: u32,
+    ) -> Result<(Vec<DirEntry>, u64, bool)> {
         let m = self.call(&Request::ReadDir { dir, cookie, max_entries, max_bytes: 0 })?;
         match self.decode(&m)?.1 {
             Reply::ReadDir { eof, entries, .. } => {
@@ -1999,7 +2403,14 @@ impl Client {
     /// for done in c.wait_all(cg)? { println!("{}: {:?}", done.user_data, done.result); }
     /// # Ok::<(), dafs_client::Error>(())
     /// ```
-    pub fn submit_batch(&mut self, f: &File, ios: Vec<BatchIoDesc>, cg: CgId, user_data: u64, mode: BatchCompletion) -> Result<ReqId> {
+    pub fn submit_batch(
+        &mut self,
+        f: &File,
+        ios: Vec<BatchIoDesc>,
+        cg: CgId,
+        user_data: u64,
+        mode: BatchCompletion,
+    ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
         if ios.is_empty() {
             return Err(Error::InvalidArgument("empty batch"));
@@ -2019,8 +2430,13 @@ impl Client {
                 mem.push((RemoteRegion { key: r.key, offset: off as u64 }, len as u64));
             }
             let desc = dafs_proto::types::BatchIo { write: io.write, file: io.file.clone(), mem };
-            if desc.total() != io.mem.iter().map(|m| m.2 as u64).sum::<u64>() || desc.file.is_empty() || desc.mem.is_empty() {
-                return Err(Error::InvalidArgument("file and memory segments of an I/O must be non-empty with equal totals"));
+            if desc.total() != io.mem.iter().map(|m| m.2 as u64).sum::<u64>()
+                || desc.file.is_empty()
+                || desc.mem.is_empty()
+            {
+                return Err(Error::InvalidArgument(
+                    "file and memory segments of an I/O must be non-empty with equal totals",
+                ));
             }
             if desc.total() > self.direct_max as u64 {
                 return Err(Error::InvalidArgument("batched I/O larger than max_io_size()"));
@@ -2028,7 +2444,11 @@ impl Client {
             desc.pack(&mut packed);
             pins.push((io.user_data, io.mem.iter().map(|m| m.0).collect()));
         }
-        let flags = if mode == BatchCompletion::ErrorsOnly { dafs_proto::types::batch_flags::ERRORS_ONLY } else { 0 };
+        let flags = if mode == BatchCompletion::ErrorsOnly {
+            dafs_proto::types::batch_flags::ERRORS_ONLY
+        } else {
+            0
+        };
         let (slot, seq) = self.acquire_slot(false)?;
         let id = ReqId(self.next_req);
         self.next_req += 1;
@@ -2038,7 +2458,12 @@ impl Client {
             }
         }
         let st = BatchState { id, cg, user_data, mode, ios: pins };
-        let req = Request::BatchIo { open_id: f.open_id, flags, count: st.ios.len() as u32, ios: &packed };
+        let req = Request::BatchIo {
+            open_id: f.open_id,
+            flags,
+            count: st.ios.len() as u32,
+            ios: &packed,
+        };
         if let Err(e) = self.send_on_slot(slot, seq, &req, Inflight::Batch(st)) {
             // Not sent: unpin (send_on_slot gave the slot back).
             for io in &ios {
@@ -2069,11 +2494,15 @@ impl Client {
         dafs_proto::types::pack_messages(chain.elems.iter().map(|e| e.as_slice()), &mut packed);
         let m = self.call(&Request::Chain { count: chain.len() as u32, elements: &packed })?;
         let (_, r) = self.decode(&m)?;
-        let Reply::Chain { failed, replies, .. } = r else { return Err(Error::Protocol("bad CHAIN reply".into())) };
-        let msgs = dafs_proto::types::unpack_messages(replies, dafs_proto::types::CHAIN_LEN_MAX).map_err(|e| Error::Protocol(e.to_string()))?;
+        let Reply::Chain { failed, replies, .. } = r else {
+            return Err(Error::Protocol("bad CHAIN reply".into()));
+        };
+        let msgs = dafs_proto::types::unpack_messages(replies, dafs_proto::types::CHAIN_LEN_MAX)
+            .map_err(|e| Error::Protocol(e.to_string()))?;
         let mut out = ChainOutcome { replies: Vec::new(), failed: None };
         for (i, msg) in msgs.iter().enumerate() {
-            let (_, r) = dafs_proto::decode_reply(msg, self.max_msg).map_err(|e| Error::Protocol(e.to_string()))?;
+            let (_, r) = dafs_proto::decode_reply(msg, self.max_msg)
+                .map_err(|e| Error::Protocol(e.to_string()))?;
             let owned = match r {
                 Reply::Error(s) => {
                     if failed as usize != i {
@@ -2099,7 +2528,10 @@ impl Client {
     /// to `min(len, inline_threshold())` bytes from its start.
     pub fn open_and_read(&mut self, path: &str, len: usize) -> Result<(File, Vec<u8>, bool)> {
         let n = len.min(self.inline_threshold) as u32;
-        let chain = Chain::new().lookup(self.root, path).open(Chain::CURRENT, OpenOptions::read()).read_inline(Chain::CURRENT_OPEN, 0, n);
+        let chain = Chain::new()
+            .lookup(self.root, path)
+            .open(Chain::CURRENT, OpenOptions::read())
+            .read_inline(Chain::CURRENT_OPEN, 0, n);
         let out = self.run_chain(&chain)?;
         if let Some((_, e)) = out.failed {
             // An OPEN that succeeded before a failed READ is closed by the server when the
@@ -2110,7 +2542,17 @@ impl Client {
             return Err(e);
         }
         match (&out.replies[1], &out.replies[2]) {
-            (ChainReply::Open { open_id, fh, attr }, ChainReply::Data { data, eof }) => Ok((File { open_id: *open_id, fh: *fh, attr: *attr, pos: data.len() as u64, origin: Some((path.to_string(), OpenOptions::read())) }, data.clone(), *eof)),
+            (ChainReply::Open { open_id, fh, attr }, ChainReply::Data { data, eof }) => Ok((
+                File {
+                    open_id: *open_id,
+                    fh: *fh,
+                    attr: *attr,
+                    pos: data.len() as u64,
+                    origin: Some((path.to_string(), OpenOptions::read())),
+                },
+                data.clone(),
+                *eof,
+            )),
             _ => Err(Error::Protocol("unexpected chain replies".into())),
         }
     }
@@ -2119,7 +2561,9 @@ impl Client {
     /// durable and close it — one round trip (LOOKUP parent + OPEN + WRITE + COMMIT + CLOSE).
     pub fn create_and_write(&mut self, path: &str, data: &[u8], mode: u32) -> Result<()> {
         if data.len() > self.inline_threshold {
-            return Err(Error::InvalidArgument("data larger than inline_threshold(): use open + pwrite"));
+            return Err(Error::InvalidArgument(
+                "data larger than inline_threshold(): use open + pwrite",
+            ));
         }
         let (parent, name) = split_parent(path)?;
         let opts = OpenOptions::read_write().create(true).truncate(true).mode(mode);
@@ -2130,10 +2574,20 @@ impl Client {
             chain = chain.lookup(self.root, &parent);
             Chain::CURRENT
         };
-        let chain = chain.open_in(dir, &name, opts).write_inline(Chain::CURRENT_OPEN, 0, data).commit(Chain::CURRENT_OPEN).close(Chain::CURRENT_OPEN);
+        let chain = chain
+            .open_in(dir, &name, opts)
+            .write_inline(Chain::CURRENT_OPEN, 0, data)
+            .commit(Chain::CURRENT_OPEN)
+            .close(Chain::CURRENT_OPEN);
         let out = self.run_chain(&chain)?;
         if let Some((i, e)) = out.failed {
-            let first_open = out.replies.iter().find_map(|r| if let ChainReply::Open { open_id, .. } = r { Some(*open_id) } else { None });
+            let first_open = out.replies.iter().find_map(|r| {
+                if let ChainReply::Open { open_id, .. } = r {
+                    Some(*open_id)
+                } else {
+                    None
+                }
+            });
             if let Some(open_id) = first_open {
                 if i + 1 < chain.len() {
                     let _ = self.call(&Request::Close { open_id });
@@ -2155,20 +2609,33 @@ impl Client {
     /// `len == 0` locks to the end of the 64-bit range. Locks are advisory and belong to
     /// this session: they are released by [`Client::unlock`] or when the session ends.
     pub fn lock(&mut self, f: &File, offset: u64, len: u64, exclusive: bool) -> Result<()> {
-        let ltype = if exclusive { dafs_proto::types::lock_type::EXCLUSIVE } else { dafs_proto::types::lock_type::SHARED };
+        let ltype = if exclusive {
+            dafs_proto::types::lock_type::EXCLUSIVE
+        } else {
+            dafs_proto::types::lock_type::SHARED
+        };
         let m = self.call(&Request::Lock { fh: f.fh, offset, len, ltype })?;
         self.decode(&m).map(|_| ())
     }
 
     /// Take a lock, waiting up to `timeout` by bounded polling: retries with exponential
     /// backoff from 100 µs to 10 ms while the range is held by another session.
-    pub fn lock_wait(&mut self, f: &File, offset: u64, len: u64, exclusive: bool, timeout: Duration) -> Result<()> {
+    pub fn lock_wait(
+        &mut self,
+        f: &File,
+        offset: u64,
+        len: u64,
+        exclusive: bool,
+        timeout: Duration,
+    ) -> Result<()> {
         let deadline = Instant::now() + timeout;
         let mut backoff = Duration::from_micros(100);
         loop {
             match self.lock(f, offset, len, exclusive) {
                 Err(Error::Status(Status::Denied)) if Instant::now() < deadline => {
-                    std::thread::sleep(backoff.min(deadline.saturating_duration_since(Instant::now())));
+                    std::thread::sleep(
+                        backoff.min(deadline.saturating_duration_since(Instant::now())),
+                    );
                     backoff = (backoff * 2).min(Duration::from_millis(10));
                 }
                 Err(Error::Status(Status::Denied)) => return Err(Error::TimedOut),
@@ -2178,12 +2645,27 @@ impl Client {
     }
 
     /// A lock of another session that would conflict, if any.
-    pub fn test_lock(&mut self, f: &File, offset: u64, len: u64, exclusive: bool) -> Result<Option<LockInfo>> {
-        let ltype = if exclusive { dafs_proto::types::lock_type::EXCLUSIVE } else { dafs_proto::types::lock_type::SHARED };
+    pub fn test_lock(
+        &mut self,
+        f: &File,
+        offset: u64,
+        len: u64,
+        exclusive: bool,
+    ) -> Result<Option<LockInfo>> {
+        let ltype = if exclusive {
+            dafs_proto::types::lock_type::EXCLUSIVE
+        } else {
+            dafs_proto::types::lock_type::SHARED
+        };
         let m = self.call(&Request::LockTest { fh: f.fh, offset, len, ltype })?;
         match self.decode(&m)?.1 {
             Reply::LockTest { conflict: false, .. } => Ok(None),
-            Reply::LockTest { ltype, owner, offset, len, .. } => Ok(Some(LockInfo { exclusive: ltype == dafs_proto::types::lock_type::EXCLUSIVE, owner, offset, len })),
+            Reply::LockTest { ltype, owner, offset, len, .. } => Ok(Some(LockInfo {
+                exclusive: ltype == dafs_proto::types::lock_type::EXCLUSIVE,
+                owner,
+                offset,
+                len,
+            })),
             _ => Err(Error::Protocol("bad LOCKT reply".into())),
         }
     }
@@ -2199,19 +2681,38 @@ impl Client {
     /// returns the offset it chose.
     pub fn append(&mut self, f: &File, data: &[u8]) -> Result<u64> {
         if data.len() <= self.inline_threshold {
-            let m = self.call(&Request::WriteInline { open_id: f.open_id, offset: 0, stable: false, data })?;
+            let m = self.call(&Request::WriteInline {
+                open_id: f.open_id,
+                offset: 0,
+                stable: false,
+                data,
+            })?;
             return match self.decode(&m)?.1 {
                 Reply::Write { count, offset, .. } if count as usize == data.len() => Ok(offset),
                 _ => Err(Error::Protocol("bad append reply".into())),
             };
         }
         if data.len() > self.direct_max {
-            return Err(Error::InvalidArgument("append larger than max_io_size() would not be atomic"));
+            return Err(Error::InvalidArgument(
+                "append larger than max_io_size() would not be atomic",
+            ));
         }
         self.stats.off_direct_path += 1;
         // SAFETY: registered only for this synchronous call, which holds the borrow.
-        let key = unsafe { self.register_recovering(data.as_ptr() as *mut u8, data.len(), dafs_transport::Access { remote_write: false, remote_read: true })? };
-        let r = self.call(&Request::WriteDirect { open_id: f.open_id, offset: 0, len: data.len() as u32, stable: false, region: RemoteRegion { key, offset: 0 } });
+        let key = unsafe {
+            self.register_recovering(
+                data.as_ptr() as *mut u8,
+                data.len(),
+                dafs_transport::Access { remote_write: false, remote_read: true },
+            )?
+        };
+        let r = self.call(&Request::WriteDirect {
+            open_id: f.open_id,
+            offset: 0,
+            len: data.len() as u32,
+            stable: false,
+            region: RemoteRegion { key, offset: 0 },
+        });
         let _ = self.t.deregister(key);
         let m = r?;
         match self.decode(&m)?.1 {
@@ -2251,7 +2752,11 @@ impl Client {
         let (fh, _) = self.lookup_path(path, true)?;
         let m = self.call(&Request::ListNamedAttr { fh })?;
         match self.decode(&m)?.1 {
-            Reply::NamedAttrList { names } => Ok(names.split(|&b| b == 0).filter(|n| !n.is_empty()).map(|n| String::from_utf8_lossy(n).into_owned()).collect()),
+            Reply::NamedAttrList { names } => Ok(names
+                .split(|&b| b == 0)
+                .filter(|n| !n.is_empty())
+                .map(|n| String::from_utf8_lossy(n).into_owned())
+                .collect()),
             _ => Err(Error::Protocol("bad LIST_NATTR reply".into())),
         }
     }
@@ -2270,7 +2775,9 @@ impl Client {
 
     /// Send a raw, pre-encoded request on a free slot and wait for its reply (testing
     /// and diagnostics: lets a caller exercise the server's handling of odd requests).
-    pub fn raw_call(&mut self, req: &Request) -> Result<Vec<u8>> { self.call(req) }
+    pub fn raw_call(&mut self, req: &Request) -> Result<Vec<u8>> {
+        self.call(req)
+    }
 }
 
 impl Drop for Client {
@@ -2293,7 +2800,9 @@ impl Drop for Client {
                 let h = Header::request(Opcode::SessionDestroy, self.session_id, slot, seq, slot);
                 let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
                 buf.clear();
-                if dafs_proto::encode_request(&h, &Request::SessionDestroy, &mut buf, self.max_msg).is_ok() {
+                if dafs_proto::encode_request(&h, &Request::SessionDestroy, &mut buf, self.max_msg)
+                    .is_ok()
+                {
                     let _ = self.t.send(&buf);
                 }
             }
@@ -2313,22 +2822,47 @@ unsafe impl Send for Client {}
 struct NoTransport;
 
 impl ClientTransport for NoTransport {
-    fn max_msg_size(&self) -> usize { limits::MSG_SIZE_MIN as usize }
+    fn max_msg_size(&self) -> usize {
+        limits::MSG_SIZE_MIN as usize
+    }
     fn set_max_msg_size(&mut self, _n: usize) {}
-    fn send(&mut self, _msg: &[u8]) -> std::result::Result<(), dafs_transport::TransportError> { Err(dafs_transport::TransportError::Closed) }
-    fn recv(&mut self, _wait: Wait) -> std::result::Result<Option<Vec<u8>>, dafs_transport::TransportError> { Err(dafs_transport::TransportError::Closed) }
+    fn send(&mut self, _msg: &[u8]) -> std::result::Result<(), dafs_transport::TransportError> {
+        Err(dafs_transport::TransportError::Closed)
+    }
+    fn recv(
+        &mut self,
+        _wait: Wait,
+    ) -> std::result::Result<Option<Vec<u8>>, dafs_transport::TransportError> {
+        Err(dafs_transport::TransportError::Closed)
+    }
     fn recycle(&mut self, _buf: Vec<u8>) {}
     fn set_spin(&mut self, _spin: Duration) {}
-    unsafe fn register(&mut self, _ptr: *mut u8, _len: usize, _access: Access) -> std::result::Result<u64, dafs_transport::TransportError> {
+    unsafe fn register(
+        &mut self,
+        _ptr: *mut u8,
+        _len: usize,
+        _access: Access,
+    ) -> std::result::Result<u64, dafs_transport::TransportError> {
         Err(dafs_transport::TransportError::Closed)
     }
-    fn deregister(&mut self, _key: u64) -> std::result::Result<(), dafs_transport::TransportError> { Err(dafs_transport::TransportError::Closed) }
-    fn alloc_registered(&mut self, _len: usize) -> std::result::Result<(u64, *mut u8), dafs_transport::TransportError> {
+    fn deregister(&mut self, _key: u64) -> std::result::Result<(), dafs_transport::TransportError> {
         Err(dafs_transport::TransportError::Closed)
     }
-    fn provider(&self) -> &'static str { "none" }
-    fn stats(&self) -> TransportStats { TransportStats::default() }
-    fn raw_fd(&self) -> std::os::fd::RawFd { -1 }
+    fn alloc_registered(
+        &mut self,
+        _len: usize,
+    ) -> std::result::Result<(u64, *mut u8), dafs_transport::TransportError> {
+        Err(dafs_transport::TransportError::Closed)
+    }
+    fn provider(&self) -> &'static str {
+        "none"
+    }
+    fn stats(&self) -> TransportStats {
+        TransportStats::default()
+    }
+    fn raw_fd(&self) -> std::os::fd::RawFd {
+        -1
+    }
 }
 
 /// Split a URL into (connect target, path inside the export):
@@ -2350,13 +2884,22 @@ pub fn parse_url(url: &str) -> Result<(String, String)> {
                 break;
             }
         }
-        let end = end.ok_or(Error::InvalidArgument("dafs+shm:// URL: no path component ends in .sock"))?;
+        let end =
+            end.ok_or(Error::InvalidArgument("dafs+shm:// URL: no path component ends in .sock"))?;
         let path = &rest[end..];
-        return Ok((format!("dafs+shm://{}", &rest[..end]), if path.is_empty() { "/".into() } else { path.into() }));
+        return Ok((
+            format!("dafs+shm://{}", &rest[..end]),
+            if path.is_empty() { "/".into() } else { path.into() },
+        ));
     }
     let (scheme, rest) = match url.strip_prefix("dafs+tls://") {
         Some(r) => ("dafs+tls://", r),
-        None => ("", url.strip_prefix("dafs://").ok_or(Error::InvalidArgument("URL must start with dafs://, dafs+tls:// or dafs+shm://"))?),
+        None => (
+            "",
+            url.strip_prefix("dafs://").ok_or(Error::InvalidArgument(
+                "URL must start with dafs://, dafs+tls:// or dafs+shm://",
+            ))?,
+        ),
     };
     let (hostport, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
@@ -2365,7 +2908,11 @@ pub fn parse_url(url: &str) -> Result<(String, String)> {
     if hostport.is_empty() {
         return Err(Error::InvalidArgument("URL has no host"));
     }
-    let hostport = if hostport.contains(':') && !hostport.ends_with(']') { hostport.to_string() } else { format!("{hostport}:7420") };
+    let hostport = if hostport.contains(':') && !hostport.ends_with(']') {
+        hostport.to_string()
+    } else {
+        format!("{hostport}:7420")
+    };
     Ok((format!("{scheme}{hostport}"), path.to_string()))
 }
 
@@ -2375,12 +2922,21 @@ mod tests {
 
     #[test]
     fn urls() {
-        assert_eq!(parse_url("dafs://127.0.0.1:9/a/b").unwrap(), ("127.0.0.1:9".into(), "/a/b".into()));
+        assert_eq!(
+            parse_url("dafs://127.0.0.1:9/a/b").unwrap(),
+            ("127.0.0.1:9".into(), "/a/b".into())
+        );
         assert_eq!(parse_url("dafs://localhost").unwrap(), ("localhost:7420".into(), "/".into()));
         assert!(parse_url("http://x").is_err());
         assert!(parse_url("dafs:///x").is_err());
-        assert_eq!(parse_url("dafs+shm:///tmp/d.sock/a/b").unwrap(), ("dafs+shm:///tmp/d.sock".into(), "/a/b".into()));
-        assert_eq!(parse_url("dafs+shm:///tmp/d.sock").unwrap(), ("dafs+shm:///tmp/d.sock".into(), "/".into()));
+        assert_eq!(
+            parse_url("dafs+shm:///tmp/d.sock/a/b").unwrap(),
+            ("dafs+shm:///tmp/d.sock".into(), "/a/b".into())
+        );
+        assert_eq!(
+            parse_url("dafs+shm:///tmp/d.sock").unwrap(),
+            ("dafs+shm:///tmp/d.sock".into(), "/".into())
+        );
         assert!(parse_url("dafs+shm:///tmp/nosock/a").is_err());
         assert_eq!(parse_url("dafs+tls://h:9/a").unwrap(), ("dafs+tls://h:9".into(), "/a".into()));
         assert_eq!(parse_url("dafs+tls://h").unwrap(), ("dafs+tls://h:7420".into(), "/".into()));

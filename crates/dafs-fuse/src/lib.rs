@@ -19,8 +19,9 @@ use dafs_client::dafs_proto::types::{nattr_flags, setattr_mask};
 use dafs_client::dafs_proto::{Attr, FileHandle, FileType as DType, SetAttrs, Status};
 use dafs_client::{Client, DirEntryAt, Error, File, OpenOptions};
 use fuser::{
-    FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    FileAttr, FileType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow,
 };
 
 /// The kernel's inode number of the export root.
@@ -60,7 +61,14 @@ pub struct MountOptions {
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { attr_ttl: Duration::from_secs(1), read_only: false, allow_other: false, allow_root: false, fsname: "dafs".into(), export: String::new() }
+        MountOptions {
+            attr_ttl: Duration::from_secs(1),
+            read_only: false,
+            allow_other: false,
+            allow_root: false,
+            fsname: "dafs".into(),
+            export: String::new(),
+        }
     }
 }
 
@@ -280,7 +288,18 @@ impl DafsFs {
             export: opts.export.clone(),
             last_recovery: None,
         };
-        fs.nodes.insert(ROOT_INO, Node { fh: root, fsid: attr.fsid, fileid: attr.fileid, lookups: 1, parent: ROOT_INO, name: Vec::new(), attr });
+        fs.nodes.insert(
+            ROOT_INO,
+            Node {
+                fh: root,
+                fsid: attr.fsid,
+                fileid: attr.fileid,
+                lookups: 1,
+                parent: ROOT_INO,
+                name: Vec::new(),
+                attr,
+            },
+        );
         fs.by_id.insert((attr.fsid, attr.fileid), ROOT_INO);
         Ok(fs)
     }
@@ -303,7 +322,10 @@ impl DafsFs {
     /// the server says STALE); files opened before fail with EBADF.
     fn try_new_session(&mut self) {
         let now = std::time::Instant::now();
-        if self.last_recovery.is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1)) {
+        if self
+            .last_recovery
+            .is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1))
+        {
             return;
         }
         self.last_recovery = Some(now);
@@ -346,7 +368,18 @@ impl DafsFs {
                 n.attr = attr;
             }
             None => {
-                self.nodes.insert(ino, Node { fh, fsid: attr.fsid, fileid: attr.fileid, lookups: 1, parent, name: name.to_vec(), attr });
+                self.nodes.insert(
+                    ino,
+                    Node {
+                        fh,
+                        fsid: attr.fsid,
+                        fileid: attr.fileid,
+                        lookups: 1,
+                        parent,
+                        name: name.to_vec(),
+                        attr,
+                    },
+                );
                 self.by_id.insert((attr.fsid, attr.fileid), ino);
             }
         }
@@ -408,7 +441,11 @@ impl DafsFs {
     }
 
     /// Run `f` on `ino`'s handle; on STALE, look the inode up again once and retry.
-    fn with_fh<T>(&mut self, ino: u64, mut f: impl FnMut(&mut Client, FileHandle) -> Result<T, Error>) -> Result<T, i32> {
+    fn with_fh<T>(
+        &mut self,
+        ino: u64,
+        mut f: impl FnMut(&mut Client, FileHandle) -> Result<T, Error>,
+    ) -> Result<T, i32> {
         let fh = self.node(ino)?.fh;
         match f(&mut self.c, fh) {
             Ok(v) => Ok(v),
@@ -425,7 +462,11 @@ impl DafsFs {
     }
 
     /// Run a call on directory `parent`'s handle (retrying once after STALE).
-    fn in_dir<T>(&mut self, parent: u64, f: impl FnMut(&mut Client, FileHandle) -> Result<T, Error>) -> Result<T, i32> {
+    fn in_dir<T>(
+        &mut self,
+        parent: u64,
+        f: impl FnMut(&mut Client, FileHandle) -> Result<T, Error>,
+    ) -> Result<T, i32> {
         self.with_fh(parent, f)
     }
 
@@ -433,7 +474,14 @@ impl DafsFs {
     /// object the owner and permission bits the caller asked for, as a local file
     /// system would. Failures are ignored: a server not running as root cannot change
     /// owners, and the object exists either way.
-    fn fix_new(&mut self, req: &Request<'_>, parent: u64, fh: FileHandle, mut attr: Attr, perm: Option<u32>) -> Attr {
+    fn fix_new(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        fh: FileHandle,
+        mut attr: Attr,
+        perm: Option<u32>,
+    ) -> Attr {
         // In a set-group-ID directory the new object takes the directory's group (and a
         // new directory keeps the bit): the server's file system has done that already.
         let setgid_parent = self.nodes.get(&parent).is_some_and(|n| n.attr.mode & 0o2000 != 0);
@@ -499,7 +547,8 @@ impl DafsFs {
             _ => OpenOptions::read(),
         };
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        base.append(writes && flags & libc::O_APPEND != 0).truncate(writes && flags & libc::O_TRUNC != 0)
+        base.append(writes && flags & libc::O_APPEND != 0)
+            .truncate(writes && flags & libc::O_TRUNC != 0)
     }
 
     fn do_write(&mut self, fh: u64, offset: i64, data: &[u8]) -> Result<u32, i32> {
@@ -552,7 +601,13 @@ impl DafsFs {
         self.with_fh(ino, |c, h| c.setattr(h, set))
     }
 
-    fn readdir_inner(&mut self, ino: u64, fh: u64, offset: i64, reply: &mut ReplyDirectory) -> Result<(), i32> {
+    fn readdir_inner(
+        &mut self,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        reply: &mut ReplyDirectory,
+    ) -> Result<(), i32> {
         let mut off = usize::try_from(offset).map_err(|_| libc::EINVAL)?;
         let parent = self.node(ino)?.parent;
         if off == 0 {
@@ -577,7 +632,13 @@ impl DafsFs {
     /// directory ends. A server page holds up to thousands of entries and the kernel
     /// takes about a hundred per call: the rest waits in `d.pending` for the call that
     /// continues exactly there.
-    fn fill_dir(&mut self, ino: u64, d: &mut OpenDir, mut off: usize, reply: &mut ReplyDirectory) -> Result<(), i32> {
+    fn fill_dir(
+        &mut self,
+        ino: u64,
+        d: &mut OpenDir,
+        mut off: usize,
+        reply: &mut ReplyDirectory,
+    ) -> Result<(), i32> {
         if d.pending_off != off {
             d.pending.clear();
         }
@@ -587,7 +648,8 @@ impl DafsFs {
                     return Ok(());
                 }
                 let cookie = *d.cookies.get(off).ok_or(libc::EINVAL)?;
-                let (page, eof) = self.with_fh(ino, |c, h| c.readdir_at(h, cookie, READDIR_PAGE_ENTRIES))?;
+                let (page, eof) =
+                    self.with_fh(ino, |c, h| c.readdir_at(h, cookie, READDIR_PAGE_ENTRIES))?;
                 d.pending = page.into();
                 d.pending_eof = eof;
                 d.pending_off = off;
@@ -604,7 +666,12 @@ impl DafsFs {
                 }
                 // d_ino only (the kernel takes inode numbers from lookups): the server's
                 // file id, which is the inode number lookups give in the usual case.
-                if reply.add(e.entry.fileid, next as i64, ftype(e.entry.ftype), OsStr::from_bytes(&e.entry.name)) {
+                if reply.add(
+                    e.entry.fileid,
+                    next as i64,
+                    ftype(e.entry.ftype),
+                    OsStr::from_bytes(&e.entry.name),
+                ) {
                     return Ok(());
                 }
                 d.pending.pop_front();
@@ -666,14 +733,16 @@ impl Filesystem for DafsFs {
             }
             // A file deleted while still open (fstat(2) need not say which open it
             // comes from): what we last knew, with no links.
-            Err(libc::ESTALE) if self.opens.values().any(|o| o.ino == ino) => match self.nodes.get(&ino) {
-                Some(n) => {
-                    let mut a = n.attr;
-                    a.nlink = 0;
-                    reply.attr(&Duration::ZERO, &file_attr(ino, &a))
+            Err(libc::ESTALE) if self.opens.values().any(|o| o.ino == ino) => {
+                match self.nodes.get(&ino) {
+                    Some(n) => {
+                        let mut a = n.attr;
+                        a.nlink = 0;
+                        reply.attr(&Duration::ZERO, &file_attr(ino, &a))
+                    }
+                    None => reply.error(libc::ESTALE),
                 }
-                None => reply.error(libc::ESTALE),
-            },
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -759,7 +828,16 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn mknod(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
         // DAFS creates regular files and directories only: device nodes, FIFOs and
         // sockets have no protocol counterpart.
         if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
@@ -776,7 +854,15 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn mkdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
         let n = name.as_bytes();
         let perm = mode & !umask & 0o7777;
         match self.in_dir(parent, |c, d| c.create_at(d, n, DType::Directory, perm, true)) {
@@ -804,7 +890,14 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn symlink(&mut self, req: &Request<'_>, parent: u64, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
         let n = link_name.as_bytes();
         let t = target.as_os_str().as_bytes();
         match self.in_dir(parent, |c, d| c.symlink_at(d, n, t)) {
@@ -816,7 +909,16 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn rename(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32, reply: ReplyEmpty) {
+    fn rename(
+        &mut self,
+        _req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
         // RENAME_NOREPLACE / RENAME_EXCHANGE: DAFS RENAME always replaces, and emulating
         // either with a lookup first would not be atomic against other clients. EINVAL
         // is what rename2 callers (mv, cp) take as "not supported here" and fall back.
@@ -840,7 +942,9 @@ impl Filesystem for DafsFs {
         match r {
             Ok(()) => {
                 // Keep the moved inode's name current (for looking it up again later).
-                if let Some(n) = self.nodes.values_mut().find(|n| n.parent == parent && n.name == from) {
+                if let Some(n) =
+                    self.nodes.values_mut().find(|n| n.parent == parent && n.name == from)
+                {
                     n.parent = newparent;
                     n.name = to.to_vec();
                 }
@@ -850,7 +954,14 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn link(&mut self, _req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        newparent: u64,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         let n = newname.as_bytes();
         let dir = match self.dir_fh(newparent) {
             Ok(h) => h,
@@ -879,7 +990,15 @@ impl Filesystem for DafsFs {
                 if let Some(n) = self.nodes.get_mut(&ino) {
                     n.attr = file.attr;
                 }
-                self.opens.insert(fh, OpenFile { file, append: flags & libc::O_APPEND != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY, ino });
+                self.opens.insert(
+                    fh,
+                    OpenFile {
+                        file,
+                        append: flags & libc::O_APPEND != 0
+                            && flags & libc::O_ACCMODE != libc::O_RDONLY,
+                        ino,
+                    },
+                );
                 // No FOPEN_KEEP_CACHE: the kernel drops this file's cached pages at every
                 // open, so an open sees what other clients wrote before it (close-to-open).
                 reply.opened(fh, 0)
@@ -888,7 +1007,17 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn read(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, offset: i64, size: u32, _flags: i32, _lock: Option<u64>, reply: ReplyData) {
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock: Option<u64>,
+        reply: ReplyData,
+    ) {
         let Some(of) = self.opens.get(&fh) else { return reply.error(libc::EBADF) };
         let Ok(off) = u64::try_from(offset) else { return reply.error(libc::EINVAL) };
         tracing::trace!(fh, offset, len = size, "read");
@@ -902,7 +1031,18 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn write(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, offset: i64, data: &[u8], _wflags: u32, _flags: i32, _lock: Option<u64>, reply: ReplyWrite) {
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        data: &[u8],
+        _wflags: u32,
+        _flags: i32,
+        _lock: Option<u64>,
+        reply: ReplyWrite,
+    ) {
         tracing::trace!(fh, offset, len = data.len(), "write");
         match self.do_write(fh, offset, data) {
             Ok(n) => reply.written(n),
@@ -910,7 +1050,14 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn flush(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _lock_owner: u64, reply: ReplyEmpty) {
+    fn flush(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _lock_owner: u64,
+        reply: ReplyEmpty,
+    ) {
         // Writes are write-through (each reached the server before write(2) returned),
         // so close has nothing to send; only report a connection that died meanwhile.
         if !self.opens.contains_key(&fh) {
@@ -922,7 +1069,16 @@ impl Filesystem for DafsFs {
         reply.ok()
     }
 
-    fn release(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _flags: i32, _lock: Option<u64>, _flush: bool, reply: ReplyEmpty) {
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        _lock: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
         match self.opens.remove(&fh) {
             Some(of) => match self.c.close(of.file) {
                 Ok(()) => reply.ok(),
@@ -935,7 +1091,14 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         let Some(of) = self.opens.get(&fh) else { return reply.error(libc::EBADF) };
         match self.c.fsync(&of.file) {
             Ok(()) => reply.ok(),
@@ -951,26 +1114,55 @@ impl Filesystem for DafsFs {
             Ok(a) if a.ftype != DType::Directory => reply.error(libc::ENOTDIR),
             Ok(_) => {
                 let fh = self.new_fh();
-                self.dirs.insert(fh, OpenDir { cookies: vec![0, 0, 0], pending: VecDeque::new(), pending_off: 0, pending_eof: false });
+                self.dirs.insert(
+                    fh,
+                    OpenDir {
+                        cookies: vec![0, 0, 0],
+                        pending: VecDeque::new(),
+                        pending_off: 0,
+                        pending_eof: false,
+                    },
+                );
                 reply.opened(fh, 0)
             }
             Err(e) => reply.error(e),
         }
     }
 
-    fn readdir(&mut self, _req: &Request<'_>, ino: u64, fh: u64, offset: i64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectory,
+    ) {
         match self.readdir_inner(ino, fh, offset, &mut reply) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
-    fn releasedir(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _flags: i32, reply: ReplyEmpty) {
+    fn releasedir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        reply: ReplyEmpty,
+    ) {
         self.dirs.remove(&fh);
         reply.ok()
     }
 
-    fn fsyncdir(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _fh: u64,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         // Namespace operations are synchronous on the server (each returned after the
         // server's file system call did); nothing is buffered here.
         reply.ok()
@@ -980,7 +1172,16 @@ impl Filesystem for DafsFs {
         match self.c.statfs() {
             Ok(s) => {
                 let bs = u64::from(s.block_size.max(512));
-                reply.statfs(s.total_bytes / bs, s.free_bytes / bs, s.avail_bytes / bs, s.total_files, s.free_files, bs as u32, s.name_max, bs as u32)
+                reply.statfs(
+                    s.total_bytes / bs,
+                    s.free_bytes / bs,
+                    s.avail_bytes / bs,
+                    s.total_files,
+                    s.free_files,
+                    bs as u32,
+                    s.name_max,
+                    bs as u32,
+                )
             }
             Err(e) => {
                 let e = self.fail(&e);
@@ -989,7 +1190,16 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn setxattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, value: &[u8], flags: i32, _position: u32, reply: ReplyEmpty) {
+    fn setxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
         let Some(n) = nattr_name(name) else { return reply.error(libc::ENOTSUP) };
         if value.len() > XATTR_VALUE_MAX_BYTES {
             return reply.error(libc::E2BIG);
@@ -1007,10 +1217,21 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn getxattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
         let Some(n) = nattr_name(name) else {
             // security.capability is asked for on every write; "none" keeps writes working.
-            return reply.error(if name.as_bytes().starts_with(b"user.") { libc::ENODATA } else { libc::ENOTSUP });
+            return reply.error(if name.as_bytes().starts_with(b"user.") {
+                libc::ENODATA
+            } else {
+                libc::ENOTSUP
+            });
         };
         match self.with_fh(ino, |c, h| c.get_nattr_handle(h, n)) {
             Ok(v) if size == 0 => reply.size(v.len() as u32),
@@ -1043,7 +1264,11 @@ impl Filesystem for DafsFs {
 
     fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
         let Some(n) = nattr_name(name) else {
-            return reply.error(if name.as_bytes().starts_with(b"user.") { libc::ENODATA } else { libc::ENOTSUP });
+            return reply.error(if name.as_bytes().starts_with(b"user.") {
+                libc::ENODATA
+            } else {
+                libc::ENOTSUP
+            });
         };
         match self.with_fh(ino, |c, h| c.remove_nattr_handle(h, n)) {
             Ok(()) => reply.ok(),
@@ -1060,10 +1285,20 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn create(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let n = name.as_bytes();
         let perm = mode & !umask & 0o7777;
-        let opts = Self::open_opts(flags).create(true).exclusive(flags & libc::O_EXCL != 0).mode(perm);
+        let opts =
+            Self::open_opts(flags).create(true).exclusive(flags & libc::O_EXCL != 0).mode(perm);
         // A create may be O_RDONLY (open(O_CREAT|O_RDONLY)); DAFS OPEN with CREATE
         // needs nothing more than READ, so the access mode stays as asked.
         match self.in_dir(parent, |c, d| c.open_at(d, n, opts)) {
@@ -1071,7 +1306,15 @@ impl Filesystem for DafsFs {
                 let attr = self.fix_new(req, parent, file.fh, file.attr, Some(perm));
                 let ino = self.remember(parent, n, file.fh, attr);
                 let fh = self.new_fh();
-                self.opens.insert(fh, OpenFile { file, append: flags & libc::O_APPEND != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY, ino });
+                self.opens.insert(
+                    fh,
+                    OpenFile {
+                        file,
+                        append: flags & libc::O_APPEND != 0
+                            && flags & libc::O_ACCMODE != libc::O_RDONLY,
+                        ino,
+                    },
+                );
                 reply.created(&self.ttl, &file_attr(ino, &attr), 0, fh, 0)
             }
             Err(e) => reply.error(e),
@@ -1103,8 +1346,13 @@ fn unescape_mountinfo(s: &str) -> PathBuf {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            let v = u32::from(b[i + 1] - b'0') * 64 + u32::from(b[i + 2] - b'0') * 8 + u32::from(b[i + 3] - b'0');
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = u32::from(b[i + 1] - b'0') * 64
+                + u32::from(b[i + 2] - b'0') * 8
+                + u32::from(b[i + 3] - b'0');
             match u8::try_from(v) {
                 Ok(v) => out.push(v),
                 // Not an escape the kernel writes (above \377): keep it as text.
@@ -1143,7 +1391,8 @@ pub fn unmount(path: &Path, lazy: bool) -> Result<(), String> {
     if !is_dafs_mount(&abs) {
         return Err(format!("{}: not a dafs mount point (see /proc/mounts)", abs.display()));
     }
-    let c = CString::new(abs.as_os_str().as_bytes()).map_err(|_| format!("{}: path contains NUL", abs.display()))?;
+    let c = CString::new(abs.as_os_str().as_bytes())
+        .map_err(|_| format!("{}: path contains NUL", abs.display()))?;
     // SAFETY: c is a valid NUL-terminated path for the duration of the call.
     let r = unsafe { libc::umount2(c.as_ptr(), if lazy { libc::MNT_DETACH } else { 0 }) };
     if r == 0 {
@@ -1151,7 +1400,15 @@ pub fn unmount(path: &Path, lazy: bool) -> Result<(), String> {
     }
     let err = std::io::Error::last_os_error();
     if err.raw_os_error() != Some(libc::EPERM) {
-        return Err(format!("{}: {err}{}", abs.display(), if err.raw_os_error() == Some(libc::EBUSY) { " (still in use; retry later or use --lazy)" } else { "" }));
+        return Err(format!(
+            "{}: {err}{}",
+            abs.display(),
+            if err.raw_os_error() == Some(libc::EBUSY) {
+                " (still in use; retry later or use --lazy)"
+            } else {
+                ""
+            }
+        ));
     }
     // Not root: the setuid helper unmounts what this user mounted.
     let mut cmd = std::process::Command::new("fusermount3");
@@ -1162,7 +1419,11 @@ pub fn unmount(path: &Path, lazy: bool) -> Result<(), String> {
     cmd.arg("--").arg(&abs);
     match cmd.output() {
         Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(format!("fusermount3 -u {}: {}", abs.display(), String::from_utf8_lossy(&o.stderr).trim())),
+        Ok(o) => Err(format!(
+            "fusermount3 -u {}: {}",
+            abs.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
         Err(e) => Err(format!("cannot run fusermount3 (install the fuse3 package): {e}")),
     }
 }
@@ -1174,7 +1435,12 @@ pub fn unmount(path: &Path, lazy: bool) -> Result<(), String> {
 /// Call this before starting other threads: it blocks those signals in the calling
 /// thread so that every thread started later inherits the mask and only the
 /// dedicated signal thread receives them.
-pub fn mount(c: Client, mountpoint: &Path, opts: &MountOptions, on_mounted: impl FnOnce()) -> Result<(), String> {
+pub fn mount(
+    c: Client,
+    mountpoint: &Path,
+    opts: &MountOptions,
+    on_mounted: impl FnOnce(),
+) -> Result<(), String> {
     let md = std::fs::metadata(mountpoint).map_err(|e| format!("{}: {e}", mountpoint.display()))?;
     if !md.is_dir() {
         return Err(format!("{}: not a directory", mountpoint.display()));
@@ -1204,12 +1470,14 @@ pub fn mount(c: Client, mountpoint: &Path, opts: &MountOptions, on_mounted: impl
     // DAFS_MOUNT_VIA_FUSERMOUNT=1 takes the helper's path as root too (the tests use it:
     // where /dev/fuse is root-only, nobody but root can mount at all).
     // SAFETY: geteuid has no preconditions.
-    let via_helper = unsafe { libc::geteuid() } != 0 || std::env::var_os("DAFS_MOUNT_VIA_FUSERMOUNT").is_some_and(|v| v == "1");
+    let via_helper = unsafe { libc::geteuid() } != 0
+        || std::env::var_os("DAFS_MOUNT_VIA_FUSERMOUNT").is_some_and(|v| v == "1");
     let mut session = if via_helper {
         let fd = fusermount(&abs, &opts.fusermount_options())?;
         fuser::Session::from_fd(fs, fd, opts.acl())
     } else {
-        fuser::Session::new(fs, &abs, &opts.fuse_options()).map_err(|e| format!("mount on {}: {e}", abs.display()))?
+        fuser::Session::new(fs, &abs, &opts.fuse_options())
+            .map_err(|e| format!("mount on {}: {e}", abs.display()))?
     };
     on_mounted();
     let sig_path = abs.clone();
@@ -1249,10 +1517,16 @@ pub fn mount(c: Client, mountpoint: &Path, opts: &MountOptions, on_mounted: impl
 fn fusermount(mountpoint: &Path, options: &str) -> Result<std::os::fd::OwnedFd, String> {
     use std::os::fd::{AsRawFd, FromRawFd};
     use std::os::unix::process::CommandExt;
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
+    let (ours, theirs) =
+        std::os::unix::net::UnixStream::pair().map_err(|e| format!("socketpair: {e}"))?;
     let theirs_fd = theirs.as_raw_fd();
     let mut cmd = std::process::Command::new("fusermount3");
-    cmd.arg("-o").arg(options).arg("--").arg(mountpoint).env("_FUSE_COMMFD", theirs_fd.to_string()).stdin(std::process::Stdio::null());
+    cmd.arg("-o")
+        .arg(options)
+        .arg("--")
+        .arg(mountpoint)
+        .env("_FUSE_COMMFD", theirs_fd.to_string())
+        .stdin(std::process::Stdio::null());
     // SAFETY: fcntl is async-signal-safe; only the child's copy loses close-on-exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -1262,10 +1536,16 @@ fn fusermount(mountpoint: &Path, options: &str) -> Result<std::os::fd::OwnedFd, 
             Ok(())
         });
     }
-    let out = cmd.output().map_err(|e| format!("cannot run fusermount3 (install the fuse3 package): {e}"))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run fusermount3 (install the fuse3 package): {e}"))?;
     drop(theirs);
     if !out.status.success() {
-        return Err(format!("mount on {}: fusermount3: {}", mountpoint.display(), String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!(
+            "mount on {}: fusermount3: {}",
+            mountpoint.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     let mut byte = [0u8; 1];
     let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
@@ -1280,9 +1560,16 @@ fn fusermount(mountpoint: &Path, options: &str) -> Result<std::os::fd::OwnedFd, 
         msg.msg_controllen = std::mem::size_of_val(&control) as _;
         let n = libc::recvmsg(ours.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if n < 0 || cmsg.is_null() || (*cmsg).cmsg_level != libc::SOL_SOCKET || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
+        if n < 0
+            || cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+        {
             let _ = unmount(mountpoint, true);
-            return Err(format!("mount on {}: fusermount3 mounted but passed no /dev/fuse descriptor", mountpoint.display()));
+            return Err(format!(
+                "mount on {}: fusermount3 mounted but passed no /dev/fuse descriptor",
+                mountpoint.display()
+            ));
         }
         std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>())
     };
@@ -1350,8 +1637,11 @@ mod tests {
         let want = |bits: u32| format!("OpenOptions {{ flags: {bits}, ");
         assert!(flags(DafsFs::open_opts(libc::O_RDONLY)).starts_with(&want(f::READ)));
         // Only write-capable opens truncate or append.
-        assert!(flags(DafsFs::open_opts(libc::O_RDONLY | libc::O_TRUNC | libc::O_APPEND)).starts_with(&want(f::READ)));
-        assert!(flags(DafsFs::open_opts(libc::O_WRONLY | libc::O_TRUNC)).starts_with(&want(f::WRITE | f::TRUNCATE)));
-        assert!(flags(DafsFs::open_opts(libc::O_RDWR | libc::O_APPEND)).starts_with(&want(f::READ | f::WRITE | f::APPEND)));
+        assert!(flags(DafsFs::open_opts(libc::O_RDONLY | libc::O_TRUNC | libc::O_APPEND))
+            .starts_with(&want(f::READ)));
+        assert!(flags(DafsFs::open_opts(libc::O_WRONLY | libc::O_TRUNC))
+            .starts_with(&want(f::WRITE | f::TRUNCATE)));
+        assert!(flags(DafsFs::open_opts(libc::O_RDWR | libc::O_APPEND))
+            .starts_with(&want(f::READ | f::WRITE | f::APPEND)));
     }
 }

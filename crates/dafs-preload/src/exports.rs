@@ -20,7 +20,10 @@ use dafs_proto::types::{access_mask, setattr_mask};
 use dafs_proto::{Attr, FileType, SetAttrs, Status};
 
 use crate::real::{errno, ret, ret_ssize, set_errno, Entered};
-use crate::state::{self, config, err, is_dafs_fd, open_options, with, DirStream, Fail, Kind, Ofd, Res, Target, DIRS_OPEN, FR};
+use crate::state::{
+    self, config, err, is_dafs_fd, open_options, with, DirStream, Fail, Kind, Ofd, Res, Target,
+    DIRS_OPEN, FR,
+};
 
 type Mode = libc::mode_t;
 
@@ -64,7 +67,10 @@ unsafe fn classify(dirfd: c_int, path: *const c_char) -> P {
 /// Resolution with the guard already held: Ok(Some) dafs, Ok(None) local unchanged,
 /// Err(Ok(abs)) local with a rewritten path, Err(Err(errno)).
 #[allow(clippy::type_complexity)]
-unsafe fn resolve_in(dirfd: c_int, path: *const c_char) -> Result<Option<Target>, Result<CString, c_int>> {
+unsafe fn resolve_in(
+    dirfd: c_int,
+    path: *const c_char,
+) -> Result<Option<Target>, Result<CString, c_int>> {
     if path.is_null() || config().mounts.is_empty() {
         return Ok(None);
     }
@@ -93,7 +99,10 @@ fn neg(e: c_int) -> c_int {
 }
 
 /// Run a client call for a path target.
-fn on_path<T>(t: &Target, f: impl FnOnce(&mut dafs_client::Client, &str) -> FR<T>) -> Result<T, c_int> {
+fn on_path<T>(
+    t: &Target,
+    f: impl FnOnce(&mut dafs_client::Client, &str) -> FR<T>,
+) -> Result<T, c_int> {
     with(|st| st.call(t.mount, |c| f(c, &t.rel)))
 }
 
@@ -174,7 +183,11 @@ pub struct Statx {
 const _: () = assert!(std::mem::size_of::<Statx>() == 256);
 
 fn ts(ns: i64) -> StatxTs {
-    StatxTs { tv_sec: ns.div_euclid(1_000_000_000), tv_nsec: ns.rem_euclid(1_000_000_000) as u32, _r: 0 }
+    StatxTs {
+        tv_sec: ns.div_euclid(1_000_000_000),
+        tv_nsec: ns.rem_euclid(1_000_000_000) as u32,
+        _r: 0,
+    }
 }
 
 unsafe fn fill_statx(a: &Attr, out: *mut Statx) {
@@ -263,7 +276,9 @@ fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_int> {
                     Ok((Kind::Dir, true, fh, None))
                 }
                 Ok(f) => Ok((Kind::File, false, f.fh, Some(f))),
-                Err(Error::Status(Status::IsDir)) if acc == libc::O_RDONLY && flags & libc::O_CREAT == 0 => {
+                Err(Error::Status(Status::IsDir))
+                    if acc == libc::O_RDONLY && flags & libc::O_CREAT == 0 =>
+                {
                     let (fh, _) = c.lookup(rel)?;
                     Ok((Kind::Dir, true, fh, None))
                 }
@@ -271,7 +286,16 @@ fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_int> {
             }
         })?;
         let gen = st.mounts[t.mount].gen;
-        let keep = libc::O_ACCMODE | libc::O_APPEND | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_NOATIME | libc::O_SYNC | libc::O_DSYNC | libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+        let keep = libc::O_ACCMODE
+            | libc::O_APPEND
+            | libc::O_NONBLOCK
+            | libc::O_DIRECT
+            | libc::O_NOATIME
+            | libc::O_SYNC
+            | libc::O_DSYNC
+            | libc::O_PATH
+            | libc::O_DIRECTORY
+            | libc::O_NOFOLLOW;
         let ofd = Ofd {
             mount: t.mount,
             rel: t.rel.clone(),
@@ -293,7 +317,13 @@ fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_int> {
     .inspect(|&fd| std_changed(fd))
 }
 
-unsafe fn open_common(dirfd: c_int, path: *const c_char, flags: c_int, mode: Mode, name: u8) -> c_int {
+unsafe fn open_common(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: Mode,
+    name: u8,
+) -> c_int {
     match unsafe { classify(dirfd, path) } {
         P::Dafs(t, _g) => ret(do_open(&t, flags, mode)),
         P::Err(e) => neg(e),
@@ -301,8 +331,12 @@ unsafe fn open_common(dirfd: c_int, path: *const c_char, flags: c_int, mode: Mod
             (0, _) => real!(open: fn(*const c_char, c_int, ...) -> c_int)(p, flags, mode),
             (1, _) => real!(open64: fn(*const c_char, c_int, ...) -> c_int)(p, flags, mode),
             // A rewritten (absolute) path ignores dirfd.
-            (2, d) => real!(openat: fn(c_int, *const c_char, c_int, ...) -> c_int)(d, p, flags, mode),
-            (_, d) => real!(openat64: fn(c_int, *const c_char, c_int, ...) -> c_int)(d, p, flags, mode),
+            (2, d) => {
+                real!(openat: fn(c_int, *const c_char, c_int, ...) -> c_int)(d, p, flags, mode)
+            }
+            (_, d) => {
+                real!(openat64: fn(c_int, *const c_char, c_int, ...) -> c_int)(d, p, flags, mode)
+            }
         },
     }
 }
@@ -319,11 +353,21 @@ pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: Mode) -
     unsafe { open_common(libc::AT_FDCWD, path, flags, mode, 1) }
 }
 #[no_mangle]
-pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: Mode) -> c_int {
+pub unsafe extern "C" fn openat(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: Mode,
+) -> c_int {
     unsafe { open_common(dirfd, path, flags, mode, 2) }
 }
 #[no_mangle]
-pub unsafe extern "C" fn openat64(dirfd: c_int, path: *const c_char, flags: c_int, mode: Mode) -> c_int {
+pub unsafe extern "C" fn openat64(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mode: Mode,
+) -> c_int {
     unsafe { open_common(dirfd, path, flags, mode, 3) }
 }
 /// _FORTIFY_SOURCE variants (no mode: they are only used without O_CREAT).
@@ -345,11 +389,15 @@ pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn creat(path: *const c_char, mode: Mode) -> c_int {
-    unsafe { open_common(libc::AT_FDCWD, path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, mode, 0) }
+    unsafe {
+        open_common(libc::AT_FDCWD, path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, mode, 0)
+    }
 }
 #[no_mangle]
 pub unsafe extern "C" fn creat64(path: *const c_char, mode: Mode) -> c_int {
-    unsafe { open_common(libc::AT_FDCWD, path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, mode, 1) }
+    unsafe {
+        open_common(libc::AT_FDCWD, path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, mode, 1)
+    }
 }
 
 #[no_mangle]
@@ -529,7 +577,12 @@ unsafe fn iovs<'a>(iov: *const libc::iovec, cnt: c_int) -> Result<&'a [libc::iov
 }
 
 /// readv: one read into a bounce buffer, scattered (one round trip, one offset update).
-unsafe fn do_readv(fd: c_int, iov: *const libc::iovec, cnt: c_int, at: Option<i64>) -> Result<usize, c_int> {
+unsafe fn do_readv(
+    fd: c_int,
+    iov: *const libc::iovec,
+    cnt: c_int,
+    at: Option<i64>,
+) -> Result<usize, c_int> {
     let v = unsafe { iovs(iov, cnt) }?;
     let total: usize = v.iter().map(|x| x.iov_len).sum();
     let mut tmp = vec![0u8; total];
@@ -548,13 +601,20 @@ unsafe fn do_readv(fd: c_int, iov: *const libc::iovec, cnt: c_int, at: Option<i6
 }
 
 /// writev: gathered into one write (so an O_APPEND writev stays one atomic append).
-unsafe fn do_writev(fd: c_int, iov: *const libc::iovec, cnt: c_int, at: Option<i64>) -> Result<usize, c_int> {
+unsafe fn do_writev(
+    fd: c_int,
+    iov: *const libc::iovec,
+    cnt: c_int,
+    at: Option<i64>,
+) -> Result<usize, c_int> {
     let v = unsafe { iovs(iov, cnt) }?;
     let mut tmp = Vec::with_capacity(v.iter().map(|x| x.iov_len).sum());
     for x in v {
         if x.iov_len > 0 {
             // SAFETY: the caller's iovec buffer.
-            tmp.extend_from_slice(unsafe { std::slice::from_raw_parts(x.iov_base as *const u8, x.iov_len) });
+            tmp.extend_from_slice(unsafe {
+                std::slice::from_raw_parts(x.iov_base as *const u8, x.iov_len)
+            });
         }
     }
     do_write(fd, tmp.as_ptr(), tmp.len(), at)
@@ -582,21 +642,36 @@ pub unsafe extern "C" fn preadv(fd: c_int, iov: *const libc::iovec, cnt: c_int, 
     real!(preadv: fn(c_int, *const libc::iovec, c_int, i64) -> isize)(fd, iov, cnt, off)
 }
 #[no_mangle]
-pub unsafe extern "C" fn preadv64(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64) -> isize {
+pub unsafe extern "C" fn preadv64(
+    fd: c_int,
+    iov: *const libc::iovec,
+    cnt: c_int,
+    off: i64,
+) -> isize {
     if let Some(_g) = dafs_fd(fd) {
         return ret_ssize(unsafe { do_readv(fd, iov, cnt, Some(off)) });
     }
     real!(preadv64: fn(c_int, *const libc::iovec, c_int, i64) -> isize)(fd, iov, cnt, off)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pwritev(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64) -> isize {
+pub unsafe extern "C" fn pwritev(
+    fd: c_int,
+    iov: *const libc::iovec,
+    cnt: c_int,
+    off: i64,
+) -> isize {
     if let Some(_g) = dafs_fd(fd) {
         return ret_ssize(unsafe { do_writev(fd, iov, cnt, Some(off)) });
     }
     real!(pwritev: fn(c_int, *const libc::iovec, c_int, i64) -> isize)(fd, iov, cnt, off)
 }
 #[no_mangle]
-pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64) -> isize {
+pub unsafe extern "C" fn pwritev64(
+    fd: c_int,
+    iov: *const libc::iovec,
+    cnt: c_int,
+    off: i64,
+) -> isize {
     if let Some(_g) = dafs_fd(fd) {
         return ret_ssize(unsafe { do_writev(fd, iov, cnt, Some(off)) });
     }
@@ -606,11 +681,17 @@ pub unsafe extern "C" fn pwritev64(fd: c_int, iov: *const libc::iovec, cnt: c_in
 fn do_lseek(fd: c_int, off: i64, whence: c_int) -> Result<i64, c_int> {
     with(|st| {
         st.with_ofd(fd, |c, o| {
-            let size = |c: &mut dafs_client::Client, o: &Ofd| -> FR<i64> { Ok(c.getattr(o.fh)?.size as i64) };
+            let size = |c: &mut dafs_client::Client, o: &Ofd| -> FR<i64> {
+                Ok(c.getattr(o.fh)?.size as i64)
+            };
             let new = match whence {
                 libc::SEEK_SET => off,
-                libc::SEEK_CUR => (o.offset as i64).checked_add(off).ok_or(Fail::Errno(libc::EOVERFLOW))?,
-                libc::SEEK_END => size(c, o)?.checked_add(off).ok_or(Fail::Errno(libc::EOVERFLOW))?,
+                libc::SEEK_CUR => {
+                    (o.offset as i64).checked_add(off).ok_or(Fail::Errno(libc::EOVERFLOW))?
+                }
+                libc::SEEK_END => {
+                    size(c, o)?.checked_add(off).ok_or(Fail::Errno(libc::EOVERFLOW))?
+                }
                 // No holes are reported: data everywhere up to the end of file.
                 libc::SEEK_DATA | libc::SEEK_HOLE => {
                     let s = size(c, o)?;
@@ -686,7 +767,10 @@ fn do_ftruncate(fd: c_int, len: i64) -> Result<c_int, c_int> {
             if o.kind != Kind::File || o.flags & libc::O_ACCMODE == libc::O_RDONLY {
                 return err(libc::EINVAL);
             }
-            c.setattr(o.fh, SetAttrs { mask: setattr_mask::SIZE, size: len as u64, ..Default::default() })?;
+            c.setattr(
+                o.fh,
+                SetAttrs { mask: setattr_mask::SIZE, size: len as u64, ..Default::default() },
+            )?;
             Ok(0)
         })
     })
@@ -724,9 +808,19 @@ pub unsafe extern "C" fn truncate64(path: *const c_char, len: i64) -> c_int {
 
 // ------------------------------------------------------------------------ stat family
 
-unsafe fn stat_common(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int, which: u8) -> c_int {
+unsafe fn stat_common(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+    which: u8,
+) -> c_int {
     // fstatat(fd, "", buf, AT_EMPTY_PATH) is fstat(fd).
-    if flags & libc::AT_EMPTY_PATH != 0 && !path.is_null() && unsafe { *path } == 0 && is_dafs_fd(dirfd) {
+    if flags & libc::AT_EMPTY_PATH != 0
+        && !path.is_null()
+        && unsafe { *path } == 0
+        && is_dafs_fd(dirfd)
+    {
         return unsafe { fstat(dirfd, buf) };
     }
     match unsafe { classify(dirfd, path) } {
@@ -738,10 +832,14 @@ unsafe fn stat_common(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, f
         P::Local(p, _k) => match which {
             0 => real!(stat: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
             1 => real!(lstat: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
-            2 => real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(dirfd, p, buf, flags),
+            2 => real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(
+                dirfd, p, buf, flags,
+            ),
             3 => real!(stat64: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
             4 => real!(lstat64: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
-            _ => real!(fstatat64: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(dirfd, p, buf, flags),
+            _ => real!(fstatat64: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(
+                dirfd, p, buf, flags,
+            ),
         },
     }
 }
@@ -755,7 +853,12 @@ pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat) -> c_i
     unsafe { stat_common(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW, 1) }
 }
 #[no_mangle]
-pub unsafe extern "C" fn fstatat(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
+pub unsafe extern "C" fn fstatat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
     unsafe { stat_common(dirfd, path, buf, flags, 2) }
 }
 // struct stat64 is struct stat on the supported (LP64) targets.
@@ -768,7 +871,12 @@ pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat) -> c
     unsafe { stat_common(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW, 4) }
 }
 #[no_mangle]
-pub unsafe extern "C" fn fstatat64(dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
+pub unsafe extern "C" fn fstatat64(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
     unsafe { stat_common(dirfd, path, buf, flags, 5) }
 }
 #[no_mangle]
@@ -795,7 +903,11 @@ pub unsafe extern "C" fn __xstat(_ver: c_int, path: *const c_char, buf: *mut lib
     unsafe { stat(path, buf) }
 }
 #[no_mangle]
-pub unsafe extern "C" fn __xstat64(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+pub unsafe extern "C" fn __xstat64(
+    _ver: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+) -> c_int {
     unsafe { stat64(path, buf) }
 }
 #[no_mangle]
@@ -803,7 +915,11 @@ pub unsafe extern "C" fn __lxstat(_ver: c_int, path: *const c_char, buf: *mut li
     unsafe { lstat(path, buf) }
 }
 #[no_mangle]
-pub unsafe extern "C" fn __lxstat64(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+pub unsafe extern "C" fn __lxstat64(
+    _ver: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+) -> c_int {
     unsafe { lstat64(path, buf) }
 }
 #[no_mangle]
@@ -815,16 +931,34 @@ pub unsafe extern "C" fn __fxstat64(_ver: c_int, fd: c_int, buf: *mut libc::stat
     unsafe { fstat64(fd, buf) }
 }
 #[no_mangle]
-pub unsafe extern "C" fn __fxstatat(_ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
+pub unsafe extern "C" fn __fxstatat(
+    _ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
     unsafe { fstatat(dirfd, path, buf, flags) }
 }
 #[no_mangle]
-pub unsafe extern "C" fn __fxstatat64(_ver: c_int, dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int) -> c_int {
+pub unsafe extern "C" fn __fxstatat64(
+    _ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
     unsafe { fstatat64(dirfd, path, buf, flags) }
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, mask: u32, buf: *mut Statx) -> c_int {
+pub unsafe extern "C" fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: u32,
+    buf: *mut Statx,
+) -> c_int {
     if flags & libc::AT_EMPTY_PATH != 0 && !path.is_null() && unsafe { *path } == 0 {
         if let Some(_g) = dafs_fd(dirfd) {
             return ret(fd_attr(dirfd).map(|a| {
@@ -839,7 +973,9 @@ pub unsafe extern "C" fn statx(dirfd: c_int, path: *const c_char, flags: c_int, 
             0
         })),
         P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(statx: fn(c_int, *const c_char, c_int, u32, *mut Statx) -> c_int)(dirfd, p, flags, mask, buf),
+        P::Local(p, _k) => real!(statx: fn(c_int, *const c_char, c_int, u32, *mut Statx) -> c_int)(
+            dirfd, p, flags, mask, buf,
+        ),
     }
 }
 
@@ -960,15 +1096,23 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
                 c.rmdir(p)?;
             } else {
                 match c.remove(p) {
-                    Err(Error::Status(Status::IsDir)) | Err(Error::Status(Status::Perm)) if c.lstat(p).map(|a| a.is_dir()).unwrap_or(false) => return err(libc::EISDIR),
+                    Err(Error::Status(Status::IsDir)) | Err(Error::Status(Status::Perm))
+                        if c.lstat(p).map(|a| a.is_dir()).unwrap_or(false) =>
+                    {
+                        return err(libc::EISDIR)
+                    }
                     r => r?,
                 }
             }
             Ok(0)
         })),
         P::Err(e) => neg(e),
-        P::Local(p, _k) if dirfd == libc::AT_FDCWD && flags == 0 => real!(unlink: fn(*const c_char) -> c_int)(p),
-        P::Local(p, _k) => real!(unlinkat: fn(c_int, *const c_char, c_int) -> c_int)(dirfd, p, flags),
+        P::Local(p, _k) if dirfd == libc::AT_FDCWD && flags == 0 => {
+            real!(unlink: fn(*const c_char) -> c_int)(p)
+        }
+        P::Local(p, _k) => {
+            real!(unlinkat: fn(c_int, *const c_char, c_int) -> c_int)(dirfd, p, flags)
+        }
     }
 }
 #[no_mangle]
@@ -996,7 +1140,9 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: Mode) 
             }))
         }
         P::Err(e) => neg(e),
-        P::Local(p, _k) if dirfd == libc::AT_FDCWD => real!(mkdir: fn(*const c_char, Mode) -> c_int)(p, mode),
+        P::Local(p, _k) if dirfd == libc::AT_FDCWD => {
+            real!(mkdir: fn(*const c_char, Mode) -> c_int)(p, mode)
+        }
         P::Local(p, _k) => real!(mkdirat: fn(c_int, *const c_char, Mode) -> c_int)(dirfd, p, mode),
     }
 }
@@ -1050,19 +1196,36 @@ pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int
     }
 }
 #[no_mangle]
-pub unsafe extern "C" fn renameat(od: c_int, old: *const c_char, nd: c_int, new: *const c_char) -> c_int {
+pub unsafe extern "C" fn renameat(
+    od: c_int,
+    old: *const c_char,
+    nd: c_int,
+    new: *const c_char,
+) -> c_int {
     match unsafe { classify2(od, old, nd, new) } {
         P2::Dafs(a, b, _g) => ret(do_rename(&a, &b, 0)),
         P2::Err(e) => neg(e),
-        P2::Local(x, y, _a, _b) => real!(renameat: fn(c_int, *const c_char, c_int, *const c_char) -> c_int)(od, x, nd, y),
+        P2::Local(x, y, _a, _b) => {
+            real!(renameat: fn(c_int, *const c_char, c_int, *const c_char) -> c_int)(od, x, nd, y)
+        }
     }
 }
 #[no_mangle]
-pub unsafe extern "C" fn renameat2(od: c_int, old: *const c_char, nd: c_int, new: *const c_char, flags: u32) -> c_int {
+pub unsafe extern "C" fn renameat2(
+    od: c_int,
+    old: *const c_char,
+    nd: c_int,
+    new: *const c_char,
+    flags: u32,
+) -> c_int {
     match unsafe { classify2(od, old, nd, new) } {
         P2::Dafs(a, b, _g) => ret(do_rename(&a, &b, flags)),
         P2::Err(e) => neg(e),
-        P2::Local(x, y, _a, _b) => real!(renameat2: fn(c_int, *const c_char, c_int, *const c_char, u32) -> c_int)(od, x, nd, y, flags),
+        P2::Local(x, y, _a, _b) => {
+            real!(renameat2: fn(c_int, *const c_char, c_int, *const c_char, u32) -> c_int)(
+                od, x, nd, y, flags,
+            )
+        }
     }
 }
 #[no_mangle]
@@ -1074,11 +1237,21 @@ pub unsafe extern "C" fn link(old: *const c_char, new: *const c_char) -> c_int {
     }
 }
 #[no_mangle]
-pub unsafe extern "C" fn linkat(od: c_int, old: *const c_char, nd: c_int, new: *const c_char, flags: c_int) -> c_int {
+pub unsafe extern "C" fn linkat(
+    od: c_int,
+    old: *const c_char,
+    nd: c_int,
+    new: *const c_char,
+    flags: c_int,
+) -> c_int {
     match unsafe { classify2(od, old, nd, new) } {
         P2::Dafs(a, b, _g) => ret(on_path(&a, |c, p| Ok(c.link(p, &b.rel).map(|_| 0)?))),
         P2::Err(e) => neg(e),
-        P2::Local(x, y, _a, _b) => real!(linkat: fn(c_int, *const c_char, c_int, *const c_char, c_int) -> c_int)(od, x, nd, y, flags),
+        P2::Local(x, y, _a, _b) => {
+            real!(linkat: fn(c_int, *const c_char, c_int, *const c_char, c_int) -> c_int)(
+                od, x, nd, y, flags,
+            )
+        }
     }
 }
 #[no_mangle]
@@ -1086,15 +1259,23 @@ pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> 
     unsafe { symlinkat(target, libc::AT_FDCWD, path) }
 }
 #[no_mangle]
-pub unsafe extern "C" fn symlinkat(target: *const c_char, dirfd: c_int, path: *const c_char) -> c_int {
+pub unsafe extern "C" fn symlinkat(
+    target: *const c_char,
+    dirfd: c_int,
+    path: *const c_char,
+) -> c_int {
     match unsafe { classify(dirfd, path) } {
         P::Dafs(t, _g) => {
             let tg = unsafe { CStr::from_ptr(target) }.to_string_lossy().into_owned();
             ret(on_path(&t, |c, p| Ok(c.symlink(&tg, p).map(|_| 0)?)))
         }
         P::Err(e) => neg(e),
-        P::Local(p, _k) if dirfd == libc::AT_FDCWD => real!(symlink: fn(*const c_char, *const c_char) -> c_int)(target, p),
-        P::Local(p, _k) => real!(symlinkat: fn(*const c_char, c_int, *const c_char) -> c_int)(target, dirfd, p),
+        P::Local(p, _k) if dirfd == libc::AT_FDCWD => {
+            real!(symlink: fn(*const c_char, *const c_char) -> c_int)(target, p)
+        }
+        P::Local(p, _k) => {
+            real!(symlinkat: fn(*const c_char, c_int, *const c_char) -> c_int)(target, dirfd, p)
+        }
     }
 }
 #[no_mangle]
@@ -1102,7 +1283,12 @@ pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: u
     unsafe { readlinkat(libc::AT_FDCWD, path, buf, size) }
 }
 #[no_mangle]
-pub unsafe extern "C" fn readlinkat(dirfd: c_int, path: *const c_char, buf: *mut c_char, size: usize) -> isize {
+pub unsafe extern "C" fn readlinkat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut c_char,
+    size: usize,
+) -> isize {
     match unsafe { classify(dirfd, path) } {
         P::Dafs(t, _g) => ret_ssize(on_path(&t, |c, p| {
             if c.lstat(p)?.ftype != FileType::Symlink {
@@ -1115,8 +1301,12 @@ pub unsafe extern "C" fn readlinkat(dirfd: c_int, path: *const c_char, buf: *mut
             Ok(n)
         })),
         P::Err(e) => ret_ssize(Err(e)),
-        P::Local(p, _k) if dirfd == libc::AT_FDCWD && unsafe { CStr::from_ptr(p) }.to_bytes().starts_with(b"/proc/") => {
-            let target = Entered::enter().and_then(|_g| proc_fd_target(unsafe { CStr::from_ptr(p) }.to_bytes()));
+        P::Local(p, _k)
+            if dirfd == libc::AT_FDCWD
+                && unsafe { CStr::from_ptr(p) }.to_bytes().starts_with(b"/proc/") =>
+        {
+            let target = Entered::enter()
+                .and_then(|_g| proc_fd_target(unsafe { CStr::from_ptr(p) }.to_bytes()));
             match target {
                 Some(v) => {
                     let n = v.len().min(size);
@@ -1124,11 +1314,19 @@ pub unsafe extern "C" fn readlinkat(dirfd: c_int, path: *const c_char, buf: *mut
                     unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast(), n) };
                     n as isize
                 }
-                None => real!(readlink: fn(*const c_char, *mut c_char, usize) -> isize)(p, buf, size),
+                None => {
+                    real!(readlink: fn(*const c_char, *mut c_char, usize) -> isize)(p, buf, size)
+                }
             }
         }
-        P::Local(p, _k) if dirfd == libc::AT_FDCWD => real!(readlink: fn(*const c_char, *mut c_char, usize) -> isize)(p, buf, size),
-        P::Local(p, _k) => real!(readlinkat: fn(c_int, *const c_char, *mut c_char, usize) -> isize)(dirfd, p, buf, size),
+        P::Local(p, _k) if dirfd == libc::AT_FDCWD => {
+            real!(readlink: fn(*const c_char, *mut c_char, usize) -> isize)(p, buf, size)
+        }
+        P::Local(p, _k) => {
+            real!(readlinkat: fn(c_int, *const c_char, *mut c_char, usize) -> isize)(
+                dirfd, p, buf, size,
+            )
+        }
     }
 }
 
@@ -1172,11 +1370,18 @@ pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
     }
 }
 #[no_mangle]
-pub unsafe extern "C" fn faccessat(dirfd: c_int, path: *const c_char, mode: c_int, flags: c_int) -> c_int {
+pub unsafe extern "C" fn faccessat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: c_int,
+    flags: c_int,
+) -> c_int {
     match unsafe { classify(dirfd, path) } {
         P::Dafs(t, _g) => ret(do_access(&t, mode, flags & libc::AT_SYMLINK_NOFOLLOW == 0)),
         P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(faccessat: fn(c_int, *const c_char, c_int, c_int) -> c_int)(dirfd, p, mode, flags),
+        P::Local(p, _k) => {
+            real!(faccessat: fn(c_int, *const c_char, c_int, c_int) -> c_int)(dirfd, p, mode, flags)
+        }
     }
 }
 #[no_mangle]
@@ -1243,7 +1448,11 @@ unsafe fn times_set(times: *const libc::timespec) -> Result<SetAttrs, c_int> {
     // SAFETY: the caller's array of two timespecs.
     let t = unsafe { std::slice::from_raw_parts(times, 2) };
     for (i, x) in t.iter().enumerate() {
-        let (now, set) = if i == 0 { (setattr_mask::ATIME_NOW, setattr_mask::ATIME) } else { (setattr_mask::MTIME_NOW, setattr_mask::MTIME) };
+        let (now, set) = if i == 0 {
+            (setattr_mask::ATIME_NOW, setattr_mask::ATIME)
+        } else {
+            (setattr_mask::MTIME_NOW, setattr_mask::MTIME)
+        };
         match x.tv_nsec {
             libc::UTIME_OMIT => {}
             libc::UTIME_NOW => s.mask |= now,
@@ -1271,11 +1480,20 @@ pub unsafe extern "C" fn chmod(path: *const c_char, mode: Mode) -> c_int {
     }
 }
 #[no_mangle]
-pub unsafe extern "C" fn fchmodat(dirfd: c_int, path: *const c_char, mode: Mode, flags: c_int) -> c_int {
+pub unsafe extern "C" fn fchmodat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: Mode,
+    flags: c_int,
+) -> c_int {
     match unsafe { classify(dirfd, path) } {
-        P::Dafs(t, _g) => ret(setattr_path(&t, chmod_set(mode), flags & libc::AT_SYMLINK_NOFOLLOW != 0)),
+        P::Dafs(t, _g) => {
+            ret(setattr_path(&t, chmod_set(mode), flags & libc::AT_SYMLINK_NOFOLLOW != 0))
+        }
         P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(fchmodat: fn(c_int, *const c_char, Mode, c_int) -> c_int)(dirfd, p, mode, flags),
+        P::Local(p, _k) => {
+            real!(fchmodat: fn(c_int, *const c_char, Mode, c_int) -> c_int)(dirfd, p, mode, flags)
+        }
     }
 }
 #[no_mangle]
@@ -1290,7 +1508,9 @@ pub unsafe extern "C" fn chown(path: *const c_char, uid: libc::uid_t, gid: libc:
     match unsafe { classify(libc::AT_FDCWD, path) } {
         P::Dafs(t, _g) => ret(setattr_path(&t, chown_set(uid, gid), false)),
         P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(chown: fn(*const c_char, libc::uid_t, libc::gid_t) -> c_int)(p, uid, gid),
+        P::Local(p, _k) => {
+            real!(chown: fn(*const c_char, libc::uid_t, libc::gid_t) -> c_int)(p, uid, gid)
+        }
     }
 }
 #[no_mangle]
@@ -1298,18 +1518,36 @@ pub unsafe extern "C" fn lchown(path: *const c_char, uid: libc::uid_t, gid: libc
     match unsafe { classify(libc::AT_FDCWD, path) } {
         P::Dafs(t, _g) => ret(setattr_path(&t, chown_set(uid, gid), true)),
         P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(lchown: fn(*const c_char, libc::uid_t, libc::gid_t) -> c_int)(p, uid, gid),
+        P::Local(p, _k) => {
+            real!(lchown: fn(*const c_char, libc::uid_t, libc::gid_t) -> c_int)(p, uid, gid)
+        }
     }
 }
 #[no_mangle]
-pub unsafe extern "C" fn fchownat(dirfd: c_int, path: *const c_char, uid: libc::uid_t, gid: libc::gid_t, flags: c_int) -> c_int {
-    if flags & libc::AT_EMPTY_PATH != 0 && !path.is_null() && unsafe { *path } == 0 && is_dafs_fd(dirfd) {
+pub unsafe extern "C" fn fchownat(
+    dirfd: c_int,
+    path: *const c_char,
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    flags: c_int,
+) -> c_int {
+    if flags & libc::AT_EMPTY_PATH != 0
+        && !path.is_null()
+        && unsafe { *path } == 0
+        && is_dafs_fd(dirfd)
+    {
         return unsafe { fchown(dirfd, uid, gid) };
     }
     match unsafe { classify(dirfd, path) } {
-        P::Dafs(t, _g) => ret(setattr_path(&t, chown_set(uid, gid), flags & libc::AT_SYMLINK_NOFOLLOW != 0)),
+        P::Dafs(t, _g) => {
+            ret(setattr_path(&t, chown_set(uid, gid), flags & libc::AT_SYMLINK_NOFOLLOW != 0))
+        }
         P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(fchownat: fn(c_int, *const c_char, libc::uid_t, libc::gid_t, c_int) -> c_int)(dirfd, p, uid, gid, flags),
+        P::Local(p, _k) => {
+            real!(fchownat: fn(c_int, *const c_char, libc::uid_t, libc::gid_t, c_int) -> c_int)(
+                dirfd, p, uid, gid, flags,
+            )
+        }
     }
 }
 #[no_mangle]
@@ -1320,14 +1558,24 @@ pub unsafe extern "C" fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -
     real!(fchown: fn(c_int, libc::uid_t, libc::gid_t) -> c_int)(fd, uid, gid)
 }
 #[no_mangle]
-pub unsafe extern "C" fn utimensat(dirfd: c_int, path: *const c_char, times: *const libc::timespec, flags: c_int) -> c_int {
+pub unsafe extern "C" fn utimensat(
+    dirfd: c_int,
+    path: *const c_char,
+    times: *const libc::timespec,
+    flags: c_int,
+) -> c_int {
     if path.is_null() && is_dafs_fd(dirfd) {
         return unsafe { futimens(dirfd, times) };
     }
     match unsafe { classify(dirfd, path) } {
-        P::Dafs(t, _g) => ret(unsafe { times_set(times) }.and_then(|s| setattr_path(&t, s, flags & libc::AT_SYMLINK_NOFOLLOW != 0))),
+        P::Dafs(t, _g) => ret(unsafe { times_set(times) }
+            .and_then(|s| setattr_path(&t, s, flags & libc::AT_SYMLINK_NOFOLLOW != 0))),
         P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(utimensat: fn(c_int, *const c_char, *const libc::timespec, c_int) -> c_int)(dirfd, p, times, flags),
+        P::Local(p, _k) => {
+            real!(utimensat: fn(c_int, *const c_char, *const libc::timespec, c_int) -> c_int)(
+                dirfd, p, times, flags,
+            )
+        }
     }
 }
 #[no_mangle]
@@ -1344,7 +1592,10 @@ pub unsafe extern "C" fn utimes(path: *const c_char, tv: *const libc::timeval) -
             let ts: Option<[libc::timespec; 2]> = (!tv.is_null()).then(|| {
                 // SAFETY: the caller's two timevals.
                 let v = unsafe { std::slice::from_raw_parts(tv, 2) };
-                [libc::timespec { tv_sec: v[0].tv_sec, tv_nsec: v[0].tv_usec * 1000 }, libc::timespec { tv_sec: v[1].tv_sec, tv_nsec: v[1].tv_usec * 1000 }]
+                [
+                    libc::timespec { tv_sec: v[0].tv_sec, tv_nsec: v[0].tv_usec * 1000 },
+                    libc::timespec { tv_sec: v[1].tv_sec, tv_nsec: v[1].tv_usec * 1000 },
+                ]
             });
             let p = ts.as_ref().map(|a| a.as_ptr()).unwrap_or(std::ptr::null());
             ret(unsafe { times_set(p) }.and_then(|s| setattr_path(&t, s, false)))
@@ -1360,7 +1611,10 @@ pub unsafe extern "C" fn utime(path: *const c_char, tb: *const libc::utimbuf) ->
             let ts: Option<[libc::timespec; 2]> = (!tb.is_null()).then(|| {
                 // SAFETY: the caller's utimbuf.
                 let b = unsafe { &*tb };
-                [libc::timespec { tv_sec: b.actime, tv_nsec: 0 }, libc::timespec { tv_sec: b.modtime, tv_nsec: 0 }]
+                [
+                    libc::timespec { tv_sec: b.actime, tv_nsec: 0 },
+                    libc::timespec { tv_sec: b.modtime, tv_nsec: 0 },
+                ]
             });
             let p = ts.as_ref().map(|a| a.as_ptr()).unwrap_or(std::ptr::null());
             ret(unsafe { times_set(p) }.and_then(|s| setattr_path(&t, s, false)))
@@ -1537,7 +1791,8 @@ fn do_lock(fd: c_int, cmd: c_int, fl: *mut libc::flock) -> Result<c_int, c_int> 
                         match c.test_lock(f, start, len, t == libc::F_WRLCK)? {
                             None => l.l_type = libc::F_UNLCK as i16,
                             Some(i) => {
-                                l.l_type = if i.exclusive { libc::F_WRLCK } else { libc::F_RDLCK } as i16;
+                                l.l_type =
+                                    if i.exclusive { libc::F_WRLCK } else { libc::F_RDLCK } as i16;
                                 l.l_whence = libc::SEEK_SET as i16;
                                 l.l_start = i.offset as i64;
                                 l.l_len = i.len as i64;
@@ -1627,7 +1882,9 @@ fn do_fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> Result<c_int, c_int> {
             st.add_fd(n, id, cmd == libc::F_DUPFD_CLOEXEC);
             Ok(n)
         }),
-        libc::F_GETFD => with(|st| st.fds.get(&fd).map(|e| if e.cloexec { libc::FD_CLOEXEC } else { 0 }).ok_or(libc::EBADF)),
+        libc::F_GETFD => with(|st| {
+            st.fds.get(&fd).map(|e| if e.cloexec { libc::FD_CLOEXEC } else { 0 }).ok_or(libc::EBADF)
+        }),
         libc::F_SETFD => with(|st| {
             // SAFETY: F_SETFD with an int argument.
             if unsafe { rf(fd, cmd, arg) } < 0 {
@@ -1642,7 +1899,11 @@ fn do_fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> Result<c_int, c_int> {
             Ok(st.ofds[&id].flags)
         }),
         libc::F_SETFL => with(|st| {
-            let changeable = libc::O_APPEND | libc::O_NONBLOCK | libc::O_DIRECT | libc::O_NOATIME | libc::O_ASYNC;
+            let changeable = libc::O_APPEND
+                | libc::O_NONBLOCK
+                | libc::O_DIRECT
+                | libc::O_NOATIME
+                | libc::O_ASYNC;
             st.with_ofd(fd, |c, o| {
                 let flags = (o.flags & !changeable) | (arg as c_int & changeable);
                 let append = flags & libc::O_APPEND != 0;
@@ -1681,11 +1942,20 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: *mut c_void) -> c_i
 /// Offload copies between descriptors: EXDEV for dafs descriptors, which makes cp,
 /// Python's shutil and others fall back to read/write.
 #[no_mangle]
-pub unsafe extern "C" fn copy_file_range(fi: c_int, oi: *mut i64, fo: c_int, oo: *mut i64, len: usize, flags: u32) -> isize {
+pub unsafe extern "C" fn copy_file_range(
+    fi: c_int,
+    oi: *mut i64,
+    fo: c_int,
+    oo: *mut i64,
+    len: usize,
+    flags: u32,
+) -> isize {
     if is_dafs_fd(fi) || is_dafs_fd(fo) {
         return neg(libc::EXDEV) as isize;
     }
-    real!(copy_file_range: fn(c_int, *mut i64, c_int, *mut i64, usize, u32) -> isize)(fi, oi, fo, oo, len, flags)
+    real!(copy_file_range: fn(c_int, *mut i64, c_int, *mut i64, usize, u32) -> isize)(
+        fi, oi, fo, oo, len, flags,
+    )
 }
 #[no_mangle]
 pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut i64, n: usize) -> isize {
@@ -1742,7 +2012,10 @@ fn do_posix_fallocate(fd: c_int, off: i64, len: i64) -> c_int {
             }
             let end = (off as u64).saturating_add(len as u64);
             if c.getattr(o.fh)?.size < end {
-                c.setattr(o.fh, SetAttrs { mask: setattr_mask::SIZE, size: end, ..Default::default() })?;
+                c.setattr(
+                    o.fh,
+                    SetAttrs { mask: setattr_mask::SIZE, size: end, ..Default::default() },
+                )?;
             }
             Ok(0)
         })
@@ -1770,7 +2043,14 @@ pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: i64, len: i64) -> c_i
 /// Shared mappings would need page-cache coherence the client does not have: ENODEV,
 /// the errno for "this file system does not support mmap".
 #[no_mangle]
-pub unsafe extern "C" fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void {
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
     let real_mmap = real!(mmap: fn(*mut c_void, usize, c_int, c_int, c_int, i64) -> *mut c_void);
     if flags & libc::MAP_ANONYMOUS == 0 && is_dafs_fd(fd) {
         let Some(_g) = Entered::enter() else { return real_mmap(addr, len, prot, flags, fd, off) };
@@ -1784,21 +2064,40 @@ pub unsafe extern "C" fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags:
         if len == 0 || off < 0 || off % 4096 != 0 {
             return fail(libc::EINVAL);
         }
-        let readable = with(|st| st.ofd_id(fd).map(|id| (st.ofds[&id].kind, st.ofds[&id].flags & libc::O_ACCMODE)));
+        let readable = with(|st| {
+            st.ofd_id(fd).map(|id| (st.ofds[&id].kind, st.ofds[&id].flags & libc::O_ACCMODE))
+        });
         match readable {
             Err(e) => return fail(e),
             Ok((Kind::File, acc)) if acc != libc::O_WRONLY => {}
             Ok(_) => return fail(libc::EACCES),
         }
-        let keep = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE | libc::MAP_NORESERVE | libc::MAP_POPULATE | libc::MAP_32BIT);
-        let p = real_mmap(addr, len, libc::PROT_READ | libc::PROT_WRITE, keep | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+        let keep = flags
+            & (libc::MAP_FIXED
+                | libc::MAP_FIXED_NOREPLACE
+                | libc::MAP_NORESERVE
+                | libc::MAP_POPULATE
+                | libc::MAP_32BIT);
+        let p = real_mmap(
+            addr,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            keep | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
         if p == libc::MAP_FAILED {
             return fail(errno());
         }
         // Read the bytes: a short read (end of file) leaves zeros.
         let mut done = 0usize;
         while done < len {
-            match do_read(fd, unsafe { (p as *mut u8).add(done) }, len - done, Some(off + done as i64)) {
+            match do_read(
+                fd,
+                unsafe { (p as *mut u8).add(done) },
+                len - done,
+                Some(off + done as i64),
+            ) {
                 Ok(0) => break,
                 Ok(n) => done += n,
                 Err(e) => {
@@ -1818,7 +2117,14 @@ pub unsafe extern "C" fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags:
     real_mmap(addr, len, prot, flags, fd, off)
 }
 #[no_mangle]
-pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void {
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
     unsafe { mmap(addr, len, prot, flags, fd, off) }
 }
 
@@ -1841,7 +2147,10 @@ fn new_stream(fd: c_int) -> Result<*mut libc::DIR, c_int> {
 }
 
 /// Run `f` on a dafs directory stream; None if `d` is not one of ours.
-fn with_stream<T>(d: *mut libc::DIR, f: impl FnOnce(&mut state::State, &mut DirStream) -> T) -> Option<T> {
+fn with_stream<T>(
+    d: *mut libc::DIR,
+    f: impl FnOnce(&mut state::State, &mut DirStream) -> T,
+) -> Option<T> {
     if DIRS_OPEN.load(Relaxed) == 0 || d.is_null() {
         return None;
     }
@@ -1859,12 +2168,14 @@ fn with_stream<T>(d: *mut libc::DIR, f: impl FnOnce(&mut state::State, &mut DirS
 pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
     match unsafe { classify(libc::AT_FDCWD, path) } {
         P::Dafs(t, _g) => {
-            let r = do_open(&t, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0).and_then(|fd| {
-                new_stream(fd).inspect_err(|_| {
-                    let _ = with(|st| st.drop_fd(fd));
-                    state::real_close(fd);
-                })
-            });
+            let r = do_open(&t, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0).and_then(
+                |fd| {
+                    new_stream(fd).inspect_err(|_| {
+                        let _ = with(|st| st.drop_fd(fd));
+                        state::real_close(fd);
+                    })
+                },
+            );
             r.unwrap_or_else(|e| {
                 set_errno(e);
                 std::ptr::null_mut()
@@ -2098,7 +2409,13 @@ unsafe fn copy_out(s: &str, buf: *mut c_char, size: usize) -> *mut c_char {
 pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) -> *mut c_char {
     match unsafe { classify(libc::AT_FDCWD, path) } {
         P::Dafs(t, _g) => match path_attr(&t, true) {
-            Ok(_) => unsafe { copy_out(&t.vpath, resolved, if resolved.is_null() { 0 } else { libc::PATH_MAX as usize }) },
+            Ok(_) => unsafe {
+                copy_out(
+                    &t.vpath,
+                    resolved,
+                    if resolved.is_null() { 0 } else { libc::PATH_MAX as usize },
+                )
+            },
             Err(e) => {
                 set_errno(e);
                 std::ptr::null_mut()
@@ -2108,7 +2425,9 @@ pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) ->
             set_errno(e);
             std::ptr::null_mut()
         }
-        P::Local(p, _k) => real!(realpath: fn(*const c_char, *mut c_char) -> *mut c_char)(p, resolved),
+        P::Local(p, _k) => {
+            real!(realpath: fn(*const c_char, *mut c_char) -> *mut c_char)(p, resolved)
+        }
     }
 }
 #[no_mangle]
@@ -2125,7 +2444,10 @@ extern "C" {
 /// The environment for a new program: `envp` without stale DAFS_PRELOAD_* entries,
 /// plus the dafs descriptors it inherits (DAFS_PRELOAD_FDS) and the virtual working
 /// directory (DAFS_PRELOAD_CWD).
-unsafe fn exec_env(envp: *const *const c_char, fa: usize) -> Option<(Vec<CString>, Vec<*const c_char>)> {
+unsafe fn exec_env(
+    envp: *const *const c_char,
+    fa: usize,
+) -> Option<(Vec<CString>, Vec<*const c_char>)> {
     let _g = Entered::enter()?;
     if config().mounts.is_empty() {
         return None;
@@ -2181,7 +2503,13 @@ fn stage_program(t: &Target) -> Result<CString, c_int> {
     let mut off = 0;
     while off < data.len() {
         // SAFETY: writing our buffer to our memfd.
-        let w = unsafe { real!(write: fn(c_int, *const c_void, usize) -> isize)(fd, data[off..].as_ptr().cast(), data.len() - off) };
+        let w = unsafe {
+            real!(write: fn(c_int, *const c_void, usize) -> isize)(
+                fd,
+                data[off..].as_ptr().cast(),
+                data.len() - off,
+            )
+        };
         if w <= 0 {
             let e = errno();
             state::real_close(fd);
@@ -2193,7 +2521,11 @@ fn stage_program(t: &Target) -> Result<CString, c_int> {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
     let env = unsafe { exec_env(envp, 0) };
     let envp2 = env.as_ref().map(|(_, p)| p.as_ptr()).unwrap_or(envp);
     match unsafe { classify(libc::AT_FDCWD, path) } {
@@ -2201,12 +2533,22 @@ pub unsafe extern "C" fn execve(path: *const c_char, argv: *const *const c_char,
             let staged = stage_program(&t);
             drop(g);
             match staged {
-                Ok(p) => real!(execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(p.as_ptr(), argv, envp2),
+                Ok(p) => {
+                    real!(execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(
+                        p.as_ptr(),
+                        argv,
+                        envp2,
+                    )
+                }
                 Err(e) => neg(e),
             }
         }
         P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(p, argv, envp2),
+        P::Local(p, _k) => {
+            real!(execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(
+                p, argv, envp2,
+            )
+        }
     }
 }
 #[no_mangle]
@@ -2214,7 +2556,11 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
     unsafe { execve(path, argv, environ) }
 }
 #[no_mangle]
-pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
     // A name with a slash is a path (possibly a dafs one); PATH search is glibc's
     // (directories under a prefix in PATH are not searched).
     if !file.is_null() && unsafe { CStr::from_ptr(file) }.to_bytes().contains(&b'/') {
@@ -2222,7 +2568,9 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char
     }
     let env = unsafe { exec_env(envp, 0) };
     let envp2 = env.as_ref().map(|(_, p)| p.as_ptr()).unwrap_or(envp);
-    real!(execvpe: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(file, argv, envp2)
+    real!(execvpe: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(
+        file, argv, envp2,
+    )
 }
 #[no_mangle]
 pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
@@ -2254,26 +2602,41 @@ fn fa_record(fa: usize, act: Option<(c_int, c_int)>) {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn posix_spawn_file_actions_init(fa: *mut libc::posix_spawn_file_actions_t) -> c_int {
+pub unsafe extern "C" fn posix_spawn_file_actions_init(
+    fa: *mut libc::posix_spawn_file_actions_t,
+) -> c_int {
     fa_record(fa as usize, None);
     real!(posix_spawn_file_actions_init: fn(*mut libc::posix_spawn_file_actions_t) -> c_int)(fa)
 }
 #[no_mangle]
-pub unsafe extern "C" fn posix_spawn_file_actions_destroy(fa: *mut libc::posix_spawn_file_actions_t) -> c_int {
+pub unsafe extern "C" fn posix_spawn_file_actions_destroy(
+    fa: *mut libc::posix_spawn_file_actions_t,
+) -> c_int {
     fa_record(fa as usize, None);
     real!(posix_spawn_file_actions_destroy: fn(*mut libc::posix_spawn_file_actions_t) -> c_int)(fa)
 }
 #[no_mangle]
-pub unsafe extern "C" fn posix_spawn_file_actions_adddup2(fa: *mut libc::posix_spawn_file_actions_t, fd: c_int, newfd: c_int) -> c_int {
-    let r = real!(posix_spawn_file_actions_adddup2: fn(*mut libc::posix_spawn_file_actions_t, c_int, c_int) -> c_int)(fa, fd, newfd);
+pub unsafe extern "C" fn posix_spawn_file_actions_adddup2(
+    fa: *mut libc::posix_spawn_file_actions_t,
+    fd: c_int,
+    newfd: c_int,
+) -> c_int {
+    let r = real!(posix_spawn_file_actions_adddup2: fn(*mut libc::posix_spawn_file_actions_t, c_int, c_int) -> c_int)(
+        fa, fd, newfd,
+    );
     if r == 0 {
         fa_record(fa as usize, Some((fd, newfd)));
     }
     r
 }
 #[no_mangle]
-pub unsafe extern "C" fn posix_spawn_file_actions_addclose(fa: *mut libc::posix_spawn_file_actions_t, fd: c_int) -> c_int {
-    let r = real!(posix_spawn_file_actions_addclose: fn(*mut libc::posix_spawn_file_actions_t, c_int) -> c_int)(fa, fd);
+pub unsafe extern "C" fn posix_spawn_file_actions_addclose(
+    fa: *mut libc::posix_spawn_file_actions_t,
+    fd: c_int,
+) -> c_int {
+    let r = real!(posix_spawn_file_actions_addclose: fn(*mut libc::posix_spawn_file_actions_t, c_int) -> c_int)(
+        fa, fd,
+    );
     if r == 0 {
         fa_record(fa as usize, Some((-1, fd)));
     }
@@ -2281,16 +2644,34 @@ pub unsafe extern "C" fn posix_spawn_file_actions_addclose(fa: *mut libc::posix_
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn posix_spawn(pid: *mut libc::pid_t, path: *const c_char, fa: *const libc::posix_spawn_file_actions_t, at: *const libc::posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int {
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    fa: *const libc::posix_spawn_file_actions_t,
+    at: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
     let env = unsafe { exec_env(envp.cast(), fa as usize) };
     let envp2 = env.as_ref().map(|(_, p)| p.as_ptr().cast()).unwrap_or(envp);
-    real!(posix_spawn: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *mut c_char, *const *mut c_char) -> c_int)(pid, path, fa, at, argv, envp2)
+    real!(posix_spawn: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *mut c_char, *const *mut c_char) -> c_int)(
+        pid, path, fa, at, argv, envp2,
+    )
 }
 #[no_mangle]
-pub unsafe extern "C" fn posix_spawnp(pid: *mut libc::pid_t, file: *const c_char, fa: *const libc::posix_spawn_file_actions_t, at: *const libc::posix_spawnattr_t, argv: *const *mut c_char, envp: *const *mut c_char) -> c_int {
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    file: *const c_char,
+    fa: *const libc::posix_spawn_file_actions_t,
+    at: *const libc::posix_spawnattr_t,
+    argv: *const *mut c_char,
+    envp: *const *mut c_char,
+) -> c_int {
     let env = unsafe { exec_env(envp.cast(), fa as usize) };
     let envp2 = env.as_ref().map(|(_, p)| p.as_ptr().cast()).unwrap_or(envp);
-    real!(posix_spawnp: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *mut c_char, *const *mut c_char) -> c_int)(pid, file, fa, at, argv, envp2)
+    real!(posix_spawnp: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *mut c_char, *const *mut c_char) -> c_int)(
+        pid, file, fa, at, argv, envp2,
+    )
 }
 
 // ------------------------------------------------------------------------ stdio
@@ -2346,12 +2727,20 @@ fn fileno_offset_ok() -> bool {
     static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *OK.get_or_init(|| {
         // SAFETY: static strings.
-        let fp = unsafe { real!(fopen: fn(*const c_char, *const c_char) -> *mut libc::FILE)(c"/dev/null".as_ptr(), c"r".as_ptr()) };
+        let fp = unsafe {
+            real!(fopen: fn(*const c_char, *const c_char) -> *mut libc::FILE)(
+                c"/dev/null".as_ptr(),
+                c"r".as_ptr(),
+            )
+        };
         if fp.is_null() {
             return false;
         }
         // SAFETY: a FILE glibc just returned; reading an int inside the struct.
-        let ok = unsafe { *((fp as *const u8).add(FILENO_OFFSET) as *const c_int) == real!(fileno: fn(*mut libc::FILE) -> c_int)(fp) };
+        let ok = unsafe {
+            *((fp as *const u8).add(FILENO_OFFSET) as *const c_int)
+                == real!(fileno: fn(*mut libc::FILE) -> c_int)(fp)
+        };
         // SAFETY: the FILE opened above.
         unsafe { real!(fclose: fn(*mut libc::FILE) -> c_int)(fp) };
         ok
@@ -2360,7 +2749,12 @@ fn fileno_offset_ok() -> bool {
 
 /// A stdio stream on dafs descriptor `fd` (closing the stream closes `fd`).
 unsafe fn cookie_stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
-    let io = CookieIo { read: Some(ck_read), write: Some(ck_write), seek: Some(ck_seek), close: Some(ck_close) };
+    let io = CookieIo {
+        read: Some(ck_read),
+        write: Some(ck_write),
+        seek: Some(ck_seek),
+        close: Some(ck_close),
+    };
     let fp = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
     set_fileno(fp, fd);
     fp
@@ -2403,7 +2797,10 @@ fn mode_flags(mode: &[u8]) -> Option<c_int> {
 unsafe fn fopen_common(path: *const c_char, mode: *const c_char, is64: bool) -> *mut libc::FILE {
     match unsafe { classify(libc::AT_FDCWD, path) } {
         P::Dafs(t, _g) => {
-            let Some(flags) = (!mode.is_null()).then(|| mode_flags(unsafe { CStr::from_ptr(mode) }.to_bytes())).flatten() else {
+            let Some(flags) = (!mode.is_null())
+                .then(|| mode_flags(unsafe { CStr::from_ptr(mode) }.to_bytes()))
+                .flatten()
+            else {
                 set_errno(libc::EINVAL);
                 return std::ptr::null_mut();
             };
@@ -2428,8 +2825,12 @@ unsafe fn fopen_common(path: *const c_char, mode: *const c_char, is64: bool) -> 
             set_errno(e);
             std::ptr::null_mut()
         }
-        P::Local(p, _k) if is64 => real!(fopen64: fn(*const c_char, *const c_char) -> *mut libc::FILE)(p, mode),
-        P::Local(p, _k) => real!(fopen: fn(*const c_char, *const c_char) -> *mut libc::FILE)(p, mode),
+        P::Local(p, _k) if is64 => {
+            real!(fopen64: fn(*const c_char, *const c_char) -> *mut libc::FILE)(p, mode)
+        }
+        P::Local(p, _k) => {
+            real!(fopen: fn(*const c_char, *const c_char) -> *mut libc::FILE)(p, mode)
+        }
     }
 }
 
@@ -2452,7 +2853,11 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
 /// with internal system calls no interposer sees): refused with EOPNOTSUPP for a dafs
 /// path, and the stream is left open and unchanged.
 #[no_mangle]
-pub unsafe extern "C" fn freopen(path: *const c_char, mode: *const c_char, fp: *mut libc::FILE) -> *mut libc::FILE {
+pub unsafe extern "C" fn freopen(
+    path: *const c_char,
+    mode: *const c_char,
+    fp: *mut libc::FILE,
+) -> *mut libc::FILE {
     match unsafe { classify(libc::AT_FDCWD, path) } {
         P::Dafs(_, _g) => {
             set_errno(libc::EOPNOTSUPP);
@@ -2462,11 +2867,19 @@ pub unsafe extern "C" fn freopen(path: *const c_char, mode: *const c_char, fp: *
             set_errno(e);
             std::ptr::null_mut()
         }
-        P::Local(p, _k) => real!(freopen: fn(*const c_char, *const c_char, *mut libc::FILE) -> *mut libc::FILE)(p, mode, fp),
+        P::Local(p, _k) => {
+            real!(freopen: fn(*const c_char, *const c_char, *mut libc::FILE) -> *mut libc::FILE)(
+                p, mode, fp,
+            )
+        }
     }
 }
 #[no_mangle]
-pub unsafe extern "C" fn freopen64(path: *const c_char, mode: *const c_char, fp: *mut libc::FILE) -> *mut libc::FILE {
+pub unsafe extern "C" fn freopen64(
+    path: *const c_char,
+    mode: *const c_char,
+    fp: *mut libc::FILE,
+) -> *mut libc::FILE {
     unsafe { freopen(path, mode, fp) }
 }
 
@@ -2513,7 +2926,12 @@ fn sync_std_streams() {
                         _ if flags & libc::O_APPEND != 0 => c"a",
                         _ => c"w",
                     };
-                    let io = CookieIo { read: Some(ck_read), write: Some(ck_write), seek: None, close: Some(ck_keep) };
+                    let io = CookieIo {
+                        read: Some(ck_read),
+                        write: Some(ck_write),
+                        seek: None,
+                        close: Some(ck_keep),
+                    };
                     let fp = fopencookie(fd as usize as *mut c_void, mode.as_ptr(), io);
                     if fp.is_null() {
                         continue;
@@ -2561,41 +2979,84 @@ fn std_changed(fd: c_int) {
 /// preadv2/pwritev2: offset -1 means the file offset; RWF_* flags are hints the client
 /// has no use for (RWF_NOWAIT cannot be honoured: EOPNOTSUPP, as for files that do not
 /// support it).
-unsafe fn v2(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64, flags: c_int, write: bool) -> isize {
+unsafe fn v2(
+    fd: c_int,
+    iov: *const libc::iovec,
+    cnt: c_int,
+    off: i64,
+    flags: c_int,
+    write: bool,
+) -> isize {
     const RWF_NOWAIT: c_int = 0x8;
     if flags & RWF_NOWAIT != 0 {
         return neg(libc::EOPNOTSUPP) as isize;
     }
     let at = if off == -1 { None } else { Some(off) };
-    ret_ssize(if write { unsafe { do_writev(fd, iov, cnt, at) } } else { unsafe { do_readv(fd, iov, cnt, at) } })
+    ret_ssize(if write {
+        unsafe { do_writev(fd, iov, cnt, at) }
+    } else {
+        unsafe { do_readv(fd, iov, cnt, at) }
+    })
 }
 #[no_mangle]
-pub unsafe extern "C" fn preadv2(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64, flags: c_int) -> isize {
+pub unsafe extern "C" fn preadv2(
+    fd: c_int,
+    iov: *const libc::iovec,
+    cnt: c_int,
+    off: i64,
+    flags: c_int,
+) -> isize {
     if let Some(_g) = dafs_fd(fd) {
         return unsafe { v2(fd, iov, cnt, off, flags, false) };
     }
-    real!(preadv2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(fd, iov, cnt, off, flags)
+    real!(preadv2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(
+        fd, iov, cnt, off, flags,
+    )
 }
 #[no_mangle]
-pub unsafe extern "C" fn preadv64v2(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64, flags: c_int) -> isize {
+pub unsafe extern "C" fn preadv64v2(
+    fd: c_int,
+    iov: *const libc::iovec,
+    cnt: c_int,
+    off: i64,
+    flags: c_int,
+) -> isize {
     if let Some(_g) = dafs_fd(fd) {
         return unsafe { v2(fd, iov, cnt, off, flags, false) };
     }
-    real!(preadv64v2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(fd, iov, cnt, off, flags)
+    real!(preadv64v2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(
+        fd, iov, cnt, off, flags,
+    )
 }
 #[no_mangle]
-pub unsafe extern "C" fn pwritev2(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64, flags: c_int) -> isize {
+pub unsafe extern "C" fn pwritev2(
+    fd: c_int,
+    iov: *const libc::iovec,
+    cnt: c_int,
+    off: i64,
+    flags: c_int,
+) -> isize {
     if let Some(_g) = dafs_fd(fd) {
         return unsafe { v2(fd, iov, cnt, off, flags, true) };
     }
-    real!(pwritev2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(fd, iov, cnt, off, flags)
+    real!(pwritev2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(
+        fd, iov, cnt, off, flags,
+    )
 }
 #[no_mangle]
-pub unsafe extern "C" fn pwritev64v2(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64, flags: c_int) -> isize {
+pub unsafe extern "C" fn pwritev64v2(
+    fd: c_int,
+    iov: *const libc::iovec,
+    cnt: c_int,
+    off: i64,
+    flags: c_int,
+) -> isize {
     if let Some(_g) = dafs_fd(fd) {
         return unsafe { v2(fd, iov, cnt, off, flags, true) };
     }
-    real!(pwritev64v2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(fd, iov, cnt, off, flags)
+    real!(pwritev64v2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(
+        fd, iov, cnt, off, flags,
+    )
 }
 
 /// lockf: glibc implements it with an internal fcntl no interposer sees, so it is
@@ -2663,7 +3124,13 @@ pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
         if let (Ok(libc::O_RDONLY), libc::F_WRLCK) = (r, fl.l_type as c_int) {
             return ret(flock_any(fd, cmd, fl));
         }
-        return ret(do_lock(fd, cmd, &mut fl).map_err(|e| if e == libc::EAGAIN { libc::EWOULDBLOCK } else { e }));
+        return ret(do_lock(fd, cmd, &mut fl).map_err(|e| {
+            if e == libc::EAGAIN {
+                libc::EWOULDBLOCK
+            } else {
+                e
+            }
+        }));
     }
     real!(flock: fn(c_int, c_int) -> c_int)(fd, op)
 }
@@ -2700,7 +3167,13 @@ fn flock_any(fd: c_int, cmd: c_int, fl: libc::flock) -> Result<c_int, c_int> {
 /// mkstemp and friends with a template under a prefix: glibc creates the file with an
 /// internal open no interposer sees, so the names are generated here (same alphabet,
 /// O_EXCL, retried on EEXIST).
-unsafe fn mktemp_dafs(t: &Target, tmpl: *mut c_char, suffix: c_int, flags: c_int, dir: bool) -> Result<c_int, c_int> {
+unsafe fn mktemp_dafs(
+    t: &Target,
+    tmpl: *mut c_char,
+    suffix: c_int,
+    flags: c_int,
+    dir: bool,
+) -> Result<c_int, c_int> {
     // SAFETY: the caller's writable, NUL-terminated template.
     let bytes = unsafe { CStr::from_ptr(tmpl) }.to_bytes().len();
     let suffix = suffix.max(0) as usize;
@@ -2725,13 +3198,22 @@ unsafe fn mktemp_dafs(t: &Target, tmpl: *mut c_char, suffix: c_int, flags: c_int
             *d = ALPHA[b as usize % ALPHA.len()];
         }
         let mut vpath = t.vpath.clone();
-        vpath.replace_range(vstart..vstart + 6, std::str::from_utf8(&x[start..start + 6]).unwrap_or("XXXXXX"));
-        let Some((mount, rel)) = crate::paths::split_mount(&config().mounts, &vpath) else { return Err(libc::EINVAL) };
+        vpath.replace_range(
+            vstart..vstart + 6,
+            std::str::from_utf8(&x[start..start + 6]).unwrap_or("XXXXXX"),
+        );
+        let Some((mount, rel)) = crate::paths::split_mount(&config().mounts, &vpath) else {
+            return Err(libc::EINVAL);
+        };
         let t2 = Target { mount, rel, vpath };
         let r = if dir {
             on_path(&t2, |c, p| Ok(c.mkdir(p, 0o700).map(|_| 0)?))
         } else {
-            do_open(&t2, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | (flags & !libc::O_ACCMODE), 0o600)
+            do_open(
+                &t2,
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | (flags & !libc::O_ACCMODE),
+                0o600,
+            )
         };
         match r {
             Err(libc::EEXIST) => continue,
@@ -2815,7 +3297,10 @@ fn proc_fd_target(path: &[u8]) -> Option<String> {
     let slash = rest.iter().position(|&b| b == b'/')?;
     let (who, rest) = rest.split_at(slash);
     // SAFETY: getpid has no preconditions.
-    if who != b"self" && who != b"thread-self" && who != unsafe { libc::getpid() }.to_string().as_bytes() {
+    if who != b"self"
+        && who != b"thread-self"
+        && who != unsafe { libc::getpid() }.to_string().as_bytes()
+    {
         return None;
     }
     let n: c_int = std::str::from_utf8(rest.strip_prefix(b"/fd/")?).ok()?.parse().ok()?;
@@ -2847,7 +3332,9 @@ fn conf_value(name: c_int, name_max: u32) -> libc::c_long {
         libc::_PC_PATH_MAX => libc::PATH_MAX as libc::c_long,
         libc::_PC_FILESIZEBITS => 64,
         // SAFETY: a static path.
-        _ => unsafe { real!(pathconf: fn(*const c_char, c_int) -> libc::c_long)(c"/".as_ptr(), name) },
+        _ => unsafe {
+            real!(pathconf: fn(*const c_char, c_int) -> libc::c_long)(c"/".as_ptr(), name)
+        },
     }
 }
 #[no_mangle]
@@ -2876,11 +3363,18 @@ pub unsafe extern "C" fn fpathconf(fd: c_int, name: c_int) -> libc::c_long {
 }
 
 type DirentFilter = Option<unsafe extern "C" fn(*const libc::dirent64) -> c_int>;
-type DirentCompar = Option<unsafe extern "C" fn(*const *const libc::dirent64, *const *const libc::dirent64) -> c_int>;
+type DirentCompar = Option<
+    unsafe extern "C" fn(*const *const libc::dirent64, *const *const libc::dirent64) -> c_int,
+>;
 
 /// scandir on a dafs directory (glibc's opens the directory with an internal call):
 /// the same contract — malloc'd entries in a malloc'd array, filtered and sorted.
-unsafe fn scandir_dafs(t: &Target, list: *mut *mut *mut libc::dirent64, filter: DirentFilter, compar: DirentCompar) -> c_int {
+unsafe fn scandir_dafs(
+    t: &Target,
+    list: *mut *mut *mut libc::dirent64,
+    filter: DirentFilter,
+    compar: DirentCompar,
+) -> c_int {
     let entries = match do_open(t, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0) {
         Ok(fd) => {
             let r = with(|st| st.ofd_id(fd).and_then(|id| st.list_dir(id)));
@@ -2902,7 +3396,8 @@ unsafe fn scandir_dafs(t: &Target, list: *mut *mut *mut libc::dirent64, filter: 
     };
     for (i, (name, ino, ty)) in entries.iter().enumerate() {
         // SAFETY: a zeroed, malloc'd dirent64 the caller frees with free().
-        let e = unsafe { libc::calloc(1, std::mem::size_of::<libc::dirent64>()) } as *mut libc::dirent64;
+        let e = unsafe { libc::calloc(1, std::mem::size_of::<libc::dirent64>()) }
+            as *mut libc::dirent64;
         if e.is_null() {
             free_all(&out);
             return neg(libc::ENOMEM);
@@ -2931,12 +3426,19 @@ unsafe fn scandir_dafs(t: &Target, list: *mut *mut *mut libc::dirent64, filter: 
                 out.as_mut_ptr().cast(),
                 out.len(),
                 std::mem::size_of::<*mut libc::dirent64>(),
-                Some(std::mem::transmute::<unsafe extern "C" fn(*const *const libc::dirent64, *const *const libc::dirent64) -> c_int, unsafe extern "C" fn(*const c_void, *const c_void) -> c_int>(c)),
+                Some(std::mem::transmute::<
+                    unsafe extern "C" fn(
+                        *const *const libc::dirent64,
+                        *const *const libc::dirent64,
+                    ) -> c_int,
+                    unsafe extern "C" fn(*const c_void, *const c_void) -> c_int,
+                >(c)),
             )
         };
     }
     // SAFETY: a malloc'd array the caller frees with free().
-    let arr = unsafe { libc::malloc(out.len().max(1) * std::mem::size_of::<*mut libc::dirent64>()) } as *mut *mut libc::dirent64;
+    let arr = unsafe { libc::malloc(out.len().max(1) * std::mem::size_of::<*mut libc::dirent64>()) }
+        as *mut *mut libc::dirent64;
     if arr.is_null() {
         free_all(&out);
         return neg(libc::ENOMEM);
@@ -2950,18 +3452,36 @@ unsafe fn scandir_dafs(t: &Target, list: *mut *mut *mut libc::dirent64, filter: 
 
 // struct dirent and dirent64 have one layout on the supported targets.
 #[no_mangle]
-pub unsafe extern "C" fn scandir(dir: *const c_char, list: *mut *mut *mut libc::dirent64, filter: DirentFilter, compar: DirentCompar) -> c_int {
+pub unsafe extern "C" fn scandir(
+    dir: *const c_char,
+    list: *mut *mut *mut libc::dirent64,
+    filter: DirentFilter,
+    compar: DirentCompar,
+) -> c_int {
     match unsafe { classify(libc::AT_FDCWD, dir) } {
         P::Dafs(t, _g) => unsafe { scandir_dafs(&t, list, filter, compar) },
         P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(scandir: fn(*const c_char, *mut *mut *mut libc::dirent64, DirentFilter, DirentCompar) -> c_int)(p, list, filter, compar),
+        P::Local(p, _k) => {
+            real!(scandir: fn(*const c_char, *mut *mut *mut libc::dirent64, DirentFilter, DirentCompar) -> c_int)(
+                p, list, filter, compar,
+            )
+        }
     }
 }
 #[no_mangle]
-pub unsafe extern "C" fn scandir64(dir: *const c_char, list: *mut *mut *mut libc::dirent64, filter: DirentFilter, compar: DirentCompar) -> c_int {
+pub unsafe extern "C" fn scandir64(
+    dir: *const c_char,
+    list: *mut *mut *mut libc::dirent64,
+    filter: DirentFilter,
+    compar: DirentCompar,
+) -> c_int {
     match unsafe { classify(libc::AT_FDCWD, dir) } {
         P::Dafs(t, _g) => unsafe { scandir_dafs(&t, list, filter, compar) },
         P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(scandir64: fn(*const c_char, *mut *mut *mut libc::dirent64, DirentFilter, DirentCompar) -> c_int)(p, list, filter, compar),
+        P::Local(p, _k) => {
+            real!(scandir64: fn(*const c_char, *mut *mut *mut libc::dirent64, DirentFilter, DirentCompar) -> c_int)(
+                p, list, filter, compar,
+            )
+        }
     }
 }

@@ -23,7 +23,8 @@ pub struct MountCfg {
 pub fn parse_mounts(spec: &str) -> Result<Vec<MountCfg>, String> {
     let mut out: Vec<MountCfg> = Vec::new();
     for ent in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (prefix, url) = ent.split_once('=').ok_or_else(|| format!("`{ent}`: expected PREFIX=URL"))?;
+        let (prefix, url) =
+            ent.split_once('=').ok_or_else(|| format!("`{ent}`: expected PREFIX=URL"))?;
         if !prefix.starts_with('/') {
             return Err(format!("`{prefix}`: the prefix must be an absolute path"));
         }
@@ -32,7 +33,8 @@ pub fn parse_mounts(spec: &str) -> Result<Vec<MountCfg>, String> {
             return Err("the prefix must not be `/`".into());
         }
         let (target, path) = dafs_client::parse_url(url).map_err(|e| format!("`{url}`: {e}"))?;
-        let base = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect::<Vec<_>>().join("/");
+        let base =
+            path.split('/').filter(|p| !p.is_empty() && *p != ".").collect::<Vec<_>>().join("/");
         if base.split('/').any(|p| p == "..") {
             return Err(format!("`{url}`: `..` in the URL path"));
         }
@@ -132,7 +134,8 @@ mod tests {
 
     #[test]
     fn mounts() {
-        let m = parse_mounts("/dafs=dafs://127.0.0.1:9/, /d2/=dafs://127.0.0.1:10/sub/dir").unwrap();
+        let m =
+            parse_mounts("/dafs=dafs://127.0.0.1:9/, /d2/=dafs://127.0.0.1:10/sub/dir").unwrap();
         assert_eq!(m.len(), 2);
         let d = m.iter().position(|m| m.prefix == "/dafs").unwrap();
         let d2 = m.iter().position(|m| m.prefix == "/d2").unwrap();

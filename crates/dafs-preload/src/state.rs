@@ -25,7 +25,8 @@ static CONFIG: OnceLock<Config> = OnceLock::new();
 
 pub fn config() -> &'static Config {
     CONFIG.get_or_init(|| {
-        let debug = std::env::var("DAFS_PRELOAD_DEBUG").map(|v| !v.is_empty() && v != "0").unwrap_or(false);
+        let debug =
+            std::env::var("DAFS_PRELOAD_DEBUG").map(|v| !v.is_empty() && v != "0").unwrap_or(false);
         let mounts = match std::env::var("DAFS_MOUNT") {
             Ok(s) => paths::parse_mounts(&s).unwrap_or_else(|e| {
                 eprintln!("dafs-preload: DAFS_MOUNT: {e}; no path is redirected to dafs");
@@ -34,7 +35,8 @@ pub fn config() -> &'static Config {
             Err(_) => Vec::new(),
         };
         let secret = std::env::var("DAFS_SECRET_FILE").ok().filter(|p| !p.is_empty()).map(|p| {
-            let s = std::fs::read(&p).map_err(|e| format!("cannot read DAFS_SECRET_FILE {p}: {e}"))?;
+            let s =
+                std::fs::read(&p).map_err(|e| format!("cannot read DAFS_SECRET_FILE {p}: {e}"))?;
             let s = s.strip_suffix(b"\n").unwrap_or(&s).to_vec();
             if s.len() < 8 {
                 return Err(format!("the secret in {p} is shorter than 8 bytes"));
@@ -69,7 +71,9 @@ static INTERNAL: [AtomicU64; FD_MAX / 64] = [const { AtomicU64::new(0) }; FD_MAX
 /// Is `fd` one of the library's connection descriptors? (A program closing "all other
 /// descriptors" must not cut the session it does not know about.)
 pub fn is_internal_fd(fd: c_int) -> bool {
-    fd >= 0 && (fd as usize) < FD_MAX && INTERNAL[fd as usize / 64].load(Relaxed) & (1 << (fd as usize % 64)) != 0
+    fd >= 0
+        && (fd as usize) < FD_MAX
+        && INTERNAL[fd as usize / 64].load(Relaxed) & (1 << (fd as usize % 64)) != 0
 }
 
 fn mark_internal(fd: c_int, on: bool) {
@@ -85,7 +89,9 @@ fn mark_internal(fd: c_int, on: bool) {
 }
 
 pub fn is_dafs_fd(fd: c_int) -> bool {
-    fd >= 0 && (fd as usize) < FD_MAX && FDMAP[fd as usize / 64].load(Relaxed) & (1 << (fd as usize % 64)) != 0
+    fd >= 0
+        && (fd as usize) < FD_MAX
+        && FDMAP[fd as usize / 64].load(Relaxed) & (1 << (fd as usize % 64)) != 0
 }
 
 fn mark(fd: c_int, on: bool) {
@@ -375,7 +381,13 @@ pub const CWD_ENV: &str = "DAFS_PRELOAD_CWD";
 
 fn real_open(path: &std::ffi::CStr, flags: c_int) -> c_int {
     // SAFETY: a NUL-terminated path; glibc's open.
-    unsafe { real!(open: fn(*const libc::c_char, c_int, ...) -> c_int)(path.as_ptr(), flags, 0 as libc::c_uint) }
+    unsafe {
+        real!(open: fn(*const libc::c_char, c_int, ...) -> c_int)(
+            path.as_ptr(),
+            flags,
+            0 as libc::c_uint,
+        )
+    }
 }
 
 pub fn real_close(fd: c_int) -> c_int {
@@ -393,7 +405,11 @@ fn list_fds() -> Vec<c_int> {
 fn read_umask() -> u32 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Umask:").and_then(|v| u32::from_str_radix(v.trim(), 8).ok())))
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("Umask:").and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            })
+        })
         .unwrap_or(0o022)
 }
 
@@ -417,7 +433,8 @@ fn unhex(s: &str) -> Option<String> {
     if !s.len().is_multiple_of(2) {
         return None;
     }
-    let b: Option<Vec<u8>> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
+    let b: Option<Vec<u8>> =
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
     String::from_utf8(b?).ok()
 }
 
@@ -431,7 +448,9 @@ pub fn open_options(flags: c_int, mode: u32, create_ok: bool) -> OpenOptions {
     let creat = create_ok && flags & libc::O_CREAT != 0;
     o.create(creat)
         .exclusive(creat && flags & libc::O_EXCL != 0)
-        .truncate(create_ok && flags & libc::O_TRUNC != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY)
+        .truncate(
+            create_ok && flags & libc::O_TRUNC != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY,
+        )
         .append(flags & libc::O_APPEND != 0)
         .mode(mode)
 }
@@ -476,7 +495,13 @@ impl State {
                 for &fd in &ms.conn_fds {
                     mark_internal(fd, true);
                 }
-                debug!("connected {} -> {} ({}, session {})", mc.prefix, mc.url, c.provider(), c.session_id());
+                debug!(
+                    "connected {} -> {} ({}, session {})",
+                    mc.prefix,
+                    mc.url,
+                    c.provider(),
+                    c.session_id()
+                );
                 ms.client = Some(c);
                 ms.gen += 1;
                 ms.warned = false;
@@ -507,7 +532,12 @@ impl State {
                 // session the server no longer knows (restarted, lease expired, fenced).
                 if matches!(
                     e,
-                    Error::Transport(_) | Error::Disconnected | Error::Protocol(_) | Error::Status(dafs_proto::Status::BadSession | dafs_proto::Status::Fenced)
+                    Error::Transport(_)
+                        | Error::Disconnected
+                        | Error::Protocol(_)
+                        | Error::Status(
+                            dafs_proto::Status::BadSession | dafs_proto::Status::Fenced
+                        )
                 ) {
                     eprintln!("dafs-preload: connection to {} lost: {e}", config().mounts[m].url);
                     let ms = &mut self.mounts[m];
@@ -585,7 +615,11 @@ impl State {
     }
 
     /// Run `f` on the client and open file description of dafs descriptor `fd`.
-    pub fn with_ofd<T>(&mut self, fd: c_int, f: impl FnOnce(&mut Client, &mut Ofd) -> FR<T>) -> Result<T, c_int> {
+    pub fn with_ofd<T>(
+        &mut self,
+        fd: c_int,
+        f: impl FnOnce(&mut Client, &mut Ofd) -> FR<T>,
+    ) -> Result<T, c_int> {
         let id = self.ofd_id(fd)?;
         self.ensure(id)?;
         let o = self.ofds.get_mut(&id).ok_or(libc::EBADF)?;
@@ -669,7 +703,11 @@ impl State {
         res
     }
 
-    fn with_ofd_id<T>(&mut self, id: u64, f: impl FnOnce(&mut Client, &mut Ofd) -> FR<T>) -> Result<T, c_int> {
+    fn with_ofd_id<T>(
+        &mut self,
+        id: u64,
+        f: impl FnOnce(&mut Client, &mut Ofd) -> FR<T>,
+    ) -> Result<T, c_int> {
         let o = self.ofds.get_mut(&id).ok_or(libc::EBADF)?;
         let m = o.mount;
         let c = self.mounts[m].client.as_mut().ok_or(libc::ENOTCONN)?;
@@ -684,7 +722,8 @@ impl State {
     /// dup2(from, to), (-1, fd) is close(fd).
     pub fn exec_fds(&self, actions: &[(c_int, c_int)]) -> Option<String> {
         let mut v: Vec<String> = Vec::new();
-        let mut table: HashMap<c_int, (u64, bool)> = self.fds.iter().map(|(fd, e)| (*fd, (e.ofd, e.cloexec))).collect();
+        let mut table: HashMap<c_int, (u64, bool)> =
+            self.fds.iter().map(|(fd, e)| (*fd, (e.ofd, e.cloexec))).collect();
         if in_vfork_child() {
             for (fd, e) in vfork_overlay() {
                 match e {
@@ -739,7 +778,11 @@ impl State {
             if f.len() != 5 {
                 continue;
             }
-            let (Ok(fd), Ok(flags), Ok(offset), Some(vpath)) = (f[0].parse::<c_int>(), f[2].parse::<c_int>(), f[3].parse::<u64>(), unhex(f[4])) else { continue };
+            let (Ok(fd), Ok(flags), Ok(offset), Some(vpath)) =
+                (f[0].parse::<c_int>(), f[2].parse::<c_int>(), f[3].parse::<u64>(), unhex(f[4]))
+            else {
+                continue;
+            };
             let kind = match f[1] {
                 "f" => Kind::File,
                 "d" => Kind::Dir,
@@ -752,7 +795,11 @@ impl State {
             let fl = unsafe { real!(fcntl: fn(c_int, c_int, ...) -> c_int)(fd, libc::F_GETFL) };
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
             // SAFETY: an out-buffer we own.
-            let ok = fl >= 0 && fl & libc::O_PATH != 0 && unsafe { real!(fstat: fn(c_int, *mut libc::stat) -> c_int)(fd, &mut st) } == 0 && st.st_rdev == null.st_rdev && st.st_mode & libc::S_IFMT == libc::S_IFCHR;
+            let ok = fl >= 0
+                && fl & libc::O_PATH != 0
+                && unsafe { real!(fstat: fn(c_int, *mut libc::stat) -> c_int)(fd, &mut st) } == 0
+                && st.st_rdev == null.st_rdev
+                && st.st_mode & libc::S_IFMT == libc::S_IFCHR;
             if !ok {
                 continue;
             }
@@ -766,7 +813,23 @@ impl State {
                     let id = self.next_ofd;
                     self.next_ofd += 1;
                     let is_dir = kind == Kind::Dir;
-                    self.ofds.insert(id, Ofd { mount, rel, vpath, kind, is_dir, file: None, fh: FileHandle([0; 32]), gen: 0, offset, flags, opened_append: flags & libc::O_APPEND != 0, refs: 0 });
+                    self.ofds.insert(
+                        id,
+                        Ofd {
+                            mount,
+                            rel,
+                            vpath,
+                            kind,
+                            is_dir,
+                            file: None,
+                            fh: FileHandle([0; 32]),
+                            gen: 0,
+                            offset,
+                            flags,
+                            opened_append: flags & libc::O_APPEND != 0,
+                            refs: 0,
+                        },
+                    );
                     by_ofd.insert(key, id);
                     id
                 }
@@ -785,8 +848,10 @@ impl State {
         };
         self.with_ofd_id(id, |c, _| {
             let me = c.getattr(fh)?.fileid;
-            let parent = if is_root { me } else { c.lookup_parent(fh).map(|(_, a)| a.fileid).unwrap_or(me) };
-            let mut v = vec![(b".".to_vec(), me, libc::DT_DIR), (b"..".to_vec(), parent, libc::DT_DIR)];
+            let parent =
+                if is_root { me } else { c.lookup_parent(fh).map(|(_, a)| a.fileid).unwrap_or(me) };
+            let mut v =
+                vec![(b".".to_vec(), me, libc::DT_DIR), (b"..".to_vec(), parent, libc::DT_DIR)];
             let mut cookie = 0;
             loop {
                 let (page, next, eof) = c.readdir_page(fh, cookie, 0)?;
@@ -800,7 +865,6 @@ impl State {
     }
 }
 
-
 // ------------------------------------------------------------------------ paths
 
 impl Cwd {
@@ -808,7 +872,12 @@ impl Cwd {
         if self.real.is_none() {
             let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
             // SAFETY: a buffer of buf.len() bytes.
-            let p = unsafe { real!(getcwd: fn(*mut libc::c_char, usize) -> *mut libc::c_char)(buf.as_mut_ptr().cast(), buf.len()) };
+            let p = unsafe {
+                real!(getcwd: fn(*mut libc::c_char, usize) -> *mut libc::c_char)(
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
             if !p.is_null() {
                 let n = buf.iter().position(|&b| b == 0).unwrap_or(0);
                 self.real = String::from_utf8(buf[..n].to_vec()).ok();
@@ -822,7 +891,9 @@ impl Cwd {
     pub fn set(&mut self, v: Option<String>) {
         match &v {
             Some(p) => std::env::set_var(CWD_ENV, p),
-            None if self.vcwd.is_some() || std::env::var_os(CWD_ENV).is_some() => std::env::remove_var(CWD_ENV),
+            None if self.vcwd.is_some() || std::env::var_os(CWD_ENV).is_some() => {
+                std::env::remove_var(CWD_ENV)
+            }
             None => {}
         }
         self.vcwd = v;
@@ -849,12 +920,16 @@ pub fn resolve(dirfd: c_int, path: &[u8]) -> Result<Res, c_int> {
             None => w.real().map(|c| (paths::absolute(c, p), false)),
         });
         match r {
-            Some((abs, true)) if paths::split_mount(mounts, &abs).is_none() => return Ok(Res::Local(CString::new(abs).ok())),
+            Some((abs, true)) if paths::split_mount(mounts, &abs).is_none() => {
+                return Ok(Res::Local(CString::new(abs).ok()))
+            }
             Some((abs, _)) => abs,
             None => return Ok(Res::Local(None)),
         }
     } else if is_dafs_fd(dirfd) {
-        let (is_dir, vpath) = with(|st| st.ofd_id(dirfd).map(|id| (st.ofds[&id].is_dir, st.ofds[&id].vpath.clone())))?;
+        let (is_dir, vpath) = with(|st| {
+            st.ofd_id(dirfd).map(|id| (st.ofds[&id].is_dir, st.ofds[&id].vpath.clone()))
+        })?;
         if !is_dir {
             return Err(libc::ENOTDIR);
         }

@@ -16,7 +16,14 @@ use crate::ops::NONCE_LEN;
 
 type HmacSha256 = Hmac<Sha256>;
 
-fn transcript(secret: &[u8], label: &[u8], session_id: u64, first: &[u8; NONCE_LEN], second: &[u8; NONCE_LEN], client_id: &[u8]) -> HmacSha256 {
+fn transcript(
+    secret: &[u8],
+    label: &[u8],
+    session_id: u64,
+    first: &[u8; NONCE_LEN],
+    second: &[u8; NONCE_LEN],
+    client_id: &[u8],
+) -> HmacSha256 {
     let mut m = HmacSha256::new_from_slice(secret).expect("HMAC accepts keys of any length");
     m.update(label);
     m.update(&session_id.to_le_bytes());
@@ -27,39 +34,102 @@ fn transcript(secret: &[u8], label: &[u8], session_id: u64, first: &[u8; NONCE_L
     m
 }
 
-pub fn client_proof(secret: &[u8], session_id: u64, server_nonce: &[u8; NONCE_LEN], client_nonce: &[u8; NONCE_LEN], client_id: &[u8]) -> [u8; NONCE_LEN] {
-    transcript(secret, b"dafs-v1 client", session_id, server_nonce, client_nonce, client_id).finalize().into_bytes().into()
+pub fn client_proof(
+    secret: &[u8],
+    session_id: u64,
+    server_nonce: &[u8; NONCE_LEN],
+    client_nonce: &[u8; NONCE_LEN],
+    client_id: &[u8],
+) -> [u8; NONCE_LEN] {
+    transcript(secret, b"dafs-v1 client", session_id, server_nonce, client_nonce, client_id)
+        .finalize()
+        .into_bytes()
+        .into()
 }
 
-pub fn server_proof(secret: &[u8], session_id: u64, server_nonce: &[u8; NONCE_LEN], client_nonce: &[u8; NONCE_LEN], client_id: &[u8]) -> [u8; NONCE_LEN] {
-    transcript(secret, b"dafs-v1 server", session_id, client_nonce, server_nonce, client_id).finalize().into_bytes().into()
+pub fn server_proof(
+    secret: &[u8],
+    session_id: u64,
+    server_nonce: &[u8; NONCE_LEN],
+    client_nonce: &[u8; NONCE_LEN],
+    client_id: &[u8],
+) -> [u8; NONCE_LEN] {
+    transcript(secret, b"dafs-v1 server", session_id, client_nonce, server_nonce, client_id)
+        .finalize()
+        .into_bytes()
+        .into()
 }
 
 /// Constant-time check of a client's proof.
-pub fn verify_client(secret: &[u8], session_id: u64, server_nonce: &[u8; NONCE_LEN], client_nonce: &[u8; NONCE_LEN], client_id: &[u8], proof: &[u8; NONCE_LEN]) -> bool {
-    transcript(secret, b"dafs-v1 client", session_id, server_nonce, client_nonce, client_id).verify_slice(proof).is_ok()
+pub fn verify_client(
+    secret: &[u8],
+    session_id: u64,
+    server_nonce: &[u8; NONCE_LEN],
+    client_nonce: &[u8; NONCE_LEN],
+    client_id: &[u8],
+    proof: &[u8; NONCE_LEN],
+) -> bool {
+    transcript(secret, b"dafs-v1 client", session_id, server_nonce, client_nonce, client_id)
+        .verify_slice(proof)
+        .is_ok()
 }
 
 /// Constant-time check of a server's proof.
-pub fn verify_server(secret: &[u8], session_id: u64, server_nonce: &[u8; NONCE_LEN], client_nonce: &[u8; NONCE_LEN], client_id: &[u8], proof: &[u8; NONCE_LEN]) -> bool {
-    transcript(secret, b"dafs-v1 server", session_id, client_nonce, server_nonce, client_id).verify_slice(proof).is_ok()
+pub fn verify_server(
+    secret: &[u8],
+    session_id: u64,
+    server_nonce: &[u8; NONCE_LEN],
+    client_nonce: &[u8; NONCE_LEN],
+    client_id: &[u8],
+    proof: &[u8; NONCE_LEN],
+) -> bool {
+    transcript(secret, b"dafs-v1 server", session_id, client_nonce, server_nonce, client_id)
+        .verify_slice(proof)
+        .is_ok()
 }
 
 /// SESSION_BIND (re-binding a session to a new connection) proves the same way over the
 /// session's current *bind nonce* (the server's latest nonce, rotated by every bind), with
 /// labels of its own so no SESSION_AUTH transcript can be replayed as a bind.
-pub fn bind_proof(secret: &[u8], session_id: u64, bind_nonce: &[u8; NONCE_LEN], client_nonce: &[u8; NONCE_LEN], client_id: &[u8]) -> [u8; NONCE_LEN] {
-    transcript(secret, b"dafs-v1 bind client", session_id, bind_nonce, client_nonce, client_id).finalize().into_bytes().into()
+pub fn bind_proof(
+    secret: &[u8],
+    session_id: u64,
+    bind_nonce: &[u8; NONCE_LEN],
+    client_nonce: &[u8; NONCE_LEN],
+    client_id: &[u8],
+) -> [u8; NONCE_LEN] {
+    transcript(secret, b"dafs-v1 bind client", session_id, bind_nonce, client_nonce, client_id)
+        .finalize()
+        .into_bytes()
+        .into()
 }
 
-pub fn verify_bind(secret: &[u8], session_id: u64, bind_nonce: &[u8; NONCE_LEN], client_nonce: &[u8; NONCE_LEN], client_id: &[u8], proof: &[u8; NONCE_LEN]) -> bool {
-    transcript(secret, b"dafs-v1 bind client", session_id, bind_nonce, client_nonce, client_id).verify_slice(proof).is_ok()
+pub fn verify_bind(
+    secret: &[u8],
+    session_id: u64,
+    bind_nonce: &[u8; NONCE_LEN],
+    client_nonce: &[u8; NONCE_LEN],
+    client_id: &[u8],
+    proof: &[u8; NONCE_LEN],
+) -> bool {
+    transcript(secret, b"dafs-v1 bind client", session_id, bind_nonce, client_nonce, client_id)
+        .verify_slice(proof)
+        .is_ok()
 }
 
 /// The server's answer to a bind: covers the next bind nonce too, so a client knows it
 /// came from a server holding the secret.
-pub fn bind_server_proof(secret: &[u8], session_id: u64, client_nonce: &[u8; NONCE_LEN], next_nonce: &[u8; NONCE_LEN], client_id: &[u8]) -> [u8; NONCE_LEN] {
-    transcript(secret, b"dafs-v1 bind server", session_id, client_nonce, next_nonce, client_id).finalize().into_bytes().into()
+pub fn bind_server_proof(
+    secret: &[u8],
+    session_id: u64,
+    client_nonce: &[u8; NONCE_LEN],
+    next_nonce: &[u8; NONCE_LEN],
+    client_id: &[u8],
+) -> [u8; NONCE_LEN] {
+    transcript(secret, b"dafs-v1 bind server", session_id, client_nonce, next_nonce, client_id)
+        .finalize()
+        .into_bytes()
+        .into()
 }
 
 #[cfg(test)]

@@ -57,14 +57,27 @@ impl<'a, 'b> Enc<'a, 'b> {
         buf.resize(start + HEADER_LEN, 0);
         Enc { buf, start, deferred: [(0, &[]); HEAP_FIELDS_MAX], deferred_count: 0 }
     }
-    pub fn u16(&mut self, v: u16) { self.buf.extend_from_slice(&v.to_le_bytes()); }
-    pub fn u32(&mut self, v: u32) { self.buf.extend_from_slice(&v.to_le_bytes()); }
-    pub fn u64(&mut self, v: u64) { self.buf.extend_from_slice(&v.to_le_bytes()); }
-    pub fn i64(&mut self, v: i64) { self.buf.extend_from_slice(&v.to_le_bytes()); }
-    pub fn raw(&mut self, v: &[u8]) { self.buf.extend_from_slice(v); }
+    pub fn u16(&mut self, v: u16) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn u64(&mut self, v: u64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn i64(&mut self, v: i64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    pub fn raw(&mut self, v: &[u8]) {
+        self.buf.extend_from_slice(v);
+    }
     /// A heap field: an 8-byte reference now, the bytes after the fixed part.
     pub fn heap(&mut self, v: &'a [u8]) {
-        assert!(self.deferred_count < HEAP_FIELDS_MAX, "op encodes more heap fields than HEAP_FIELDS_MAX");
+        assert!(
+            self.deferred_count < HEAP_FIELDS_MAX,
+            "op encodes more heap fields than HEAP_FIELDS_MAX"
+        );
         self.deferred[self.deferred_count] = (self.buf.len(), v);
         self.deferred_count += 1;
         self.u64(0); // patched in finish()
@@ -84,7 +97,8 @@ impl<'a, 'b> Enc<'a, 'b> {
         for &(patch_at, bytes) in &self.deferred[..self.deferred_count] {
             let off = (self.buf.len() - heap_start) as u32;
             self.buf[patch_at..patch_at + 4].copy_from_slice(&off.to_le_bytes());
-            self.buf[patch_at + 4..patch_at + 8].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+            self.buf[patch_at + 4..patch_at + 8]
+                .copy_from_slice(&(bytes.len() as u32).to_le_bytes());
             self.buf.extend_from_slice(bytes);
         }
         write_header(&mut self.buf[self.start..], h, fixed_len as u32, heap_len as u32);
@@ -133,11 +147,21 @@ impl<'a> Dec<'a> {
         self.pos = end;
         Ok(s.try_into().expect("slice of length N"))
     }
-    pub fn u16(&mut self) -> Result<u16, DecodeError> { Ok(u16::from_le_bytes(self.take()?)) }
-    pub fn u32(&mut self) -> Result<u32, DecodeError> { Ok(u32::from_le_bytes(self.take()?)) }
-    pub fn u64(&mut self) -> Result<u64, DecodeError> { Ok(u64::from_le_bytes(self.take()?)) }
-    pub fn i64(&mut self) -> Result<i64, DecodeError> { Ok(i64::from_le_bytes(self.take()?)) }
-    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> { self.take() }
+    pub fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_le_bytes(self.take()?))
+    }
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_le_bytes(self.take()?))
+    }
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        Ok(u64::from_le_bytes(self.take()?))
+    }
+    pub fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(i64::from_le_bytes(self.take()?))
+    }
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        self.take()
+    }
     /// A heap field, with a maximum length.
     pub fn heap(&mut self, max_len: usize) -> Result<&'a [u8], DecodeError> {
         let off = self.u32()? as usize;
@@ -158,6 +182,10 @@ impl<'a> Dec<'a> {
     }
     /// The op consumed exactly the fixed part.
     pub fn end(self) -> Result<(), DecodeError> {
-        if self.pos == self.fixed.len() { Ok(()) } else { Err(DecodeError::Trailing) }
+        if self.pos == self.fixed.len() {
+            Ok(())
+        } else {
+            Err(DecodeError::Trailing)
+        }
     }
 }

@@ -37,8 +37,22 @@ pub struct Header {
 }
 
 impl Header {
-    pub fn request(opcode: Opcode, session_id: u64, slot_id: u32, sequence_id: u32, highest_slot: u32) -> Self {
-        Header { opcode, is_reply: false, status: Status::Ok, session_id, slot_id, sequence_id, highest_slot }
+    pub fn request(
+        opcode: Opcode,
+        session_id: u64,
+        slot_id: u32,
+        sequence_id: u32,
+        highest_slot: u32,
+    ) -> Self {
+        Header {
+            opcode,
+            is_reply: false,
+            status: Status::Ok,
+            session_id,
+            slot_id,
+            sequence_id,
+            highest_slot,
+        }
     }
 
     /// The reply header for `req`, with the server's target highest slot.
@@ -104,7 +118,8 @@ impl RawHeader {
         if self.version != PROTOCOL_VERSION {
             return Err(DecodeError::BadVersion(self.version));
         }
-        let opcode = Opcode::from_wire(self.opcode_raw).ok_or(DecodeError::UnknownOpcode(self.opcode_raw))?;
+        let opcode = Opcode::from_wire(self.opcode_raw)
+            .ok_or(DecodeError::UnknownOpcode(self.opcode_raw))?;
         let status = Status::from_wire(self.status_raw).ok_or(DecodeError::BadValue("status"))?;
         let is_reply = self.flags & FLAG_REPLY != 0;
         if !is_reply && status != Status::Ok {

@@ -13,62 +13,202 @@ pub const NONCE_LEN: usize = 32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
     Null,
-    SessionCreate { max_msg_size: u32, slots: u32, auth: AuthMethod, client_id: &'a [u8] },
-    SessionAuth { client_nonce: [u8; NONCE_LEN], proof: [u8; NONCE_LEN] },
+    SessionCreate {
+        max_msg_size: u32,
+        slots: u32,
+        auth: AuthMethod,
+        client_id: &'a [u8],
+    },
+    SessionAuth {
+        client_nonce: [u8; NONCE_LEN],
+        proof: [u8; NONCE_LEN],
+    },
     SessionDestroy,
     /// Bind the session named in the header to this connection. With authentication,
     /// `proof` is [`crate::auth::bind_proof`] over the session's current bind nonce;
     /// otherwise both arrays are zero.
-    SessionBind { client_nonce: [u8; NONCE_LEN], proof: [u8; NONCE_LEN], client_id: &'a [u8] },
+    SessionBind {
+        client_nonce: [u8; NONCE_LEN],
+        proof: [u8; NONCE_LEN],
+        client_id: &'a [u8],
+    },
     /// The credential the session's following requests execute with: `groups` is a
     /// packed list of little-endian u32 supplementary group ids (at most
     /// [`limits::CRED_GROUPS_MAX`]).
-    SetCred { uid: u32, gid: u32, groups: &'a [u8] },
+    SetCred {
+        uid: u32,
+        gid: u32,
+        groups: &'a [u8],
+    },
     /// `export` is the export's name; empty selects the server's default export.
-    GetRootHandle { export: &'a [u8] },
+    GetRootHandle {
+        export: &'a [u8],
+    },
     /// `path` is one or more components relative to `dir`. Intermediate symlinks are
     /// followed (beneath the export); the final one only when `follow` is set.
-    Lookup { dir: FileHandle, path: &'a [u8], follow: bool },
-    LookupParent { fh: FileHandle },
-    GetAttr { fh: FileHandle },
-    SetAttr { fh: FileHandle, set: SetAttrs },
-    Access { fh: FileHandle, mask: u32 },
-    Create { dir: FileHandle, ftype: FileType, mode: u32, exclusive: bool, name: &'a [u8] },
+    Lookup {
+        dir: FileHandle,
+        path: &'a [u8],
+        follow: bool,
+    },
+    LookupParent {
+        fh: FileHandle,
+    },
+    GetAttr {
+        fh: FileHandle,
+    },
+    SetAttr {
+        fh: FileHandle,
+        set: SetAttrs,
+    },
+    Access {
+        fh: FileHandle,
+        mask: u32,
+    },
+    Create {
+        dir: FileHandle,
+        ftype: FileType,
+        mode: u32,
+        exclusive: bool,
+        name: &'a [u8],
+    },
     /// Open `name` in directory `fh` (or `fh` itself when `name` is empty). `key`, if
     /// not empty, is the open key: the first opener sets it, later ones must match.
-    Open { fh: FileHandle, flags: u32, mode: u32, name: &'a [u8], key: &'a [u8] },
-    Close { open_id: u64 },
-    ReadInline { open_id: u64, offset: u64, len: u32 },
-    WriteInline { open_id: u64, offset: u64, stable: bool, data: &'a [u8] },
-    ReadDirect { open_id: u64, offset: u64, len: u32, region: RemoteRegion },
-    WriteDirect { open_id: u64, offset: u64, len: u32, stable: bool, region: RemoteRegion },
-    ReadDir { dir: FileHandle, cookie: u64, max_entries: u32, max_bytes: u32 },
-    Remove { dir: FileHandle, name: &'a [u8] },
-    RmDir { dir: FileHandle, name: &'a [u8] },
-    Rename { from_dir: FileHandle, from_name: &'a [u8], to_dir: FileHandle, to_name: &'a [u8] },
-    Link { fh: FileHandle, dir: FileHandle, name: &'a [u8] },
-    Symlink { dir: FileHandle, name: &'a [u8], target: &'a [u8] },
-    ReadLink { fh: FileHandle },
+    Open {
+        fh: FileHandle,
+        flags: u32,
+        mode: u32,
+        name: &'a [u8],
+        key: &'a [u8],
+    },
+    Close {
+        open_id: u64,
+    },
+    ReadInline {
+        open_id: u64,
+        offset: u64,
+        len: u32,
+    },
+    WriteInline {
+        open_id: u64,
+        offset: u64,
+        stable: bool,
+        data: &'a [u8],
+    },
+    ReadDirect {
+        open_id: u64,
+        offset: u64,
+        len: u32,
+        region: RemoteRegion,
+    },
+    WriteDirect {
+        open_id: u64,
+        offset: u64,
+        len: u32,
+        stable: bool,
+        region: RemoteRegion,
+    },
+    ReadDir {
+        dir: FileHandle,
+        cookie: u64,
+        max_entries: u32,
+        max_bytes: u32,
+    },
+    Remove {
+        dir: FileHandle,
+        name: &'a [u8],
+    },
+    RmDir {
+        dir: FileHandle,
+        name: &'a [u8],
+    },
+    Rename {
+        from_dir: FileHandle,
+        from_name: &'a [u8],
+        to_dir: FileHandle,
+        to_name: &'a [u8],
+    },
+    Link {
+        fh: FileHandle,
+        dir: FileHandle,
+        name: &'a [u8],
+    },
+    Symlink {
+        dir: FileHandle,
+        name: &'a [u8],
+        target: &'a [u8],
+    },
+    ReadLink {
+        fh: FileHandle,
+    },
     /// Make `[offset, offset+len)` durable; `len == 0` means to the end of the file.
-    Commit { open_id: u64, offset: u64, len: u64 },
-    FsStat { fh: FileHandle },
+    Commit {
+        open_id: u64,
+        offset: u64,
+        len: u64,
+    },
+    FsStat {
+        fh: FileHandle,
+    },
     /// Many I/Os on one open file in one request; `ios` is a packed list (see
     /// [`crate::types::parse_batch`]) of `count` I/Os.
-    BatchIo { open_id: u64, flags: u32, count: u32, ios: &'a [u8] },
+    BatchIo {
+        open_id: u64,
+        flags: u32,
+        count: u32,
+        ios: &'a [u8],
+    },
     /// A chain of `count` complete request messages (packed with
     /// [`crate::types::pack_messages`]), executed in order, stopping at the first error.
-    Chain { count: u32, elements: &'a [u8] },
-    CacheHint { open_id: u64, offset: u64, len: u64, hint: u32 },
+    Chain {
+        count: u32,
+        elements: &'a [u8],
+    },
+    CacheHint {
+        open_id: u64,
+        offset: u64,
+        len: u64,
+        hint: u32,
+    },
     /// Byte-range lock; `len == 0` means to the end of the 64-bit range.
-    Lock { fh: FileHandle, offset: u64, len: u64, ltype: u32 },
-    LockTest { fh: FileHandle, offset: u64, len: u64, ltype: u32 },
-    Unlock { fh: FileHandle, offset: u64, len: u64 },
-    GetNamedAttr { fh: FileHandle, name: &'a [u8] },
-    SetNamedAttr { fh: FileHandle, flags: u32, name: &'a [u8], value: &'a [u8] },
-    ListNamedAttr { fh: FileHandle },
-    RemoveNamedAttr { fh: FileHandle, name: &'a [u8] },
+    Lock {
+        fh: FileHandle,
+        offset: u64,
+        len: u64,
+        ltype: u32,
+    },
+    LockTest {
+        fh: FileHandle,
+        offset: u64,
+        len: u64,
+        ltype: u32,
+    },
+    Unlock {
+        fh: FileHandle,
+        offset: u64,
+        len: u64,
+    },
+    GetNamedAttr {
+        fh: FileHandle,
+        name: &'a [u8],
+    },
+    SetNamedAttr {
+        fh: FileHandle,
+        flags: u32,
+        name: &'a [u8],
+        value: &'a [u8],
+    },
+    ListNamedAttr {
+        fh: FileHandle,
+    },
+    RemoveNamedAttr {
+        fh: FileHandle,
+        name: &'a [u8],
+    },
     /// Give a create-unlinked open its name (the name given at OPEN).
-    Publish { open_id: u64 },
+    Publish {
+        open_id: u64,
+    },
     /// An op the spec reserves but this version does not implement; its body is not
     /// interpreted, and the answer is `NOTSUPP`.
     Reserved(Opcode),
@@ -369,7 +509,9 @@ impl Request<'_> {
                 let fh = FileHandle::dec(d)?;
                 let flags = d.u32()?;
                 let mode = d.u32()?;
-                if flags & !open_flags::ALL != 0 || flags & (open_flags::READ | open_flags::WRITE) == 0 {
+                if flags & !open_flags::ALL != 0
+                    || flags & (open_flags::READ | open_flags::WRITE) == 0
+                {
                     return Err(DecodeError::BadValue("open flags"));
                 }
                 if mode & !0o7777 != 0 {
@@ -381,7 +523,9 @@ impl Request<'_> {
                 } else if flags & open_flags::CREATE != 0 {
                     return Err(DecodeError::BadValue("create without a name"));
                 }
-                if flags & open_flags::UNLINKED != 0 && (flags & open_flags::CREATE == 0 || flags & open_flags::WRITE == 0) {
+                if flags & open_flags::UNLINKED != 0
+                    && (flags & open_flags::CREATE == 0 || flags & open_flags::WRITE == 0)
+                {
                     return Err(DecodeError::BadValue("create-unlinked needs CREATE and WRITE"));
                 }
                 let key = d.heap(OPEN_KEY_MAX)?;
@@ -396,7 +540,12 @@ impl Request<'_> {
             Opcode::WriteInline => {
                 let (open_id, offset, stable) = (d.u64()?, d.u64()?, d.bool32()?);
                 let _pad = d.u32()?;
-                WriteInline { open_id, offset, stable, data: d.heap(limits::MSG_SIZE_MAX as usize)? }
+                WriteInline {
+                    open_id,
+                    offset,
+                    stable,
+                    data: d.heap(limits::MSG_SIZE_MAX as usize)?,
+                }
             }
             Opcode::ReadDirect => {
                 let (open_id, offset, len) = (d.u64()?, d.u64()?, d.u32()?);
@@ -415,7 +564,12 @@ impl Request<'_> {
                 }
                 WriteDirect { open_id, offset, len, stable, region }
             }
-            Opcode::ReadDir => ReadDir { dir: FileHandle::dec(d)?, cookie: d.u64()?, max_entries: d.u32()?, max_bytes: d.u32()? },
+            Opcode::ReadDir => ReadDir {
+                dir: FileHandle::dec(d)?,
+                cookie: d.u64()?,
+                max_entries: d.u32()?,
+                max_bytes: d.u32()?,
+            },
             Opcode::Remove => Remove { dir: FileHandle::dec(d)?, name: name(d)? },
             Opcode::RmDir => RmDir { dir: FileHandle::dec(d)?, name: name(d)? },
             Opcode::Rename => {
@@ -423,7 +577,9 @@ impl Request<'_> {
                 let to_dir = FileHandle::dec(d)?;
                 Rename { from_dir, to_dir, from_name: name(d)?, to_name: name(d)? }
             }
-            Opcode::Link => Link { fh: FileHandle::dec(d)?, dir: FileHandle::dec(d)?, name: name(d)? },
+            Opcode::Link => {
+                Link { fh: FileHandle::dec(d)?, dir: FileHandle::dec(d)?, name: name(d)? }
+            }
             Opcode::Symlink => {
                 let dir = FileHandle::dec(d)?;
                 let n = name(d)?;
@@ -472,20 +628,30 @@ impl Request<'_> {
                 if ltype != lock_type::SHARED && ltype != lock_type::EXCLUSIVE {
                     return Err(DecodeError::BadValue("lock type"));
                 }
-                if op == Opcode::Lock { Lock { fh, offset, len, ltype } } else { LockTest { fh, offset, len, ltype } }
+                if op == Opcode::Lock {
+                    Lock { fh, offset, len, ltype }
+                } else {
+                    LockTest { fh, offset, len, ltype }
+                }
             }
             Opcode::Unlock => Unlock { fh: FileHandle::dec(d)?, offset: d.u64()?, len: d.u64()? },
             Opcode::GetNamedAttr | Opcode::RemoveNamedAttr => {
                 let fh = FileHandle::dec(d)?;
                 let name = d.heap(NATTR_NAME_MAX)?;
                 validate_nattr_name(name)?;
-                if op == Opcode::GetNamedAttr { GetNamedAttr { fh, name } } else { RemoveNamedAttr { fh, name } }
+                if op == Opcode::GetNamedAttr {
+                    GetNamedAttr { fh, name }
+                } else {
+                    RemoveNamedAttr { fh, name }
+                }
             }
             Opcode::SetNamedAttr => {
                 let fh = FileHandle::dec(d)?;
                 let flags = d.u32()?;
                 let _pad = d.u32()?;
-                if flags & !(nattr_flags::CREATE | nattr_flags::REPLACE) != 0 || flags == nattr_flags::CREATE | nattr_flags::REPLACE {
+                if flags & !(nattr_flags::CREATE | nattr_flags::REPLACE) != 0
+                    || flags == nattr_flags::CREATE | nattr_flags::REPLACE
+                {
                     return Err(DecodeError::BadValue("named attribute flags"));
                 }
                 let name = d.heap(NATTR_NAME_MAX)?;
@@ -523,36 +689,87 @@ pub enum Reply<'a> {
         /// Unix socket of the server's shared-memory provider; empty if none.
         shm_path: &'a [u8],
     },
-    SessionAuth { server_proof: [u8; NONCE_LEN] },
+    SessionAuth {
+        server_proof: [u8; NONCE_LEN],
+    },
     /// SESSION_BIND: the session's slots, the server's target highest slot, the nonce the
     /// next bind must prove over, and (with authentication) the server's proof.
-    SessionBind { slots: u32, target_highest: u32, next_nonce: [u8; NONCE_LEN], server_proof: [u8; NONCE_LEN] },
+    SessionBind {
+        slots: u32,
+        target_highest: u32,
+        next_nonce: [u8; NONCE_LEN],
+        server_proof: [u8; NONCE_LEN],
+    },
     /// GetRootHandle, Lookup, LookupParent, Create, Symlink.
-    Handle { fh: FileHandle, attr: Attr },
+    Handle {
+        fh: FileHandle,
+        attr: Attr,
+    },
     /// GetAttr, SetAttr, Link (the attributes after the op).
-    Attr { attr: Attr },
-    Access { granted: u32 },
-    Open { open_id: u64, fh: FileHandle, attr: Attr },
-    ReadInline { eof: bool, data: &'a [u8] },
+    Attr {
+        attr: Attr,
+    },
+    Access {
+        granted: u32,
+    },
+    Open {
+        open_id: u64,
+        fh: FileHandle,
+        attr: Attr,
+    },
+    ReadInline {
+        eof: bool,
+        data: &'a [u8],
+    },
     /// WriteInline, WriteDirect. `offset` is where the data was written (the server's
     /// choice for an append-mode open).
-    Write { count: u32, stable: bool, offset: u64 },
-    ReadDirect { count: u32, eof: bool },
+    Write {
+        count: u32,
+        stable: bool,
+        offset: u64,
+    },
+    ReadDirect {
+        count: u32,
+        eof: bool,
+    },
     /// `entries` is a packed list; iterate it with [`DirEntries`].
-    ReadDir { eof: bool, count: u32, entries: &'a [u8] },
-    ReadLink { target: &'a [u8] },
+    ReadDir {
+        eof: bool,
+        count: u32,
+        entries: &'a [u8],
+    },
+    ReadLink {
+        target: &'a [u8],
+    },
     FsStat(FsStat),
     /// BATCH_IO: `count` packed [`BatchResult`]s (all I/Os, or only failed ones).
-    Batch { count: u32, results: &'a [u8] },
+    Batch {
+        count: u32,
+        results: &'a [u8],
+    },
     /// CHAIN: `executed` elements ran; `failed` is the index of the element that
     /// failed (`u32::MAX` if none); `replies` packs the reply of every executed element.
-    Chain { executed: u32, failed: u32, replies: &'a [u8] },
+    Chain {
+        executed: u32,
+        failed: u32,
+        replies: &'a [u8],
+    },
     /// LOCK_TEST: whether a conflicting lock exists, and one such lock.
-    LockTest { conflict: bool, ltype: u32, owner: u64, offset: u64, len: u64 },
+    LockTest {
+        conflict: bool,
+        ltype: u32,
+        owner: u64,
+        offset: u64,
+        len: u64,
+    },
     /// GET_NATTR.
-    NamedAttr { value: &'a [u8] },
+    NamedAttr {
+        value: &'a [u8],
+    },
     /// LIST_NATTR: names separated by NUL bytes.
-    NamedAttrList { names: &'a [u8] },
+    NamedAttrList {
+        names: &'a [u8],
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -581,7 +798,8 @@ enum Shape {
 fn shape_of(op: Opcode) -> Shape {
     use Opcode::*;
     match op {
-        Null | SessionDestroy | SetCred | Close | Remove | RmDir | Rename | Commit | CacheHint | Lock | Unlock | SetNamedAttr | RemoveNamedAttr => Shape::Empty,
+        Null | SessionDestroy | SetCred | Close | Remove | RmDir | Rename | Commit | CacheHint
+        | Lock | Unlock | SetNamedAttr | RemoveNamedAttr => Shape::Empty,
         SessionCreate => Shape::SessionCreate,
         SessionAuth => Shape::SessionAuth,
         SessionBind => Shape::SessionBind,
@@ -649,7 +867,17 @@ impl Reply<'_> {
     fn enc<'a>(&'a self, e: &mut Enc<'a, '_>) {
         match self {
             Reply::Error(_) | Reply::Empty => {}
-            Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, batch_max, host_id, shm_path } => {
+            Reply::SessionCreate {
+                max_msg_size,
+                slots,
+                inline_threshold,
+                auth,
+                server_nonce,
+                direct_max,
+                batch_max,
+                host_id,
+                shm_path,
+            } => {
                 e.u32(*max_msg_size);
                 e.u32(*slots);
                 e.u32(*inline_threshold);
@@ -751,7 +979,17 @@ impl Reply<'_> {
                 if shm_path.contains(&0) {
                     return Err(DecodeError::BadValue("shm path contains NUL"));
                 }
-                Reply::SessionCreate { max_msg_size, slots, inline_threshold, auth, server_nonce, direct_max, batch_max, host_id, shm_path }
+                Reply::SessionCreate {
+                    max_msg_size,
+                    slots,
+                    inline_threshold,
+                    auth,
+                    server_nonce,
+                    direct_max,
+                    batch_max,
+                    host_id,
+                    shm_path,
+                }
             }
             Shape::SessionAuth => Reply::SessionAuth { server_proof: d.array()? },
             Shape::SessionBind => {
@@ -760,7 +998,12 @@ impl Reply<'_> {
                 if slots == 0 || slots > limits::SLOTS_MAX || target_highest >= slots {
                     return Err(DecodeError::BadValue("bound session slots"));
                 }
-                Reply::SessionBind { slots, target_highest, next_nonce: d.array()?, server_proof: d.array()? }
+                Reply::SessionBind {
+                    slots,
+                    target_highest,
+                    next_nonce: d.array()?,
+                    server_proof: d.array()?,
+                }
             }
             Shape::Handle => Reply::Handle { fh: FileHandle::dec(d)?, attr: Attr::dec(d)? },
             Shape::Attr => Reply::Attr { attr: Attr::dec(d)? },
@@ -772,7 +1015,9 @@ impl Reply<'_> {
                 }
                 Reply::Access { granted }
             }
-            Shape::Open => Reply::Open { open_id: d.u64()?, fh: FileHandle::dec(d)?, attr: Attr::dec(d)? },
+            Shape::Open => {
+                Reply::Open { open_id: d.u64()?, fh: FileHandle::dec(d)?, attr: Attr::dec(d)? }
+            }
             Shape::ReadInline => {
                 let eof = d.bool32()?;
                 let _pad = d.u32()?;
@@ -811,7 +1056,9 @@ impl Reply<'_> {
             Shape::Chain => {
                 let (executed, failed) = (d.u32()?, d.u32()?);
                 let replies = d.heap(limits::MSG_SIZE_MAX as usize)?;
-                if executed as usize > CHAIN_LEN_MAX || unpack_messages(replies, CHAIN_LEN_MAX)?.len() != executed as usize {
+                if executed as usize > CHAIN_LEN_MAX
+                    || unpack_messages(replies, CHAIN_LEN_MAX)?.len() != executed as usize
+                {
                     return Err(DecodeError::BadValue("chain replies do not match"));
                 }
                 if failed != u32::MAX && failed + 1 != executed {
@@ -819,9 +1066,17 @@ impl Reply<'_> {
                 }
                 Reply::Chain { executed, failed, replies }
             }
-            Shape::LockTest => Reply::LockTest { conflict: d.bool32()?, ltype: d.u32()?, owner: d.u64()?, offset: d.u64()?, len: d.u64()? },
+            Shape::LockTest => Reply::LockTest {
+                conflict: d.bool32()?,
+                ltype: d.u32()?,
+                owner: d.u64()?,
+                offset: d.u64()?,
+                len: d.u64()?,
+            },
             Shape::NamedAttr => Reply::NamedAttr { value: d.heap(NATTR_VALUE_MAX)? },
-            Shape::NamedAttrList => Reply::NamedAttrList { names: d.heap(limits::MSG_SIZE_MAX as usize)? },
+            Shape::NamedAttrList => {
+                Reply::NamedAttrList { names: d.heap(limits::MSG_SIZE_MAX as usize)? }
+            }
             Shape::FsStat => Reply::FsStat(FsStat {
                 total_bytes: d.u64()?,
                 free_bytes: d.u64()?,
@@ -836,7 +1091,12 @@ impl Reply<'_> {
 }
 
 /// Encode a request (appending to `buf`). `h.opcode` must match the request.
-pub fn encode_request(h: &Header, req: &Request, buf: &mut Vec<u8>, max_len: usize) -> Result<usize, EncodeError> {
+pub fn encode_request(
+    h: &Header,
+    req: &Request,
+    buf: &mut Vec<u8>,
+    max_len: usize,
+) -> Result<usize, EncodeError> {
     assert_eq!(h.opcode, req.opcode(), "header opcode must match the request");
     assert!(!h.is_reply);
     let mut e = Enc::new(buf);
@@ -845,7 +1105,12 @@ pub fn encode_request(h: &Header, req: &Request, buf: &mut Vec<u8>, max_len: usi
 }
 
 /// Encode a reply (appending to `buf`). A `Reply::Error` forces the status into the header.
-pub fn encode_reply(h: &Header, reply: &Reply, buf: &mut Vec<u8>, max_len: usize) -> Result<usize, EncodeError> {
+pub fn encode_reply(
+    h: &Header,
+    reply: &Reply,
+    buf: &mut Vec<u8>,
+    max_len: usize,
+) -> Result<usize, EncodeError> {
     assert!(h.is_reply);
     assert!(reply.fits(h.opcode), "reply body {reply:?} does not fit op {:?}", h.opcode);
     let mut h = *h;
@@ -859,7 +1124,10 @@ pub fn encode_reply(h: &Header, reply: &Reply, buf: &mut Vec<u8>, max_len: usize
 ///
 /// On a decode error after the header was understood, the header is returned with the
 /// error so the server can still answer that slot with `BADXDR`.
-pub fn decode_request(buf: &[u8], max_len: usize) -> Result<(Header, Request<'_>), (Option<Header>, DecodeError)> {
+pub fn decode_request(
+    buf: &[u8],
+    max_len: usize,
+) -> Result<(Header, Request<'_>), (Option<Header>, DecodeError)> {
     let frame = Frame::split(buf, max_len).map_err(|e| (None, e))?;
     let h = frame.raw.validate().map_err(|e| (None, e))?;
     if h.is_reply {
@@ -902,11 +1170,24 @@ mod tests {
 
     const MAX: usize = limits::MSG_SIZE_MAX as usize;
 
-    fn fh(b: u8) -> FileHandle { FileHandle([b; 32]) }
+    fn fh(b: u8) -> FileHandle {
+        FileHandle([b; 32])
+    }
     fn attr() -> Attr {
         Attr {
-            ftype: FileType::Regular, mode: 0o644, nlink: 1, uid: 1000, gid: 1000, size: 12345, used: 16384,
-            fileid: 77, fsid: 3, rdev: 0, atime_ns: 1, mtime_ns: -2, ctime_ns: 3,
+            ftype: FileType::Regular,
+            mode: 0o644,
+            nlink: 1,
+            uid: 1000,
+            gid: 1000,
+            size: 12345,
+            used: 16384,
+            fileid: 77,
+            fsid: 3,
+            rdev: 0,
+            atime_ns: 1,
+            mtime_ns: -2,
+            ctime_ns: 3,
         }
     }
 
@@ -914,18 +1195,52 @@ mod tests {
         let region = RemoteRegion { key: 0xdead_beef, offset: 4096 };
         vec![
             Request::Null,
-            Request::SessionCreate { max_msg_size: 65536, slots: 16, auth: AuthMethod::HmacSha256, client_id: b"host:42" },
+            Request::SessionCreate {
+                max_msg_size: 65536,
+                slots: 16,
+                auth: AuthMethod::HmacSha256,
+                client_id: b"host:42",
+            },
             Request::SessionAuth { client_nonce: [1; 32], proof: [2; 32] },
             Request::SessionDestroy,
             Request::GetRootHandle { export: b"" },
             Request::Lookup { dir: fh(1), path: b"a/b/c.txt", follow: true },
             Request::LookupParent { fh: fh(2) },
             Request::GetAttr { fh: fh(3) },
-            Request::SetAttr { fh: fh(4), set: SetAttrs { mask: setattr_mask::SIZE | setattr_mask::MODE, mode: 0o600, size: 1 << 40, ..Default::default() } },
+            Request::SetAttr {
+                fh: fh(4),
+                set: SetAttrs {
+                    mask: setattr_mask::SIZE | setattr_mask::MODE,
+                    mode: 0o600,
+                    size: 1 << 40,
+                    ..Default::default()
+                },
+            },
             Request::Access { fh: fh(5), mask: access_mask::READ | access_mask::WRITE },
-            Request::Create { dir: fh(6), ftype: FileType::Directory, mode: 0o755, exclusive: true, name: b"d" },
-            Request::Open { fh: fh(7), flags: open_flags::READ | open_flags::WRITE | open_flags::CREATE, mode: 0o644, name: b"f", key: b"" },
-            Request::Open { fh: fh(7), flags: open_flags::WRITE | open_flags::CREATE | open_flags::UNLINKED | open_flags::DENY_WRITE, mode: 0o600, name: b"g", key: b"secret-key" },
+            Request::Create {
+                dir: fh(6),
+                ftype: FileType::Directory,
+                mode: 0o755,
+                exclusive: true,
+                name: b"d",
+            },
+            Request::Open {
+                fh: fh(7),
+                flags: open_flags::READ | open_flags::WRITE | open_flags::CREATE,
+                mode: 0o644,
+                name: b"f",
+                key: b"",
+            },
+            Request::Open {
+                fh: fh(7),
+                flags: open_flags::WRITE
+                    | open_flags::CREATE
+                    | open_flags::UNLINKED
+                    | open_flags::DENY_WRITE,
+                mode: 0o600,
+                name: b"g",
+                key: b"secret-key",
+            },
             Request::Close { open_id: 9 },
             Request::ReadInline { open_id: 9, offset: 1 << 33, len: 4096 },
             Request::WriteInline { open_id: 9, offset: 10, stable: true, data: b"hello" },
@@ -945,7 +1260,12 @@ mod tests {
             Request::LockTest { fh: fh(2), offset: u64::MAX - 5, len: 5, ltype: lock_type::SHARED },
             Request::Unlock { fh: fh(2), offset: 0, len: 100 },
             Request::GetNamedAttr { fh: fh(1), name: b"color" },
-            Request::SetNamedAttr { fh: fh(1), flags: nattr_flags::CREATE, name: b"color", value: b"blue" },
+            Request::SetNamedAttr {
+                fh: fh(1),
+                flags: nattr_flags::CREATE,
+                name: b"color",
+                value: b"blue",
+            },
             Request::ListNamedAttr { fh: fh(1) },
             Request::RemoveNamedAttr { fh: fh(1), name: b"color" },
             Request::Publish { open_id: 12 },
@@ -972,12 +1292,27 @@ mod tests {
     #[test]
     fn every_reply_roundtrips() {
         let mut entries = Vec::new();
-        DirEntry { cookie: 1, fileid: 2, ftype: FileType::Regular, name: b"one" }.pack(&mut entries);
-        DirEntry { cookie: 2, fileid: 3, ftype: FileType::Directory, name: b"two-longer-name" }.pack(&mut entries);
+        DirEntry { cookie: 1, fileid: 2, ftype: FileType::Regular, name: b"one" }
+            .pack(&mut entries);
+        DirEntry { cookie: 2, fileid: 3, ftype: FileType::Directory, name: b"two-longer-name" }
+            .pack(&mut entries);
         let cases: Vec<(Opcode, Reply)> = vec![
             (Opcode::Null, Reply::Empty),
             (Opcode::Close, Reply::Empty),
-            (Opcode::SessionCreate, Reply::SessionCreate { max_msg_size: 1 << 16, slots: 8, inline_threshold: 8192, auth: AuthMethod::None, server_nonce: [7; 32], direct_max: 1 << 24, batch_max: 64, host_id: [9; 16], shm_path: b"/run/dafs.sock" }),
+            (
+                Opcode::SessionCreate,
+                Reply::SessionCreate {
+                    max_msg_size: 1 << 16,
+                    slots: 8,
+                    inline_threshold: 8192,
+                    auth: AuthMethod::None,
+                    server_nonce: [7; 32],
+                    direct_max: 1 << 24,
+                    batch_max: 64,
+                    host_id: [9; 16],
+                    shm_path: b"/run/dafs.sock",
+                },
+            ),
             (Opcode::SessionAuth, Reply::SessionAuth { server_proof: [3; 32] }),
             (Opcode::Lookup, Reply::Handle { fh: fh(1), attr: attr() }),
             (Opcode::GetAttr, Reply::Attr { attr: attr() }),
@@ -985,17 +1320,39 @@ mod tests {
             (Opcode::Open, Reply::Open { open_id: 99, fh: fh(2), attr: attr() }),
             (Opcode::ReadInline, Reply::ReadInline { eof: true, data: b"data" }),
             (Opcode::WriteDirect, Reply::Write { count: 100, stable: true, offset: 1 << 40 }),
-            (Opcode::LockTest, Reply::LockTest { conflict: true, ltype: 2, owner: 77, offset: 5, len: 0 }),
+            (
+                Opcode::LockTest,
+                Reply::LockTest { conflict: true, ltype: 2, owner: 77, offset: 5, len: 0 },
+            ),
             (Opcode::GetNamedAttr, Reply::NamedAttr { value: b"v" }),
             (Opcode::ListNamedAttr, Reply::NamedAttrList { names: b"a\0b" }),
             (Opcode::Publish, Reply::Handle { fh: fh(4), attr: attr() }),
             (Opcode::ReadDirect, Reply::ReadDirect { count: 100, eof: false }),
             (Opcode::ReadDir, Reply::ReadDir { eof: false, count: 2, entries: &entries }),
             (Opcode::ReadLink, Reply::ReadLink { target: b"x/y" }),
-            (Opcode::FsStat, Reply::FsStat(FsStat { total_bytes: 1, free_bytes: 2, avail_bytes: 3, total_files: 4, free_files: 5, block_size: 4096, name_max: 255 })),
+            (
+                Opcode::FsStat,
+                Reply::FsStat(FsStat {
+                    total_bytes: 1,
+                    free_bytes: 2,
+                    avail_bytes: 3,
+                    total_files: 4,
+                    free_files: 5,
+                    block_size: 4096,
+                    name_max: 255,
+                }),
+            ),
             (Opcode::Lookup, Reply::Error(Status::NoEnt)),
             (Opcode::Callback, Reply::Error(Status::NotSupp)),
-            (Opcode::SessionBind, Reply::SessionBind { slots: 16, target_highest: 7, next_nonce: [5; 32], server_proof: [6; 32] }),
+            (
+                Opcode::SessionBind,
+                Reply::SessionBind {
+                    slots: 16,
+                    target_highest: 7,
+                    next_nonce: [5; 32],
+                    server_proof: [6; 32],
+                },
+            ),
             (Opcode::SetCred, Reply::Empty),
             (Opcode::Lock, Reply::Error(Status::Denied)),
         ];
@@ -1035,7 +1392,10 @@ mod tests {
         let data = vec![0u8; 10_000];
         let req = Request::WriteInline { open_id: 1, offset: 0, stable: false, data: &data };
         let h = Header::request(Opcode::WriteInline, 1, 0, 1, 0);
-        assert!(matches!(encode_request(&h, &req, &mut buf, 8192), Err(EncodeError::TooBig { .. })));
+        assert!(matches!(
+            encode_request(&h, &req, &mut buf, 8192),
+            Err(EncodeError::TooBig { .. })
+        ));
         assert!(buf.is_empty(), "a failed encode leaves the buffer as it was");
         encode_request(&h, &req, &mut buf, MAX).unwrap();
         assert!(matches!(decode_request(&buf, 8192), Err((None, DecodeError::TooBig(_)))));
@@ -1046,7 +1406,8 @@ mod tests {
         let mut buf = Vec::new();
         for req in sample_requests() {
             buf.clear();
-            encode_request(&Header::request(req.opcode(), 1, 0, 1, 0), &req, &mut buf, MAX).unwrap();
+            encode_request(&Header::request(req.opcode(), 1, 0, 1, 0), &req, &mut buf, MAX)
+                .unwrap();
             for cut in 0..buf.len() {
                 assert!(decode_request(&buf[..cut], MAX).is_err());
             }
@@ -1056,7 +1417,8 @@ mod tests {
     #[test]
     fn header_reserved_and_direction() {
         let mut buf = Vec::new();
-        encode_request(&Header::request(Opcode::Null, 0, 0, 0, 0), &Request::Null, &mut buf, MAX).unwrap();
+        encode_request(&Header::request(Opcode::Null, 0, 0, 0, 0), &Request::Null, &mut buf, MAX)
+            .unwrap();
         assert_eq!(buf.len(), HEADER_LEN);
         let mut bad = buf.clone();
         bad[44] = 1;

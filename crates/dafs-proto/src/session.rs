@@ -46,11 +46,21 @@ pub struct ServerSlots {
 impl ServerSlots {
     pub fn new(granted: u32) -> Self {
         assert!((1..=crate::limits::SLOTS_MAX).contains(&granted));
-        ServerSlots { slots: vec![ServerSlot::default(); granted as usize], target_highest: granted - 1, busy_count: 0 }
+        ServerSlots {
+            slots: vec![ServerSlot::default(); granted as usize],
+            target_highest: granted - 1,
+            busy_count: 0,
+        }
     }
-    pub fn granted(&self) -> u32 { self.slots.len() as u32 }
-    pub fn target_highest(&self) -> u32 { self.target_highest }
-    pub fn busy_count(&self) -> u32 { self.busy_count }
+    pub fn granted(&self) -> u32 {
+        self.slots.len() as u32
+    }
+    pub fn target_highest(&self) -> u32 {
+        self.target_highest
+    }
+    pub fn busy_count(&self) -> u32 {
+        self.busy_count
+    }
     /// Ask the client to use fewer (or again more, up to the grant) slots.
     pub fn set_target_highest(&mut self, t: u32) {
         self.target_highest = t.min(self.granted() - 1);
@@ -196,12 +206,20 @@ pub struct ReplyCache {
 
 impl ReplyCache {
     pub fn new(slots: u32, slot_bytes_max: usize) -> Self {
-        ReplyCache { slots: vec![CacheSlot::default(); slots as usize], slot_bytes_max, bytes_held: 0 }
+        ReplyCache {
+            slots: vec![CacheSlot::default(); slots as usize],
+            slot_bytes_max,
+            bytes_held: 0,
+        }
     }
 
     /// Bytes of cached replies held now (always <= slots x slot_bytes_max).
-    pub fn bytes_held(&self) -> usize { self.bytes_held }
-    pub fn slot_bytes_max(&self) -> usize { self.slot_bytes_max }
+    pub fn bytes_held(&self) -> usize {
+        self.bytes_held
+    }
+    pub fn slot_bytes_max(&self) -> usize {
+        self.slot_bytes_max
+    }
 
     /// The request with `digest` executed on `slot`; its reply was `reply` (the whole
     /// message as sent). Keeps a copy if the op is not idempotent and the reply fits.
@@ -270,8 +288,12 @@ impl ClientSlots {
             in_use_count: 0,
         }
     }
-    pub fn granted(&self) -> u32 { self.next_seq.len() as u32 }
-    pub fn in_use(&self) -> u32 { self.in_use_count }
+    pub fn granted(&self) -> u32 {
+        self.next_seq.len() as u32
+    }
+    pub fn in_use(&self) -> u32 {
+        self.in_use_count
+    }
     /// Slots the client may still fill now.
     pub fn available(&self) -> u32 {
         self.free.iter().filter(|&&s| s <= self.target_highest).count() as u32
@@ -384,10 +406,20 @@ mod tests {
         let enc = |slot: u32, seq: u32, hi: u32, data: &[u8]| {
             let mut b = Vec::new();
             let req = Request::WriteInline { open_id: 1, offset: 0, stable: false, data };
-            encode_request(&Header::request(Opcode::WriteInline, 9, slot, seq, hi), &req, &mut b, 1 << 20).unwrap();
+            encode_request(
+                &Header::request(Opcode::WriteInline, 9, slot, seq, hi),
+                &req,
+                &mut b,
+                1 << 20,
+            )
+            .unwrap();
             b
         };
-        assert_eq!(request_digest(&enc(0, 1, 0, b"abc")), request_digest(&enc(0, 1, 5, b"abc")), "highest slot may differ on retransmission");
+        assert_eq!(
+            request_digest(&enc(0, 1, 0, b"abc")),
+            request_digest(&enc(0, 1, 5, b"abc")),
+            "highest slot may differ on retransmission"
+        );
         assert_ne!(request_digest(&enc(0, 1, 0, b"abc")), request_digest(&enc(0, 1, 0, b"abd")));
     }
 

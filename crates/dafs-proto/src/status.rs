@@ -88,12 +88,33 @@ impl Opcode {
         use Opcode::*;
         matches!(
             self,
-            Null | GetRootHandle | Lookup | LookupParent | GetAttr | Access | ReadInline | ReadDirect | ReadDir | ReadLink | Commit | FsStat | CacheHint | LockTest | GetNamedAttr | ListNamedAttr
+            Null | GetRootHandle
+                | Lookup
+                | LookupParent
+                | GetAttr
+                | Access
+                | ReadInline
+                | ReadDirect
+                | ReadDir
+                | ReadLink
+                | Commit
+                | FsStat
+                | CacheHint
+                | LockTest
+                | GetNamedAttr
+                | ListNamedAttr
         )
     }
     /// Ops that may be sent before the session is authenticated.
     pub fn allowed_before_auth(self) -> bool {
-        matches!(self, Opcode::Null | Opcode::SessionCreate | Opcode::SessionAuth | Opcode::SessionDestroy | Opcode::SessionBind)
+        matches!(
+            self,
+            Opcode::Null
+                | Opcode::SessionCreate
+                | Opcode::SessionAuth
+                | Opcode::SessionDestroy
+                | Opcode::SessionBind
+        )
     }
 }
 
@@ -206,39 +227,39 @@ impl Status {
         }
         match self {
             Status::Ok => 0,
-            Status::Stale => 116,            // ESTALE
-            Status::BadHandle => 116,        // ESTALE
-            Status::BadXdr => 71,            // EPROTO
-            Status::NotSupp => 95,           // EOPNOTSUPP
-            Status::OpIllegal => 95,         // EOPNOTSUPP
-            Status::ServerFault => 5,        // EIO
-            Status::BadSession => 107,       // ENOTCONN
-            Status::BadSlot => 71,           // EPROTO
-            Status::SeqMisordered => 71,     // EPROTO
-            Status::SlotBusy => 11,          // EAGAIN
-            Status::MsgTooBig => 90,         // EMSGSIZE
-            Status::BadVersion => 71,        // EPROTO
-            Status::AuthRequired => 13,      // EACCES
-            Status::AuthFailed => 13,        // EACCES
-            Status::BadOpenId => 9,          // EBADF
-            Status::BadRegion => 14,         // EFAULT
-            Status::Escape => 18,            // EXDEV: what openat2(RESOLVE_BENEATH) says
-            Status::BadName => 22,           // EINVAL
-            Status::BadCookie => 22,         // EINVAL
-            Status::Limit => 24,             // EMFILE
-            Status::TransferFailed => 5,     // EIO
-            Status::OpenMode => 9,           // EBADF
-            Status::TooSmall => 22,          // EINVAL
-            Status::Denied => 11,            // EAGAIN, as fcntl(F_SETLK) reports a conflict
-            Status::ShareDenied => 26,       // ETXTBSY: "file busy"
-            Status::BadKey => 13,            // EACCES
-            Status::TooMany => 7,            // E2BIG
-            Status::NotChainable => 22,      // EINVAL
-            Status::NoAttr => 61,            // ENODATA
-            Status::SeqFalseRetry => 71,     // EPROTO
-            Status::RetryUncachedRep => 5,   // EIO
-            Status::Fenced => 1,             // EPERM
-            Status::Delay => 11,             // EAGAIN
+            Status::Stale => 116,          // ESTALE
+            Status::BadHandle => 116,      // ESTALE
+            Status::BadXdr => 71,          // EPROTO
+            Status::NotSupp => 95,         // EOPNOTSUPP
+            Status::OpIllegal => 95,       // EOPNOTSUPP
+            Status::ServerFault => 5,      // EIO
+            Status::BadSession => 107,     // ENOTCONN
+            Status::BadSlot => 71,         // EPROTO
+            Status::SeqMisordered => 71,   // EPROTO
+            Status::SlotBusy => 11,        // EAGAIN
+            Status::MsgTooBig => 90,       // EMSGSIZE
+            Status::BadVersion => 71,      // EPROTO
+            Status::AuthRequired => 13,    // EACCES
+            Status::AuthFailed => 13,      // EACCES
+            Status::BadOpenId => 9,        // EBADF
+            Status::BadRegion => 14,       // EFAULT
+            Status::Escape => 18,          // EXDEV: what openat2(RESOLVE_BENEATH) says
+            Status::BadName => 22,         // EINVAL
+            Status::BadCookie => 22,       // EINVAL
+            Status::Limit => 24,           // EMFILE
+            Status::TransferFailed => 5,   // EIO
+            Status::OpenMode => 9,         // EBADF
+            Status::TooSmall => 22,        // EINVAL
+            Status::Denied => 11,          // EAGAIN, as fcntl(F_SETLK) reports a conflict
+            Status::ShareDenied => 26,     // ETXTBSY: "file busy"
+            Status::BadKey => 13,          // EACCES
+            Status::TooMany => 7,          // E2BIG
+            Status::NotChainable => 22,    // EINVAL
+            Status::NoAttr => 61,          // ENODATA
+            Status::SeqFalseRetry => 71,   // EPROTO
+            Status::RetryUncachedRep => 5, // EIO
+            Status::Fenced => 1,           // EPERM
+            Status::Delay => 11,           // EAGAIN
             _ => 5,
         }
     }

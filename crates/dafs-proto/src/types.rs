@@ -10,8 +10,12 @@ pub struct FileHandle(pub [u8; FileHandle::LEN]);
 
 impl FileHandle {
     pub const LEN: usize = 32;
-    pub(crate) fn enc(&self, e: &mut Enc) { e.raw(&self.0); }
-    pub(crate) fn dec(d: &mut Dec) -> Result<Self, DecodeError> { Ok(FileHandle(d.array()?)) }
+    pub(crate) fn enc(&self, e: &mut Enc) {
+        e.raw(&self.0);
+    }
+    pub(crate) fn dec(d: &mut Dec) -> Result<Self, DecodeError> {
+        Ok(FileHandle(d.array()?))
+    }
 }
 
 impl std::fmt::Debug for FileHandle {
@@ -125,7 +129,10 @@ impl Attr {
             nlink: d.u32()?,
             uid: d.u32()?,
             gid: d.u32()?,
-            size: { let _pad = d.u32()?; d.u64()? },
+            size: {
+                let _pad = d.u32()?;
+                d.u64()?
+            },
             used: d.u64()?,
             fileid: d.u64()?,
             fsid: d.u64()?,
@@ -136,7 +143,9 @@ impl Attr {
         };
         Ok(a)
     }
-    pub fn is_dir(&self) -> bool { self.ftype == FileType::Directory }
+    pub fn is_dir(&self) -> bool {
+        self.ftype == FileType::Directory
+    }
 }
 
 /// Which attributes a SETATTR changes.
@@ -188,7 +197,9 @@ impl SetAttrs {
         if s.mask & !ALL != 0 {
             return Err(DecodeError::BadValue("setattr mask"));
         }
-        if s.mask & ATIME != 0 && s.mask & ATIME_NOW != 0 || s.mask & MTIME != 0 && s.mask & MTIME_NOW != 0 {
+        if s.mask & ATIME != 0 && s.mask & ATIME_NOW != 0
+            || s.mask & MTIME != 0 && s.mask & MTIME_NOW != 0
+        {
             return Err(DecodeError::BadValue("setattr time and time-now both set"));
         }
         if s.mask & MODE != 0 && s.mode & !0o7777 != 0 {
@@ -392,7 +403,9 @@ pub struct DirEntries<'a> {
 }
 
 impl<'a> DirEntries<'a> {
-    pub fn new(packed: &'a [u8]) -> Self { DirEntries { rest: packed, failed: false } }
+    pub fn new(packed: &'a [u8]) -> Self {
+        DirEntries { rest: packed, failed: false }
+    }
 }
 
 impl<'a> Iterator for DirEntries<'a> {
@@ -443,7 +456,9 @@ pub struct BatchIo {
 }
 
 impl BatchIo {
-    pub fn total(&self) -> u64 { self.file.iter().map(|s| s.1).sum() }
+    pub fn total(&self) -> u64 {
+        self.file.iter().map(|s| s.1).sum()
+    }
     pub fn pack(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&(if self.write { 2u32 } else { 1u32 }).to_le_bytes());
         out.extend_from_slice(&(self.file.len() as u32).to_le_bytes());
@@ -489,7 +504,9 @@ pub fn parse_batch(mut b: &[u8], count: u32, io_len_max: u64) -> Result<Vec<Batc
         for i in 0..nf {
             let o = 16 + i * 16;
             let (off, len) = (u64_at(b, o), u64_at(b, o + 8));
-            off.checked_add(len).filter(|e| *e <= i64::MAX as u64).ok_or(DecodeError::BadValue("batch file range"))?;
+            off.checked_add(len)
+                .filter(|e| *e <= i64::MAX as u64)
+                .ok_or(DecodeError::BadValue("batch file range"))?;
             ft = ft.checked_add(len).ok_or(DecodeError::BadValue("batch length"))?;
             io.file.push((off, len));
         }
@@ -500,7 +517,9 @@ pub fn parse_batch(mut b: &[u8], count: u32, io_len_max: u64) -> Result<Vec<Batc
             io.mem.push((RemoteRegion { key, offset: off }, len));
         }
         if ft != mt || ft > io_len_max {
-            return Err(DecodeError::BadValue("batch file and memory lengths differ or exceed the maximum"));
+            return Err(DecodeError::BadValue(
+                "batch file and memory lengths differ or exceed the maximum",
+            ));
         }
         out.push(io);
         b = &b[need..];
@@ -534,7 +553,10 @@ impl BatchResult {
             .map(|c| {
                 Ok(BatchResult {
                     index: u32::from_le_bytes(c[0..4].try_into().unwrap()),
-                    status: crate::Status::from_wire(u32::from_le_bytes(c[4..8].try_into().unwrap())).ok_or(DecodeError::BadValue("status"))?,
+                    status: crate::Status::from_wire(u32::from_le_bytes(
+                        c[4..8].try_into().unwrap(),
+                    ))
+                    .ok_or(DecodeError::BadValue("status"))?,
                     count: u64::from_le_bytes(c[8..16].try_into().unwrap()),
                 })
             })

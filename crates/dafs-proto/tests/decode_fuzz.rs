@@ -155,13 +155,15 @@ struct Hdr {
 }
 
 fn hdr() -> impl Strategy<Value = Hdr> {
-    (any::<u64>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(session_id, slot_id, sequence_id, highest_slot, target_highest)| Hdr {
-        session_id,
-        slot_id,
-        sequence_id,
-        highest_slot,
-        target_highest,
-    })
+    (any::<u64>(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
+        |(session_id, slot_id, sequence_id, highest_slot, target_highest)| Hdr {
+            session_id,
+            slot_id,
+            sequence_id,
+            highest_slot,
+            target_highest,
+        },
+    )
 }
 
 /// One byte of a valid name: anything but `/` and NUL.
@@ -213,7 +215,8 @@ fn dir_entries() -> impl Strategy<Value = (Vec<u8>, u32)> {
     vec((any::<u64>(), any::<u64>(), 0..FTYPES.len(), valid_name()), 0..6).prop_map(|ents| {
         let mut packed = Vec::new();
         for (cookie, fileid, t, name) in &ents {
-            DirEntry { cookie: *cookie, fileid: *fileid, ftype: FTYPES[*t], name }.pack(&mut packed);
+            DirEntry { cookie: *cookie, fileid: *fileid, ftype: FTYPES[*t], name }
+                .pack(&mut packed);
         }
         (packed, ents.len() as u32)
     })
@@ -221,30 +224,49 @@ fn dir_entries() -> impl Strategy<Value = (Vec<u8>, u32)> {
 
 fn parts() -> impl Strategy<Value = Parts> {
     (
-        (any::<usize>(), any::<[u8; 32]>(), any::<[u8; 32]>(), any::<[u8; 32]>(), any::<[u8; 32]>()),
+        (
+            any::<usize>(),
+            any::<[u8; 32]>(),
+            any::<[u8; 32]>(),
+            any::<[u8; 32]>(),
+            any::<[u8; 32]>(),
+        ),
         (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>(), any::<bool>()),
-        (valid_name(), valid_name(), valid_path(), valid_target(), vec(any::<u8>(), 0..300), dir_entries()),
+        (
+            valid_name(),
+            valid_name(),
+            valid_path(),
+            valid_target(),
+            vec(any::<u8>(), 0..300),
+            dir_entries(),
+        ),
     )
-        .prop_map(|((kind, fh1, fh2, nonce1, nonce2), (a, b, c, x, y, flag), (name1, name2, path, target, data, (entries, entries_count)))| Parts {
-            kind,
-            fh1,
-            fh2,
-            nonce1,
-            nonce2,
-            a,
-            b,
-            c,
-            x,
-            y,
-            flag,
-            name1,
-            name2,
-            path,
-            target,
-            data,
-            entries,
-            entries_count,
-        })
+        .prop_map(
+            |(
+                (kind, fh1, fh2, nonce1, nonce2),
+                (a, b, c, x, y, flag),
+                (name1, name2, path, target, data, (entries, entries_count)),
+            )| Parts {
+                kind,
+                fh1,
+                fh2,
+                nonce1,
+                nonce2,
+                a,
+                b,
+                c,
+                x,
+                y,
+                flag,
+                name1,
+                name2,
+                path,
+                target,
+                data,
+                entries,
+                entries_count,
+            },
+        )
 }
 
 const REQUEST_KINDS: usize = 40;
@@ -265,7 +287,11 @@ fn build_request(p: &Parts) -> Request<'_> {
         2 => Request::SessionAuth { client_nonce: p.nonce1, proof: p.nonce2 },
         3 => Request::SessionDestroy,
         4 => Request::GetRootHandle { export: &p.path },
-        5 => Request::Lookup { dir: fh1, path: if p.path.is_empty() { b"." } else { &p.path }, follow: p.flag },
+        5 => Request::Lookup {
+            dir: fh1,
+            path: if p.path.is_empty() { b"." } else { &p.path },
+            follow: p.flag,
+        },
         6 => Request::LookupParent { fh: fh1 },
         7 => Request::GetAttr { fh: fh1 },
         8 => Request::SetAttr { fh: fh1, set: valid_setattrs(p) },
@@ -299,11 +325,19 @@ fn build_request(p: &Parts) -> Request<'_> {
         13 => Request::ReadInline { open_id: p.a, offset: p.b, len: p.x },
         14 => Request::WriteInline { open_id: p.a, offset: p.b, stable: p.flag, data: &p.data },
         15 => Request::ReadDirect { open_id: p.a, offset: p.b, len: direct_len, region },
-        16 => Request::WriteDirect { open_id: p.a, offset: p.a ^ p.c, len: direct_len, stable: p.flag, region },
+        16 => Request::WriteDirect {
+            open_id: p.a,
+            offset: p.a ^ p.c,
+            len: direct_len,
+            stable: p.flag,
+            region,
+        },
         17 => Request::ReadDir { dir: fh1, cookie: p.a, max_entries: p.x, max_bytes: p.y },
         18 => Request::Remove { dir: fh1, name: &p.name1 },
         19 => Request::RmDir { dir: fh1, name: &p.name1 },
-        20 => Request::Rename { from_dir: fh1, from_name: &p.name1, to_dir: fh2, to_name: &p.name2 },
+        20 => {
+            Request::Rename { from_dir: fh1, from_name: &p.name1, to_dir: fh2, to_name: &p.name2 }
+        }
         21 => Request::Link { fh: fh1, dir: fh2, name: &p.name1 },
         22 => Request::Symlink { dir: fh1, name: &p.name1, target: &p.target },
         23 => Request::ReadLink { fh: fh1 },
@@ -314,7 +348,12 @@ fn build_request(p: &Parts) -> Request<'_> {
         28 => Request::LockTest { fh: fh1, offset: p.b, len: p.c, ltype: 1 + (p.y & 1) },
         29 => Request::Unlock { fh: fh1, offset: p.a, len: p.b },
         30 => Request::GetNamedAttr { fh: fh1, name: b"user-attr.1" },
-        31 => Request::SetNamedAttr { fh: fh1, flags: p.x % 3, name: b"k", value: &p.data[..p.data.len().min(NATTR_VALUE_MAX)] },
+        31 => Request::SetNamedAttr {
+            fh: fh1,
+            flags: p.x % 3,
+            name: b"k",
+            value: &p.data[..p.data.len().min(NATTR_VALUE_MAX)],
+        },
         32 => Request::ListNamedAttr { fh: fh1 },
         33 => Request::RemoveNamedAttr { fh: fh1, name: b"zz" },
         34 => Request::Publish { open_id: p.a },
@@ -327,25 +366,49 @@ fn build_request(p: &Parts) -> Request<'_> {
                 BatchIo {
                     write: (p.y + i).is_multiple_of(2),
                     file: vec![(p.a % (1 << 40), len)],
-                    mem: vec![(RemoteRegion { key: p.c ^ i as u64, offset: 0 }, len / 2), (RemoteRegion { key: p.c, offset: 4096 }, len - len / 2)],
+                    mem: vec![
+                        (RemoteRegion { key: p.c ^ i as u64, offset: 0 }, len / 2),
+                        (RemoteRegion { key: p.c, offset: 4096 }, len - len / 2),
+                    ],
                 }
                 .pack(&mut packed);
             }
-            Request::BatchIo { open_id: p.a, flags: p.y & batch_flags::ERRORS_ONLY, count: n, ios: Box::leak(packed.into_boxed_slice()) }
+            Request::BatchIo {
+                open_id: p.a,
+                flags: p.y & batch_flags::ERRORS_ONLY,
+                count: n,
+                ios: Box::leak(packed.into_boxed_slice()),
+            }
         }
         36 => {
             // A chain of a few complete, valid requests.
             let mut elems: Vec<Vec<u8>> = Vec::new();
-            for (i, r) in [Request::Null, Request::GetAttr { fh: CURRENT_FH }, Request::Close { open_id: CURRENT_OPEN_ID }].iter().enumerate().take(1 + p.x as usize % 3) {
+            for (i, r) in [
+                Request::Null,
+                Request::GetAttr { fh: CURRENT_FH },
+                Request::Close { open_id: CURRENT_OPEN_ID },
+            ]
+            .iter()
+            .enumerate()
+            .take(1 + p.x as usize % 3)
+            {
                 let mut b = Vec::new();
-                encode_request(&Header::request(r.opcode(), 0, i as u32, 0, 0), r, &mut b, MAX).unwrap();
+                encode_request(&Header::request(r.opcode(), 0, i as u32, 0, 0), r, &mut b, MAX)
+                    .unwrap();
                 elems.push(b);
             }
             let mut packed = Vec::new();
             pack_messages(elems.iter().map(|v| v.as_slice()), &mut packed);
-            Request::Chain { count: elems.len() as u32, elements: Box::leak(packed.into_boxed_slice()) }
+            Request::Chain {
+                count: elems.len() as u32,
+                elements: Box::leak(packed.into_boxed_slice()),
+            }
         }
-        37 => Request::SessionBind { client_nonce: p.nonce1, proof: p.nonce2, client_id: &p.data[..p.data.len().min(limits::CLIENT_ID_LEN_MAX)] },
+        37 => Request::SessionBind {
+            client_nonce: p.nonce1,
+            proof: p.nonce2,
+            client_id: &p.data[..p.data.len().min(limits::CLIENT_ID_LEN_MAX)],
+        },
         38 => Request::SetCred { uid: p.x, gid: p.y, groups: &p.fh1[..4 * (p.x as usize % 9)] },
         _ => Request::Reserved(RESERVED[p.x as usize % RESERVED.len()]),
     }
@@ -363,7 +426,15 @@ fn valid_setattrs(p: &Parts) -> SetAttrs {
         mask &= !MTIME_NOW;
     }
     let mode = if mask & MODE != 0 { p.y & 0o7777 } else { p.y };
-    SetAttrs { mask, mode, uid: p.y.rotate_left(7), gid: p.x.rotate_left(3), size: p.a, atime_ns: p.b as i64, mtime_ns: p.c as i64 }
+    SetAttrs {
+        mask,
+        mode,
+        uid: p.y.rotate_left(7),
+        gid: p.x.rotate_left(3),
+        size: p.a,
+        atime_ns: p.b as i64,
+        mtime_ns: p.c as i64,
+    }
 }
 
 fn attr_of(p: &Parts) -> Attr {
@@ -393,7 +464,21 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
     let fh1 = FileHandle(p.fh1);
     match p.kind % REPLY_KINDS {
         0 => (
-            pick(&[O::Null, O::SessionDestroy, O::Close, O::Remove, O::RmDir, O::Rename, O::Commit, O::CacheHint, O::Lock, O::Unlock, O::SetNamedAttr, O::RemoveNamedAttr, O::SetCred]),
+            pick(&[
+                O::Null,
+                O::SessionDestroy,
+                O::Close,
+                O::Remove,
+                O::RmDir,
+                O::Rename,
+                O::Commit,
+                O::CacheHint,
+                O::Lock,
+                O::Unlock,
+                O::SetNamedAttr,
+                O::RemoveNamedAttr,
+                O::SetCred,
+            ]),
             Reply::Empty,
         ),
         1 => (
@@ -411,51 +496,107 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
             },
         ),
         2 => (O::SessionAuth, Reply::SessionAuth { server_proof: p.nonce2 }),
-        3 => (pick(&[O::GetRootHandle, O::Lookup, O::LookupParent, O::Create, O::Symlink, O::Publish]), Reply::Handle { fh: fh1, attr: attr_of(p) }),
+        3 => (
+            pick(&[
+                O::GetRootHandle,
+                O::Lookup,
+                O::LookupParent,
+                O::Create,
+                O::Symlink,
+                O::Publish,
+            ]),
+            Reply::Handle { fh: fh1, attr: attr_of(p) },
+        ),
         4 => (pick(&[O::GetAttr, O::SetAttr, O::Link]), Reply::Attr { attr: attr_of(p) }),
         5 => (O::Access, Reply::Access { granted: p.x & access_mask::ALL }),
         6 => (O::Open, Reply::Open { open_id: p.a, fh: fh1, attr: attr_of(p) }),
         7 => (O::ReadInline, Reply::ReadInline { eof: p.flag, data: &p.data }),
-        8 => (pick(&[O::WriteInline, O::WriteDirect]), Reply::Write { count: p.x, stable: p.flag, offset: p.a }),
+        8 => (
+            pick(&[O::WriteInline, O::WriteDirect]),
+            Reply::Write { count: p.x, stable: p.flag, offset: p.a },
+        ),
         9 => (O::ReadDirect, Reply::ReadDirect { count: p.x, eof: p.flag }),
-        10 => (O::ReadDir, Reply::ReadDir { eof: p.flag, count: p.entries_count, entries: &p.entries }),
+        10 => (
+            O::ReadDir,
+            Reply::ReadDir { eof: p.flag, count: p.entries_count, entries: &p.entries },
+        ),
         11 => (O::ReadLink, Reply::ReadLink { target: &p.target }),
         12 => (
             O::FsStat,
-            Reply::FsStat(FsStat { total_bytes: p.a, free_bytes: p.b, avail_bytes: p.c, total_files: p.a ^ p.c, free_files: p.b ^ p.c, block_size: p.x, name_max: p.y }),
+            Reply::FsStat(FsStat {
+                total_bytes: p.a,
+                free_bytes: p.b,
+                avail_bytes: p.c,
+                total_files: p.a ^ p.c,
+                free_files: p.b ^ p.c,
+                block_size: p.x,
+                name_max: p.y,
+            }),
         ),
         13 => {
             let mut packed = Vec::new();
             let n = p.x % 4;
             for i in 0..n {
-                BatchResult { index: i, status: if p.flag { Status::Ok } else { Status::BadRegion }, count: p.a }.pack(&mut packed);
+                BatchResult {
+                    index: i,
+                    status: if p.flag { Status::Ok } else { Status::BadRegion },
+                    count: p.a,
+                }
+                .pack(&mut packed);
             }
             (O::BatchIo, Reply::Batch { count: n, results: Box::leak(packed.into_boxed_slice()) })
         }
         14 => {
             let mut r = Vec::new();
             let req_h = Header::request(O::Null, 0, 0, 0, 0);
-            encode_reply(&Header::reply_to(&req_h, Status::Ok, 0), &Reply::Empty, &mut r, MAX).unwrap();
+            encode_reply(&Header::reply_to(&req_h, Status::Ok, 0), &Reply::Empty, &mut r, MAX)
+                .unwrap();
             let mut packed = Vec::new();
             pack_messages([r.as_slice(), r.as_slice()], &mut packed);
-            (O::Chain, Reply::Chain { executed: 2, failed: if p.flag { 1 } else { u32::MAX }, replies: Box::leak(packed.into_boxed_slice()) })
+            (
+                O::Chain,
+                Reply::Chain {
+                    executed: 2,
+                    failed: if p.flag { 1 } else { u32::MAX },
+                    replies: Box::leak(packed.into_boxed_slice()),
+                },
+            )
         }
-        15 => (O::LockTest, Reply::LockTest { conflict: p.flag, ltype: p.x, owner: p.a, offset: p.b, len: p.c }),
-        16 => (O::GetNamedAttr, Reply::NamedAttr { value: &p.data[..p.data.len().min(NATTR_VALUE_MAX)] }),
+        15 => (
+            O::LockTest,
+            Reply::LockTest { conflict: p.flag, ltype: p.x, owner: p.a, offset: p.b, len: p.c },
+        ),
+        16 => (
+            O::GetNamedAttr,
+            Reply::NamedAttr { value: &p.data[..p.data.len().min(NATTR_VALUE_MAX)] },
+        ),
         17 => (O::ListNamedAttr, Reply::NamedAttrList { names: &p.data }),
         18 => {
             let slots = 1 + p.x % limits::SLOTS_MAX;
-            (O::SessionBind, Reply::SessionBind { slots, target_highest: p.y % slots, next_nonce: p.nonce1, server_proof: p.nonce2 })
+            (
+                O::SessionBind,
+                Reply::SessionBind {
+                    slots,
+                    target_highest: p.y % slots,
+                    next_nonce: p.nonce1,
+                    server_proof: p.nonce2,
+                },
+            )
         }
         _ => {
-            let errors: Vec<Status> = Status::ALL.iter().copied().filter(|s| *s != Status::Ok).collect();
-            (Opcode::ALL[p.y as usize % Opcode::ALL.len()], Reply::Error(errors[p.x as usize % errors.len()]))
+            let errors: Vec<Status> =
+                Status::ALL.iter().copied().filter(|s| *s != Status::Ok).collect();
+            (
+                Opcode::ALL[p.y as usize % Opcode::ALL.len()],
+                Reply::Error(errors[p.x as usize % errors.len()]),
+            )
         }
     }
 }
 
 fn encode_req(h: &Hdr, req: &Request) -> Vec<u8> {
-    let header = Header::request(req.opcode(), h.session_id, h.slot_id, h.sequence_id, h.highest_slot);
+    let header =
+        Header::request(req.opcode(), h.session_id, h.slot_id, h.sequence_id, h.highest_slot);
     let mut buf = Vec::new();
     let n = encode_request(&header, req, &mut buf, MAX).expect("valid request encodes");
     assert_eq!(n, buf.len());
@@ -478,8 +619,16 @@ fn encode_rep(h: &Hdr, op: Opcode, reply: &Reply) -> Vec<u8> {
 /// `s` lies entirely inside `buf`: the decoder borrowed it, it did not allocate it.
 fn assert_within(buf: &[u8], s: &[u8], what: &str) {
     let (b, p) = (buf.as_ptr() as usize, s.as_ptr() as usize);
-    assert!(s.len() <= buf.len(), "{what}: slice of {} bytes from a {}-byte message", s.len(), buf.len());
-    assert!(p >= b && p + s.len() <= b + buf.len(), "{what}: slice does not point into the message");
+    assert!(
+        s.len() <= buf.len(),
+        "{what}: slice of {} bytes from a {}-byte message",
+        s.len(),
+        buf.len()
+    );
+    assert!(
+        p >= b && p + s.len() <= b + buf.len(),
+        "{what}: slice does not point into the message"
+    );
 }
 
 fn request_slices<'a>(r: &Request<'a>) -> Vec<&'a [u8]> {
@@ -488,7 +637,11 @@ fn request_slices<'a>(r: &Request<'a>) -> Vec<&'a [u8]> {
         SessionCreate { client_id, .. } => vec![client_id],
         GetRootHandle { export } => vec![export],
         Lookup { path, .. } => vec![path],
-        Create { name, .. } | Open { name, .. } | Remove { name, .. } | RmDir { name, .. } | Link { name, .. } => vec![name],
+        Create { name, .. }
+        | Open { name, .. }
+        | Remove { name, .. }
+        | RmDir { name, .. }
+        | Link { name, .. } => vec![name],
         WriteInline { data, .. } => vec![data],
         Rename { from_name, to_name, .. } => vec![from_name, to_name],
         Symlink { name, target, .. } => vec![name, target],
@@ -935,7 +1088,13 @@ fn reserved_ops_ignore_their_body_and_cannot_succeed() {
     assert_eq!(r, Request::Reserved(Opcode::Callback));
     // A success reply to a reserved op does not decode; NOTSUPP does.
     let mut rep = Vec::new();
-    encode_reply(&Header::reply_to(&h, Status::Ok, 0), &Reply::Error(Status::NotSupp), &mut rep, MAX).unwrap();
+    encode_reply(
+        &Header::reply_to(&h, Status::Ok, 0),
+        &Reply::Error(Status::NotSupp),
+        &mut rep,
+        MAX,
+    )
+    .unwrap();
     assert_eq!(decode_reply(&rep, MAX).unwrap().1, Reply::Error(Status::NotSupp));
     rep[12..16].copy_from_slice(&0u32.to_le_bytes());
     assert!(decode_reply(&rep, MAX).is_err());
@@ -945,7 +1104,12 @@ fn reserved_ops_ignore_their_body_and_cannot_succeed() {
 fn overlapping_heap_fields_decode_and_reencode_longer() {
     // RENAME whose two names point at the same heap bytes: valid on the wire (the
     // decoder does not require disjoint fields); the canonical re-encoding is longer.
-    let req = Request::Rename { from_dir: FileHandle([1; 32]), from_name: b"same", to_dir: FileHandle([2; 32]), to_name: b"same" };
+    let req = Request::Rename {
+        from_dir: FileHandle([1; 32]),
+        from_name: b"same",
+        to_dir: FileHandle([2; 32]),
+        to_name: b"same",
+    };
     let mut buf = Vec::new();
     encode_request(&Header::request(Opcode::Rename, 1, 0, 1, 0), &req, &mut buf, MAX).unwrap();
     // to_name ref at fixed offset 72 -> point at offset 0; drop the second copy.
@@ -974,19 +1138,22 @@ fn write_fuzz_seeds() {
     std::fs::create_dir_all(&req_dir).unwrap();
     for kind in 0..REQUEST_KINDS {
         let p = Parts { kind, ..fixed_parts() };
-        std::fs::write(req_dir.join(format!("seed-{kind:02}")), encode_req(&h, &build_request(&p))).unwrap();
+        std::fs::write(req_dir.join(format!("seed-{kind:02}")), encode_req(&h, &build_request(&p)))
+            .unwrap();
     }
     let rep_dir = dir.join("decode_reply");
     std::fs::create_dir_all(&rep_dir).unwrap();
     let (packed, count) = {
         let mut v = Vec::new();
         DirEntry { cookie: 1, fileid: 2, ftype: FileType::Regular, name: b"one" }.pack(&mut v);
-        DirEntry { cookie: 2, fileid: 3, ftype: FileType::Directory, name: b"two-longer" }.pack(&mut v);
+        DirEntry { cookie: 2, fileid: 3, ftype: FileType::Directory, name: b"two-longer" }
+            .pack(&mut v);
         (v, 2)
     };
     for kind in 0..REPLY_KINDS {
         let p = Parts { kind, entries: packed.clone(), entries_count: count, ..fixed_parts() };
         let (op, reply) = build_reply(&p);
-        std::fs::write(rep_dir.join(format!("seed-{kind:02}")), encode_rep(&h, op, &reply)).unwrap();
+        std::fs::write(rep_dir.join(format!("seed-{kind:02}")), encode_rep(&h, op, &reply))
+            .unwrap();
     }
 }

@@ -48,7 +48,9 @@ use std::time::{Duration, Instant};
 
 use dafs_client::dafs_proto::types::setattr_mask;
 use dafs_client::dafs_proto::{Attr, SetAttrs, Status};
-use dafs_client::{CgId, Client, ClientConfig, Completion, Error, IoBuf, OpenOptions, Provider, RegionId};
+use dafs_client::{
+    CgId, Client, ClientConfig, Completion, Error, IoBuf, OpenOptions, Provider, RegionId,
+};
 use dafs_transport::TransportError;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyConnectionError, PyOSError, PyTypeError, PyValueError};
@@ -91,7 +93,9 @@ struct SendPtr(*mut u8);
 // for as long as the closure runs.
 unsafe impl Send for SendPtr {}
 impl SendPtr {
-    fn get(self) -> *mut u8 { self.0 }
+    fn get(self) -> *mut u8 {
+        self.0
+    }
 }
 
 struct Inner {
@@ -132,7 +136,12 @@ fn to_pyerr(e: Error, path: Option<&str>, path2: Option<&str>) -> PyErr {
             None => PyConnectionError::new_err((errno, msg)),
         },
         // Registration refusals leave the connection usable: not a ConnectionError.
-        Error::Transport(t @ (TransportError::BadRegion | TransportError::RegistrationLimit | TransportError::NotRegistrable | TransportError::TooBig { .. })) => {
+        Error::Transport(
+            t @ (TransportError::BadRegion
+            | TransportError::RegistrationLimit
+            | TransportError::NotRegistrable
+            | TransportError::TooBig { .. }),
+        ) => {
             let errno = match t {
                 TransportError::BadRegion => libc::EFAULT,
                 TransportError::RegistrationLimit => libc::ENOMEM,
@@ -141,9 +150,13 @@ fn to_pyerr(e: Error, path: Option<&str>, path2: Option<&str>) -> PyErr {
             };
             PyOSError::new_err((errno, msg))
         }
-        Error::Transport(_) | Error::Disconnected | Error::Protocol(_) => PyConnectionError::new_err((errno, msg)),
+        Error::Transport(_) | Error::Disconnected | Error::Protocol(_) => {
+            PyConnectionError::new_err((errno, msg))
+        }
         _ => match (path, path2) {
-            (Some(p), Some(q)) => PyOSError::new_err((errno, msg, p.to_string(), None::<i32>, q.to_string())),
+            (Some(p), Some(q)) => {
+                PyOSError::new_err((errno, msg, p.to_string(), None::<i32>, q.to_string()))
+            }
             (Some(p), None) => PyOSError::new_err((errno, msg, p.to_string())),
             _ => PyOSError::new_err((errno, msg)),
         },
@@ -152,12 +165,19 @@ fn to_pyerr(e: Error, path: Option<&str>, path2: Option<&str>) -> PyErr {
 
 /// Errnos Python maps to a `ConnectionError` subclass by itself.
 fn is_connection_errno(e: i32) -> bool {
-    matches!(e, libc::ECONNREFUSED | libc::ECONNRESET | libc::ECONNABORTED | libc::EPIPE | libc::ESHUTDOWN)
+    matches!(
+        e,
+        libc::ECONNREFUSED | libc::ECONNRESET | libc::ECONNABORTED | libc::EPIPE | libc::ESHUTDOWN
+    )
 }
 
-fn closed_client() -> PyErr { PyValueError::new_err("I/O operation on closed dafs client") }
+fn closed_client() -> PyErr {
+    PyValueError::new_err("I/O operation on closed dafs client")
+}
 
-fn bad_fid() -> Error { Error::Status(Status::BadOpenId) }
+fn bad_fid() -> Error {
+    Error::Status(Status::BadOpenId)
+}
 
 // ---------------------------------------------------------------------------------------
 // Buffers
@@ -171,14 +191,20 @@ fn byte_buffer(obj: &Bound<'_, PyAny>, writable: bool, what: &str) -> PyResult<P
         Err(first) => {
             let Ok(mv) = PyMemoryView::from(obj) else {
                 drop(first);
-                return Err(PyTypeError::new_err(format!("{what} argument must be a bytes-like object, not {}", type_name(obj))));
+                return Err(PyTypeError::new_err(format!(
+                    "{what} argument must be a bytes-like object, not {}",
+                    type_name(obj)
+                )));
             };
             let cast = mv.call_method1("cast", ("B",))?;
             PyBuffer::<u8>::get(&cast)?
         }
     };
     if writable && buf.readonly() {
-        return Err(PyTypeError::new_err(format!("{what} argument must be read-write bytes-like object, not {}", type_name(obj))));
+        return Err(PyTypeError::new_err(format!(
+            "{what} argument must be read-write bytes-like object, not {}",
+            type_name(obj)
+        )));
     }
     if !buf.is_c_contiguous() {
         return Err(PyBufferError::new_err(format!("{what}: the buffer must be C-contiguous")));
@@ -235,7 +261,9 @@ fn attr_tuple(a: &Attr) -> AttrTuple {
     ]
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> { m.lock().unwrap_or_else(|p| p.into_inner()) }
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 impl PyClient {
     /// Run `f` on the open client with the GIL held (short, non-blocking work only).
@@ -251,7 +279,11 @@ impl PyClient {
     }
 
     /// Run `f` on the open client with the GIL released (blocking work).
-    fn run_nogil<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Inner) -> R + Send) -> PyResult<R> {
+    fn run_nogil<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Inner) -> R + Send,
+    ) -> PyResult<R> {
         let (r, finished, buffers) = py.allow_threads(|| {
             let mut g = lock(&self.inner);
             match g.as_mut() {
@@ -282,7 +314,9 @@ impl PyClient {
             match d {
                 Deferred::Unregister(key, buf) => match inner.c.0.unregister(RegionId(key)) {
                     Err(Error::RegionBusy) => keep.push(Deferred::Unregister(key, buf)),
-                    Err(Error::Transport(e)) if !e.is_fatal() => keep.push(Deferred::Unregister(key, buf)),
+                    Err(Error::Transport(e)) if !e.is_fatal() => {
+                        keep.push(Deferred::Unregister(key, buf))
+                    }
                     _ => {
                         inner.regions.remove(&key);
                         buffers.extend(buf);
@@ -329,7 +363,10 @@ impl PyClient {
                     Ok(n) => (Some(n), None),
                     Err(e) => (None, Some(to_pyerr(e, None, None).into_value(py).into_any())),
                 };
-                Py::new(py, PyCompletion { id: c.id.0, user_data: c.user_data, eof: c.eof, nbytes, error })
+                Py::new(
+                    py,
+                    PyCompletion { id: c.id.0, user_data: c.user_data, eof: c.eof, nbytes, error },
+                )
             })
             .collect()
     }
@@ -350,7 +387,9 @@ impl PyClient {
         let r = region.get();
         let g = cg.get();
         if r.client.as_ptr() != slf_ptr || g.client.as_ptr() != slf_ptr {
-            return Err(PyValueError::new_err("region and completion group must belong to this client"));
+            return Err(PyValueError::new_err(
+                "region and completion group must belong to this client",
+            ));
         }
         if g.closed.load(Ordering::SeqCst) {
             return Err(PyValueError::new_err("completion group is closed"));
@@ -412,7 +451,9 @@ impl PyClient {
         let mut cfg = ClientConfig { secret, export, reconnect, ..ClientConfig::default() };
         if let Some(t) = reconnect_timeout {
             if !(t > 0.0 && t.is_finite()) {
-                return Err(PyValueError::new_err("reconnect_timeout must be a positive number of seconds"));
+                return Err(PyValueError::new_err(
+                    "reconnect_timeout must be a positive number of seconds",
+                ));
             }
             cfg.reconnect_timeout = Duration::from_secs_f64(t);
         }
@@ -424,7 +465,9 @@ impl PyClient {
         }
         if let Some(t) = connect_timeout {
             if !(t > 0.0 && t.is_finite()) {
-                return Err(PyValueError::new_err("connect_timeout must be a positive number of seconds"));
+                return Err(PyValueError::new_err(
+                    "connect_timeout must be a positive number of seconds",
+                ));
             }
             cfg.connect_timeout = Duration::from_secs_f64(t);
         }
@@ -435,9 +478,15 @@ impl PyClient {
                 false
             }
             "shm" => true,
-            other => return Err(PyValueError::new_err(format!("provider must be 'auto', 'tcp' or 'shm', not {other:?}"))),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "provider must be 'auto', 'tcp' or 'shm', not {other:?}"
+                )))
+            }
         };
-        let c = py.allow_threads(|| Client::connect(&target, cfg).map(Conn)).map_err(|e| to_pyerr(e, None, None))?;
+        let c = py
+            .allow_threads(|| Client::connect(&target, cfg).map(Conn))
+            .map_err(|e| to_pyerr(e, None, None))?;
         if require_shm && c.0.provider() != "shm" {
             return Err(PyConnectionError::new_err((
                 libc::EOPNOTSUPP,
@@ -451,7 +500,13 @@ impl PyClient {
             max_msg_size: c.0.max_msg_size(),
             provider: c.0.provider(),
             session_id: c.0.session_id(),
-            inner: Mutex::new(Some(Inner { c, files: HashMap::new(), next_fid: 1, cgs: HashSet::new(), regions: HashSet::new() })),
+            inner: Mutex::new(Some(Inner {
+                c,
+                files: HashMap::new(),
+                next_fid: 1,
+                cgs: HashSet::new(),
+                regions: HashSet::new(),
+            })),
             deferred: Mutex::new(Vec::new()),
             refs: Mutex::new(HashMap::new()),
             exports: AtomicUsize::new(0),
@@ -502,19 +557,33 @@ impl PyClient {
     }
 
     #[getter]
-    fn closed(&self) -> bool { lock(&self.inner).is_none() }
+    fn closed(&self) -> bool {
+        lock(&self.inner).is_none()
+    }
     #[getter]
-    fn inline_threshold(&self) -> usize { self.inline_threshold }
+    fn inline_threshold(&self) -> usize {
+        self.inline_threshold
+    }
     #[getter]
-    fn max_io_size(&self) -> usize { self.max_io_size }
+    fn max_io_size(&self) -> usize {
+        self.max_io_size
+    }
     #[getter]
-    fn slots(&self) -> u32 { self.slots }
+    fn slots(&self) -> u32 {
+        self.slots
+    }
     #[getter]
-    fn max_msg_size(&self) -> usize { self.max_msg_size }
+    fn max_msg_size(&self) -> usize {
+        self.max_msg_size
+    }
     #[getter]
-    fn provider(&self) -> &'static str { self.provider }
+    fn provider(&self) -> &'static str {
+        self.provider
+    }
     #[getter]
-    fn session_id(&self) -> u64 { self.run(|inner| inner.c.0.session_id()).unwrap_or(self.session_id) }
+    fn session_id(&self) -> u64 {
+        self.run(|inner| inner.c.0.session_id()).unwrap_or(self.session_id)
+    }
 
     /// None while the session is usable; otherwise why it was lost: "BadSession" (its
     /// lease expired, the server restarted, an administrator ended it) or "Fenced".
@@ -573,14 +642,26 @@ impl PyClient {
     /// Open: returns (file id, size at open).
     #[pyo3(signature = (path, read, write, create=false, exclusive=false, truncate=false, mode=0o644, append=false))]
     #[allow(clippy::too_many_arguments)]
-    fn open(&self, py: Python<'_>, path: String, read: bool, write: bool, create: bool, exclusive: bool, truncate: bool, mode: u32, append: bool) -> PyResult<(u64, u64)> {
+    fn open(
+        &self,
+        py: Python<'_>,
+        path: String,
+        read: bool,
+        write: bool,
+        create: bool,
+        exclusive: bool,
+        truncate: bool,
+        mode: u32,
+        append: bool,
+    ) -> PyResult<(u64, u64)> {
         let opts = match (read, write) {
             (true, false) => OpenOptions::read(),
             (false, true) => OpenOptions::write_only(),
             (true, true) => OpenOptions::read_write(),
             (false, false) => return Err(PyValueError::new_err("open: neither read nor write")),
         };
-        let opts = opts.create(create).exclusive(exclusive).truncate(truncate).mode(mode).append(append);
+        let opts =
+            opts.create(create).exclusive(exclusive).truncate(truncate).mode(mode).append(append);
         let p = path.clone();
         let r = self.run_nogil(py, move |inner| {
             let f = inner.c.0.open(&p, opts)?;
@@ -610,7 +691,13 @@ impl PyClient {
 
     /// Read into `buf` (any writable C-contiguous buffer) at `offset`, straight into its
     /// memory. Returns the bytes read (short only at end of file).
-    fn pread_into(&self, py: Python<'_>, fid: u64, buf: &Bound<'_, PyAny>, offset: u64) -> PyResult<usize> {
+    fn pread_into(
+        &self,
+        py: Python<'_>,
+        fid: u64,
+        buf: &Bound<'_, PyAny>,
+        offset: u64,
+    ) -> PyResult<usize> {
         let pb = byte_buffer(buf, true, "readinto()")?;
         let len = pb.len_bytes();
         if len == 0 {
@@ -629,7 +716,13 @@ impl PyClient {
     }
 
     /// Write all of `data` (any C-contiguous buffer) at `offset`.
-    fn pwrite(&self, py: Python<'_>, fid: u64, data: &Bound<'_, PyAny>, offset: u64) -> PyResult<usize> {
+    fn pwrite(
+        &self,
+        py: Python<'_>,
+        fid: u64,
+        data: &Bound<'_, PyAny>,
+        offset: u64,
+    ) -> PyResult<usize> {
         let pb = byte_buffer(data, false, "write()")?;
         let len = pb.len_bytes();
         if len == 0 {
@@ -671,7 +764,13 @@ impl PyClient {
     }
 
     /// Read up to `n` bytes at `offset` into a new bytes object.
-    fn pread<'py>(&self, py: Python<'py>, fid: u64, n: usize, offset: u64) -> PyResult<Bound<'py, PyBytes>> {
+    fn pread<'py>(
+        &self,
+        py: Python<'py>,
+        fid: u64,
+        n: usize,
+        offset: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let r = self.run_nogil(py, move |inner| {
             let f = inner.files.get(&fid).ok_or_else(bad_fid)?;
             let mut v = vec![0u8; n];
@@ -712,7 +811,11 @@ impl PyClient {
     #[pyo3(signature = (path, follow=true))]
     fn stat(&self, py: Python<'_>, path: String, follow: bool) -> PyResult<AttrTuple> {
         let p = path.clone();
-        let r = self.run_nogil(py, move |inner| if follow { inner.c.0.stat(&p) } else { inner.c.0.lstat(&p) })?;
+        let r =
+            self.run_nogil(
+                py,
+                move |inner| if follow { inner.c.0.stat(&p) } else { inner.c.0.lstat(&p) },
+            )?;
         r.map(|a| attr_tuple(&a)).map_err(|e| to_pyerr(e, Some(&path), None))
     }
 
@@ -723,7 +826,16 @@ impl PyClient {
         let entries = r.map_err(|e| to_pyerr(e, Some(&path), None))?;
         let items: Vec<Bound<'py, PyTuple>> = entries
             .iter()
-            .map(|e| PyTuple::new(py, [PyBytes::new(py, &e.name).into_any(), e.fileid.into_pyobject(py)?.into_any(), (e.ftype as u32).into_pyobject(py)?.into_any()]))
+            .map(|e| {
+                PyTuple::new(
+                    py,
+                    [
+                        PyBytes::new(py, &e.name).into_any(),
+                        e.fileid.into_pyobject(py)?.into_any(),
+                        (e.ftype as u32).into_pyobject(py)?.into_any(),
+                    ],
+                )
+            })
             .collect::<PyResult<_>>()?;
         PyList::new(py, items)
     }
@@ -784,7 +896,13 @@ impl PyClient {
         r.map(|_| ()).map_err(|e| to_pyerr(e, Some(&path), None))
     }
 
-    fn set_times(&self, py: Python<'_>, path: String, atime_ns: i64, mtime_ns: i64) -> PyResult<()> {
+    fn set_times(
+        &self,
+        py: Python<'_>,
+        path: String,
+        atime_ns: i64,
+        mtime_ns: i64,
+    ) -> PyResult<()> {
         let p = path.clone();
         let r = self.run_nogil(py, move |inner| inner.c.0.set_times(&p, atime_ns, mtime_ns))?;
         r.map(|_| ()).map_err(|e| to_pyerr(e, Some(&path), None))
@@ -860,20 +978,66 @@ impl PyClient {
             inner.cgs.insert(cg.0);
             cg.0
         })?;
-        Py::new(slf.py(), PyCg { client: slf.clone().unbind(), id, closed: AtomicBool::new(false), pending: Mutex::new(VecDeque::new()) })
+        Py::new(
+            slf.py(),
+            PyCg {
+                client: slf.clone().unbind(),
+                id,
+                closed: AtomicBool::new(false),
+                pending: Mutex::new(VecDeque::new()),
+            },
+        )
     }
 
     /// Submit a read of `length` bytes at `offset` into `region[region_offset:]`.
     /// Returns the request id. Raises BlockingIOError when every slot is in use.
     #[allow(clippy::too_many_arguments)]
-    fn submit_read(slf: &Bound<'_, Self>, fid: u64, offset: u64, region: &Bound<'_, Region>, region_offset: usize, length: usize, user_data: u64, cg: &Bound<'_, PyCg>) -> PyResult<u64> {
-        slf.get().submit(slf.as_ptr(), fid, offset, region, region_offset, length, user_data, cg, false)
+    fn submit_read(
+        slf: &Bound<'_, Self>,
+        fid: u64,
+        offset: u64,
+        region: &Bound<'_, Region>,
+        region_offset: usize,
+        length: usize,
+        user_data: u64,
+        cg: &Bound<'_, PyCg>,
+    ) -> PyResult<u64> {
+        slf.get().submit(
+            slf.as_ptr(),
+            fid,
+            offset,
+            region,
+            region_offset,
+            length,
+            user_data,
+            cg,
+            false,
+        )
     }
 
     /// Submit a write of `region[region_offset:region_offset+length]` at `offset`.
     #[allow(clippy::too_many_arguments)]
-    fn submit_write(slf: &Bound<'_, Self>, fid: u64, offset: u64, region: &Bound<'_, Region>, region_offset: usize, length: usize, user_data: u64, cg: &Bound<'_, PyCg>) -> PyResult<u64> {
-        slf.get().submit(slf.as_ptr(), fid, offset, region, region_offset, length, user_data, cg, true)
+    fn submit_write(
+        slf: &Bound<'_, Self>,
+        fid: u64,
+        offset: u64,
+        region: &Bound<'_, Region>,
+        region_offset: usize,
+        length: usize,
+        user_data: u64,
+        cg: &Bound<'_, PyCg>,
+    ) -> PyResult<u64> {
+        slf.get().submit(
+            slf.as_ptr(),
+            fid,
+            offset,
+            region,
+            region_offset,
+            length,
+            user_data,
+            cg,
+            true,
+        )
     }
 }
 
@@ -899,8 +1063,22 @@ struct Region {
 }
 
 impl Region {
-    fn new(client: Py<PyClient>, key: u64, ptr: usize, len: usize, owner: Option<PyBuffer<u8>>) -> Region {
-        Region { client, key, ptr, len, owner: Mutex::new(owner), exports: AtomicUsize::new(0), closed: AtomicBool::new(false) }
+    fn new(
+        client: Py<PyClient>,
+        key: u64,
+        ptr: usize,
+        len: usize,
+        owner: Option<PyBuffer<u8>>,
+    ) -> Region {
+        Region {
+            client,
+            key,
+            ptr,
+            len,
+            owner: Mutex::new(owner),
+            exports: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+        }
     }
 
     /// Check the region can be accessed now; run `f` on its bytes under the client lock.
@@ -915,28 +1093,44 @@ impl Region {
 
 fn region_err(e: Error) -> PyErr {
     match e {
-        Error::RegionBusy => PyBufferError::new_err("the region has asynchronous I/O in flight: reap its completions first"),
+        Error::RegionBusy => PyBufferError::new_err(
+            "the region has asynchronous I/O in flight: reap its completions first",
+        ),
         e => to_pyerr(e, None, None),
     }
 }
 
 #[pymethods]
 impl Region {
-    fn __len__(&self) -> usize { self.len }
+    fn __len__(&self) -> usize {
+        self.len
+    }
 
     #[getter]
-    fn closed(&self) -> bool { self.closed.load(Ordering::SeqCst) || self.client.get().closed() }
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst) || self.client.get().closed()
+    }
 
     /// Exports of this region's buffer still alive (memoryviews, arrays...).
     #[getter]
-    fn exports(&self) -> usize { self.exports.load(Ordering::SeqCst) }
+    fn exports(&self) -> usize {
+        self.exports.load(Ordering::SeqCst)
+    }
 
     /// A copy of `length` bytes from `offset` (refused while I/O is in flight).
     #[pyo3(signature = (offset=0, length=None))]
-    fn read<'py>(&self, py: Python<'py>, offset: usize, length: Option<usize>) -> PyResult<Bound<'py, PyBytes>> {
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        offset: usize,
+        length: Option<usize>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let end = match length {
             None => self.len,
-            Some(n) => offset.checked_add(n).filter(|e| *e <= self.len).ok_or_else(|| PyValueError::new_err("range outside the region"))?,
+            Some(n) => offset
+                .checked_add(n)
+                .filter(|e| *e <= self.len)
+                .ok_or_else(|| PyValueError::new_err("range outside the region"))?,
         };
         if offset > end {
             return Err(PyValueError::new_err("range outside the region"));
@@ -999,18 +1193,35 @@ impl Region {
         }
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> { slf }
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
 
-    fn __exit__(&self, py: Python<'_>, _t: PyObject, _v: PyObject, _tb: PyObject) -> PyResult<bool> {
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _t: PyObject,
+        _v: PyObject,
+        _tb: PyObject,
+    ) -> PyResult<bool> {
         self.close(py)?;
         Ok(false)
     }
 
     fn __repr__(&self) -> String {
-        format!("<dafs.Region key={:#x} size={}{}>", self.key, self.len, if self.closed() { " closed" } else { "" })
+        format!(
+            "<dafs.Region key={:#x} size={}{}>",
+            self.key,
+            self.len,
+            if self.closed() { " closed" } else { "" }
+        )
     }
 
-    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
         let this = slf.get();
         if view.is_null() {
             return Err(PyBufferError::new_err("view is null"));
@@ -1033,7 +1244,16 @@ impl Region {
         // SAFETY: `ptr..ptr+len` is the region's registered memory, valid until the region
         // is unregistered, which is refused while exports are alive (and the client cannot
         // be closed either); the view holds a reference to this object.
-        let rc = unsafe { ffi::PyBuffer_FillInfo(view, slf.as_ptr(), this.ptr as *mut c_void, this.len as ffi::Py_ssize_t, 0, flags) };
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                this.ptr as *mut c_void,
+                this.len as ffi::Py_ssize_t,
+                0,
+                flags,
+            )
+        };
         if rc == -1 {
             this.exports.fetch_sub(1, Ordering::SeqCst);
             client.exports.fetch_sub(1, Ordering::SeqCst);
@@ -1066,7 +1286,9 @@ impl Drop for Region {
             Some(Some(inner)) => match inner.c.0.unregister(RegionId(self.key)) {
                 // Cannot happen (in-flight I/O keeps its region alive), but never free
                 // memory the server may still write: retry later.
-                Err(Error::RegionBusy) => lock(&client.deferred).push(Deferred::Unregister(self.key, owner)),
+                Err(Error::RegionBusy) => {
+                    lock(&client.deferred).push(Deferred::Unregister(self.key, owner))
+                }
                 _ => {
                     inner.regions.remove(&self.key);
                 }
@@ -1114,23 +1336,40 @@ impl PyCg {
     /// Wait until `n` completions are available (or nothing else is in flight, or
     /// `timeout` seconds pass) and return them (a list, possibly shorter than `n`).
     #[pyo3(signature = (n=1, timeout=None))]
-    fn wait(&self, py: Python<'_>, n: usize, timeout: Option<f64>) -> PyResult<Vec<Py<PyCompletion>>> {
+    fn wait(
+        &self,
+        py: Python<'_>,
+        n: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<Py<PyCompletion>>> {
         let client = self.check()?;
         let mut out = self.take_pending(n);
         let deadline = match timeout {
             None => None,
-            Some(t) if t.is_finite() && t >= 0.0 => Some(Instant::now() + Duration::from_secs_f64(t)),
-            Some(_) => return Err(PyValueError::new_err("timeout must be a non-negative number of seconds or None")),
+            Some(t) if t.is_finite() && t >= 0.0 => {
+                Some(Instant::now() + Duration::from_secs_f64(t))
+            }
+            Some(_) => {
+                return Err(PyValueError::new_err(
+                    "timeout must be a non-negative number of seconds or None",
+                ))
+            }
         };
         let cg = CgId(self.id);
         while out.len() < n {
             let need = n - out.len();
             let slice = match deadline {
                 None => Duration::from_millis(100),
-                Some(d) => d.saturating_duration_since(Instant::now()).min(Duration::from_millis(100)),
+                Some(d) => {
+                    d.saturating_duration_since(Instant::now()).min(Duration::from_millis(100))
+                }
             };
             let (res, outstanding) = client.run_nogil(py, move |inner| {
-                let r = if slice.is_zero() { inner.c.0.poll(cg, need) } else { inner.c.0.wait_n(cg, need, Some(slice)) };
+                let r = if slice.is_zero() {
+                    inner.c.0.poll(cg, need)
+                } else {
+                    inner.c.0.wait_n(cg, need, Some(slice))
+                };
                 (r, inner.c.0.outstanding(cg))
             })?;
             match res {
@@ -1186,7 +1425,9 @@ impl PyCg {
     }
 
     #[getter]
-    fn closed(&self) -> bool { self.closed.load(Ordering::SeqCst) || self.client.get().closed() }
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst) || self.client.get().closed()
+    }
 
     /// Wait for the group's in-flight requests (their completions are discarded), then
     /// destroy it.
@@ -1212,14 +1453,28 @@ impl PyCg {
         Ok(())
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> { slf }
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
 
-    fn __exit__(&self, py: Python<'_>, _t: PyObject, _v: PyObject, _tb: PyObject) -> PyResult<bool> {
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _t: PyObject,
+        _v: PyObject,
+        _tb: PyObject,
+    ) -> PyResult<bool> {
         self.close(py)?;
         Ok(false)
     }
 
-    fn __repr__(&self) -> String { format!("<dafs.CompletionGroup id={}{}>", self.id, if self.closed() { " closed" } else { "" }) }
+    fn __repr__(&self) -> String {
+        format!(
+            "<dafs.CompletionGroup id={}{}>",
+            self.id,
+            if self.closed() { " closed" } else { "" }
+        )
+    }
 }
 
 impl Drop for PyCg {
@@ -1283,18 +1538,30 @@ impl PyCompletion {
 
     /// Bytes transferred, or None if the request failed.
     #[getter]
-    fn nbytes(&self) -> Option<usize> { self.nbytes }
+    fn nbytes(&self) -> Option<usize> {
+        self.nbytes
+    }
 
     /// The request's exception (an OSError), or None.
     #[getter]
-    fn error(&self, py: Python<'_>) -> Option<PyObject> { self.error.as_ref().map(|e| e.clone_ref(py)) }
+    fn error(&self, py: Python<'_>) -> Option<PyObject> {
+        self.error.as_ref().map(|e| e.clone_ref(py))
+    }
 
     #[getter]
-    fn ok(&self) -> bool { self.error.is_none() }
+    fn ok(&self) -> bool {
+        self.error.is_none()
+    }
 
     fn __repr__(&self, py: Python<'_>) -> String {
         match (&self.nbytes, &self.error) {
-            (Some(n), _) => format!("<dafs.Completion id={} user_data={} result={}{}>", self.id, self.user_data, n, if self.eof { " eof" } else { "" }),
+            (Some(n), _) => format!(
+                "<dafs.Completion id={} user_data={} result={}{}>",
+                self.id,
+                self.user_data,
+                n,
+                if self.eof { " eof" } else { "" }
+            ),
             (None, Some(e)) => {
                 let s = e.bind(py).repr().map(|r| r.to_string()).unwrap_or_default();
                 format!("<dafs.Completion id={} user_data={} error={}>", self.id, self.user_data, s)

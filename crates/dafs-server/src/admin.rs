@@ -59,7 +59,9 @@ pub fn admin_loop(sh: Arc<Shared>, l: UnixListener, path: PathBuf) {
                     warn!("admin request failed: {e}");
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
             Err(e) => {
                 warn!("admin accept failed: {e}");
                 std::thread::sleep(Duration::from_millis(200));
@@ -179,7 +181,8 @@ fn sessions_json(sh: &Shared) -> Value {
 
 fn stats_json(sh: &Shared) -> Value {
     let snap = sh.stats.snapshot();
-    let counters: serde_json::Map<String, Value> = snap.fields().into_iter().map(|(n, _, v)| (n.to_string(), json!(v))).collect();
+    let counters: serde_json::Map<String, Value> =
+        snap.fields().into_iter().map(|(n, _, v)| (n.to_string(), json!(v))).collect();
     json!({
         "counters": counters,
         "sessions_live": sh.sessions_live.load(Relaxed),
@@ -196,13 +199,22 @@ pub fn metrics_text(sh: &Shared) -> String {
         let _ = writeln!(out, "# HELP dafs_{name}_total {help}\n# TYPE dafs_{name}_total counter\ndafs_{name}_total {v}");
     }
     let gauges = [
-        ("sessions_live", "Sessions holding state (bound or parked).", sh.sessions_live.load(Relaxed) as u64),
+        (
+            "sessions_live",
+            "Sessions holding state (bound or parked).",
+            sh.sessions_live.load(Relaxed) as u64,
+        ),
         ("connections_live", "Connections open now.", sh.connections_live.load(Relaxed) as u64),
-        ("sessions_parked", "Sessions waiting for their client to reconnect.", sh.sessions.list().iter().filter(|(_, p)| p.is_some()).count() as u64),
+        (
+            "sessions_parked",
+            "Sessions waiting for their client to reconnect.",
+            sh.sessions.list().iter().filter(|(_, p)| p.is_some()).count() as u64,
+        ),
         ("fenced_clients", "Fenced client id patterns.", sh.sessions.fenced_list().len() as u64),
     ];
     for (name, help, v) in gauges {
-        let _ = writeln!(out, "# HELP dafs_{name} {help}\n# TYPE dafs_{name} gauge\ndafs_{name} {v}");
+        let _ =
+            writeln!(out, "# HELP dafs_{name} {help}\n# TYPE dafs_{name} gauge\ndafs_{name} {v}");
     }
     out
 }
@@ -214,7 +226,9 @@ pub fn metrics_loop(sh: Arc<Shared>, l: std::net::TcpListener) {
             Ok((s, _)) => {
                 let _ = serve_metrics(&sh, s);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(200)),
         }
     }

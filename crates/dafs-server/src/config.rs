@@ -130,14 +130,22 @@ impl ServerConfig {
         }
         for e in &self.exports {
             if !e.path.is_dir() {
-                return Err(format!("export {:?}: {} is not a directory", e.name, e.path.display()));
+                return Err(format!(
+                    "export {:?}: {} is not a directory",
+                    e.name,
+                    e.path.display()
+                ));
             }
         }
         if !(1..=limits::SLOTS_MAX).contains(&self.slots_max) {
             return Err(format!("slots_max must be 1..={}", limits::SLOTS_MAX));
         }
         if !(limits::MSG_SIZE_MIN..=limits::MSG_SIZE_MAX).contains(&self.msg_size_max) {
-            return Err(format!("msg_size_max must be {}..={}", limits::MSG_SIZE_MIN, limits::MSG_SIZE_MAX));
+            return Err(format!(
+                "msg_size_max must be {}..={}",
+                limits::MSG_SIZE_MIN,
+                limits::MSG_SIZE_MAX
+            ));
         }
         if self.inline_threshold as u64 + 4096 > self.msg_size_max as u64 {
             return Err("inline_threshold must leave room for headers within msg_size_max".into());
@@ -154,7 +162,9 @@ impl ServerConfig {
         if self.handles_max < 16 {
             return Err("handles_max must be at least 16".into());
         }
-        if self.reply_cache_slot_bytes < 1024 || self.reply_cache_slot_bytes > self.msg_size_max as usize {
+        if self.reply_cache_slot_bytes < 1024
+            || self.reply_cache_slot_bytes > self.msg_size_max as usize
+        {
             return Err("reply_cache_slot_bytes must be 1024..=msg_size_max (non-idempotent replies must fit)".into());
         }
         if self.connections_per_client_max == 0 || self.connections_max == 0 {
@@ -169,7 +179,9 @@ impl ServerConfig {
         if self.backlog_bytes_max < self.direct_max as usize {
             return Err("backlog_bytes_max must be at least direct_max".into());
         }
-        if self.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some()) && self.shm_socket.is_some() {
+        if self.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some())
+            && self.shm_socket.is_some()
+        {
             // Same-host clients would reach the server over shared memory without a
             // client certificate.
             return Err("TLS client certificates (client_ca_file) cannot be combined with the shared-memory provider: disable shm".into());

@@ -4,23 +4,29 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
 
 use dafs_proto::auth;
 use dafs_proto::header::RawHeader;
 use dafs_proto::ops::NONCE_LEN;
 use dafs_proto::session::{request_digest, Replay, ReplyCache, ServerSlots, SlotVerdict};
-use dafs_proto::types::{access_mask, batch_flags, cache_hint, open_flags, setattr_mask, BatchResult, CHAIN_LEN_MAX, CURRENT_FH, CURRENT_OPEN_ID};
-use dafs_proto::{limits, AuthMethod, DecodeError, DirEntry, FileType, Header, Opcode, RemoteRegion, Reply, Request, Status, HEADER_LEN};
+use dafs_proto::types::{
+    access_mask, batch_flags, cache_hint, open_flags, setattr_mask, BatchResult, CHAIN_LEN_MAX,
+    CURRENT_FH, CURRENT_OPEN_ID,
+};
+use dafs_proto::{
+    limits, AuthMethod, DecodeError, DirEntry, FileType, Header, Opcode, RemoteRegion, Reply,
+    Request, Status, HEADER_LEN,
+};
 use dafs_transport::{PutError, ServerConn, ServerEvent, TransportError};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use tracing::{debug, info, warn};
 
 use crate::fsops::{self, st, FsResult};
 use crate::sessions::{SessionInfo, Take, REVOKE_DESTROY, REVOKE_NONE};
-use crate::{cred, locks, nattr, openstate};
 use crate::Shared;
+use crate::{cred, locks, nattr, openstate};
 
 /// Reused per-worker buffers: no allocation per request in steady state.
 #[derive(Default)]
@@ -140,7 +146,17 @@ fn random_bytes<const N: usize>() -> [u8; N] {
 
 impl Conn {
     pub fn new(t: Box<dyn ServerConn>) -> Self {
-        Conn { t, session: None, pending: HashMap::new(), next_tag: 1, batches: HashMap::new(), capture: None, read_paused: false, last_reply: None, destroying: false }
+        Conn {
+            t,
+            session: None,
+            pending: HashMap::new(),
+            next_tag: 1,
+            batches: HashMap::new(),
+            capture: None,
+            read_paused: false,
+            last_reply: None,
+            destroying: false,
+        }
     }
 
     /// Read and handle events until the socket is drained or backpressure pauses us.
@@ -226,7 +242,11 @@ impl Conn {
             } else {
                 info!(session = s.id, client = %s.info.client_id, lease_secs = sh.cfg.lease_secs, "connection lost; session kept for its lease");
                 let info = s.info.clone();
-                sh.sessions.park(Box::new(s), &info, std::time::Duration::from_secs(sh.cfg.lease_secs));
+                sh.sessions.park(
+                    Box::new(s),
+                    &info,
+                    std::time::Duration::from_secs(sh.cfg.lease_secs),
+                );
             }
         }
     }
@@ -243,14 +263,16 @@ impl Conn {
             }
         }
         sc.out.clear();
-        self.last_reply = if self.capture.is_none() { Some((req_h.slot_id, req_h.sequence_id)) } else { None };
+        self.last_reply =
+            if self.capture.is_none() { Some((req_h.slot_id, req_h.sequence_id)) } else { None };
         let max = self.t.max_msg_size();
         if let Err(e) = dafs_proto::encode_reply(&h, reply, &mut sc.out, max) {
             // Only a server bug can produce an oversized reply (sizes are checked before
             // executing); answer with a fault rather than dropping the slot.
             warn!("reply does not fit: {e}");
             sc.out.clear();
-            dafs_proto::encode_reply(&h, &Reply::Error(Status::ServerFault), &mut sc.out, max).expect("an empty reply fits");
+            dafs_proto::encode_reply(&h, &Reply::Error(Status::ServerFault), &mut sc.out, max)
+                .expect("an empty reply fits");
         }
         if let Some(cap) = self.capture.as_mut() {
             dafs_proto::types::pack_messages([sc.out.as_slice()], cap);
@@ -309,10 +331,18 @@ impl Conn {
 
     /// Answer a request that will not execute, keeping the slot table consistent: a
     /// request that would have executed consumes its sequence id.
-    fn answer_without_executing(&mut self, sh: &Shared, sc: &mut Scratch, h: Header, status: Status) -> ConnFate {
+    fn answer_without_executing(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        h: Header,
+        status: Status,
+    ) -> ConnFate {
         let mut complete = false;
         if let Some(s) = self.session.as_mut() {
-            if s.id == h.session_id && !matches!(h.opcode, Opcode::SessionCreate | Opcode::SessionBind) {
+            if s.id == h.session_id
+                && !matches!(h.opcode, Opcode::SessionCreate | Opcode::SessionBind)
+            {
                 match s.slots.begin(h.slot_id, h.sequence_id) {
                     SlotVerdict::Execute => {
                         complete = true;
@@ -334,7 +364,14 @@ impl Conn {
         fate
     }
 
-    fn dispatch(&mut self, sh: &Shared, sc: &mut Scratch, h: Header, req: Request, raw: &[u8]) -> ConnFate {
+    fn dispatch(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        h: Header,
+        req: Request,
+        raw: &[u8],
+    ) -> ConnFate {
         match req {
             Request::Null if h.session_id == 0 => return self.send(sh, sc, &h, &Reply::Empty),
             Request::SessionCreate { max_msg_size, slots, auth, client_id } => {
@@ -374,7 +411,13 @@ impl Conn {
             SlotVerdict::Replay => match s.cache.replay(h.slot_id, digest) {
                 Replay::Cached(bytes) => {
                     sh.stats.replays.fetch_add(1, Relaxed);
-                    debug!(session = s.id, slot = h.slot_id, seq = h.sequence_id, op = h.opcode.name(), "answering a retransmission from the reply cache");
+                    debug!(
+                        session = s.id,
+                        slot = h.slot_id,
+                        seq = h.sequence_id,
+                        op = h.opcode.name(),
+                        "answering a retransmission from the reply cache"
+                    );
                     return match self.t.send(bytes) {
                         Ok(()) => ConnFate::Keep,
                         Err(_) => ConnFate::Close,
@@ -391,7 +434,12 @@ impl Conn {
                 }
                 Replay::FalseRetry => {
                     sh.stats.false_retries.fetch_add(1, Relaxed);
-                    warn!(session = s.id, slot = h.slot_id, seq = h.sequence_id, "a different request reused a slot and sequence id");
+                    warn!(
+                        session = s.id,
+                        slot = h.slot_id,
+                        seq = h.sequence_id,
+                        "a different request reused a slot and sequence id"
+                    );
                     return self.send(sh, sc, &h, &Reply::Error(Status::SeqFalseRetry));
                 }
             },
@@ -451,7 +499,16 @@ impl Conn {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn session_create(&mut self, sh: &Shared, sc: &mut Scratch, h: Header, max_msg: u32, slots: u32, auth: AuthMethod, client_id: &[u8]) -> ConnFate {
+    fn session_create(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        h: Header,
+        max_msg: u32,
+        slots: u32,
+        auth: AuthMethod,
+        client_id: &[u8],
+    ) -> ConnFate {
         if self.session.is_some() {
             return self.send(sh, sc, &h, &Reply::Error(Status::Inval));
         }
@@ -522,7 +579,11 @@ impl Conn {
             return Err(Status::Fenced);
         }
         if sh.sessions.bound_count(client) >= sh.cfg.connections_per_client_max {
-            warn!(client, limit = sh.cfg.connections_per_client_max, "session refused: connections per client");
+            warn!(
+                client,
+                limit = sh.cfg.connections_per_client_max,
+                "session refused: connections per client"
+            );
             return Err(Status::Limit);
         }
         Ok(())
@@ -531,7 +592,15 @@ impl Conn {
     /// SESSION_BIND: take a session whose connection broke (within its lease) onto this
     /// connection. Its slots, reply cache and open files continue; the client then
     /// retransmits what it had in flight, and the slot rules execute each request once.
-    fn session_bind(&mut self, sh: &Shared, sc: &mut Scratch, h: Header, client_nonce: &[u8; NONCE_LEN], proof: &[u8; NONCE_LEN], client_id: &[u8]) -> ConnFate {
+    fn session_bind(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        h: Header,
+        client_nonce: &[u8; NONCE_LEN],
+        proof: &[u8; NONCE_LEN],
+        client_id: &[u8],
+    ) -> ConnFate {
         if self.session.is_some() {
             return self.send(sh, sc, &h, &Reply::Error(Status::Inval));
         }
@@ -540,7 +609,11 @@ impl Conn {
             return self.send(sh, sc, &h, &Reply::Error(st));
         }
         let secret = sh.cfg.secret.as_deref();
-        let verify = |nonce: &[u8; NONCE_LEN]| secret.is_none_or(|k| auth::verify_bind(k, h.session_id, nonce, client_nonce, client_id, proof));
+        let verify = |nonce: &[u8; NONCE_LEN]| {
+            secret.is_none_or(|k| {
+                auth::verify_bind(k, h.session_id, nonce, client_nonce, client_id, proof)
+            })
+        };
         let next_nonce = random_bytes();
         let (s, info) = match sh.sessions.take(h.session_id, client_id, verify, next_nonce) {
             Take::Bound(s, info) => (s, info),
@@ -568,7 +641,12 @@ impl Conn {
         sh.stats.binds.fetch_add(1, Relaxed);
         *info.peer.lock().unwrap() = self.t.peer();
         info!(session = s.id, client = %s.info.client_id, peer = %self.t.peer(), "session bound to a new connection");
-        let reply = Reply::SessionBind { slots: s.slots.granted(), target_highest: s.slots.target_highest(), next_nonce, server_proof };
+        let reply = Reply::SessionBind {
+            slots: s.slots.granted(),
+            target_highest: s.slots.target_highest(),
+            next_nonce,
+            server_proof,
+        };
         let max_msg = s.max_msg;
         self.session = Some(*s);
         let fate = self.send(sh, sc, &h, &reply);
@@ -576,7 +654,13 @@ impl Conn {
         fate
     }
 
-    fn on_pulled(&mut self, sh: &Shared, sc: &mut Scratch, tag: u64, data: Result<Vec<u8>, TransportError>) -> ConnFate {
+    fn on_pulled(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        tag: u64,
+        data: Result<Vec<u8>, TransportError>,
+    ) -> ConnFate {
         let Some(p) = self.pending.remove(&tag) else {
             // The session that asked for it has ended (SESSION_DESTROY): drop the data.
             debug!("pull completion for a write whose session ended; dropped");
@@ -587,14 +671,16 @@ impl Conn {
         };
         let result: FsResult<(usize, u64)> = match &data {
             Err(_) => Err(Status::BadRegion),
-            Ok(buf) => write_at(p.fd.as_fd(), buf, p.offset, p.append.as_deref()).and_then(|(n, off)| {
-                if p.stable {
-                    rfs::fdatasync(&p.fd).map_err(st)?;
-                }
-                sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
-                sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
-                Ok((n, off))
-            }),
+            Ok(buf) => {
+                write_at(p.fd.as_fd(), buf, p.offset, p.append.as_deref()).and_then(|(n, off)| {
+                    if p.stable {
+                        rfs::fdatasync(&p.fd).map_err(st)?;
+                    }
+                    sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
+                    sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
+                    Ok((n, off))
+                })
+            }
         };
         if let Ok(buf) = data {
             self.t.recycle(buf);
@@ -619,14 +705,26 @@ impl Conn {
             return fate;
         }
         let fate = match result {
-            Ok((n, off)) => self.send(sh, sc, &p.hdr, &Reply::Write { count: n as u32, stable: p.stable, offset: off }),
+            Ok((n, off)) => self.send(
+                sh,
+                sc,
+                &p.hdr,
+                &Reply::Write { count: n as u32, stable: p.stable, offset: off },
+            ),
             Err(e) => self.send(sh, sc, &p.hdr, &Reply::Error(e)),
         };
         self.complete_slot(sc, &p.hdr);
         fate
     }
 
-    fn send_batch_reply(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, flags: u32, results: &[(Status, u64)]) -> ConnFate {
+    fn send_batch_reply(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        h: &Header,
+        flags: u32,
+        results: &[(Status, u64)],
+    ) -> ConnFate {
         let mut packed = Vec::with_capacity(results.len() * BatchResult::WIRE_LEN);
         let mut n = 0;
         for (i, (status, count)) in results.iter().enumerate() {
@@ -639,7 +737,13 @@ impl Conn {
         self.send(sh, sc, h, &Reply::Batch { count: n, results: &packed })
     }
 
-    fn execute(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, req: Request) -> Result<Done, Status> {
+    fn execute(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        h: &Header,
+        req: Request,
+    ) -> Result<Done, Status> {
         let reply_fate = |c: &mut Conn, sc: &mut Scratch, r: &Reply| -> Result<Done, Status> {
             // A failed send closes the connection on the next read; the slot is done.
             let _ = c.send(sh, sc, h, r);
@@ -647,7 +751,9 @@ impl Conn {
         };
         match req {
             Request::Null => reply_fate(self, sc, &Reply::Empty),
-            Request::SessionCreate { .. } | Request::SessionBind { .. } => unreachable!("handled in dispatch"),
+            Request::SessionCreate { .. } | Request::SessionBind { .. } => {
+                unreachable!("handled in dispatch")
+            }
             Request::SetCred { uid, gid, groups } => {
                 if !sh.cfg.identity.accepts_set_cred() {
                     return Err(Status::NotSupp);
@@ -664,13 +770,21 @@ impl Conn {
                     return Err(Status::Inval);
                 }
                 let secret = sh.cfg.secret.as_deref().expect("auth_required implies a secret");
-                if !auth::verify_client(secret, s.id, &s.server_nonce, &client_nonce, &s.client_id, &proof) {
+                if !auth::verify_client(
+                    secret,
+                    s.id,
+                    &s.server_nonce,
+                    &client_nonce,
+                    &s.client_id,
+                    &proof,
+                ) {
                     sh.stats.auth_failures.fetch_add(1, Relaxed);
                     warn!(session = s.id, client = %s.info.client_id, "authentication failed");
                     return Err(Status::AuthFailed);
                 }
                 s.authenticated = true;
-                let server_proof = auth::server_proof(secret, s.id, &s.server_nonce, &client_nonce, &s.client_id);
+                let server_proof =
+                    auth::server_proof(secret, s.id, &s.server_nonce, &client_nonce, &s.client_id);
                 reply_fate(self, sc, &Reply::SessionAuth { server_proof })
             }
             Request::SessionDestroy => reply_fate(self, sc, &Reply::Empty),
@@ -679,7 +793,11 @@ impl Conn {
                     0
                 } else {
                     let name = export.strip_prefix(b"/").unwrap_or(export);
-                    sh.cfg.exports.iter().position(|e| e.name.as_bytes() == name).ok_or(Status::NoEnt)?
+                    sh.cfg
+                        .exports
+                        .iter()
+                        .position(|e| e.name.as_bytes() == name)
+                        .ok_or(Status::NoEnt)?
                 };
                 let s = self.session.as_ref().expect("dispatch checked the session");
                 if !sh.cfg.exports[idx].admits(&s.info.client_id) {
@@ -708,7 +826,9 @@ impl Conn {
                     return Err(Status::NotDir);
                 }
                 // The parent of a directory beneath the root is the root or beneath it.
-                let p = rfs::openat(d.fd.as_fd(), c"..", OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(st)?;
+                let p =
+                    rfs::openat(d.fd.as_fd(), c"..", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+                        .map_err(st)?;
                 let (fh, stat) = sh.handles.insert(p, d.export)?;
                 reply_fate(self, sc, &Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
             }
@@ -730,16 +850,23 @@ impl Conn {
                     rfs::chmod(path.as_c_str(), Mode::from_raw_mode(set.mode)).map_err(st)?;
                 }
                 if set.mask & (setattr_mask::UID | setattr_mask::GID) != 0 {
-                    if (set.mask & setattr_mask::UID != 0 && set.uid == u32::MAX) || (set.mask & setattr_mask::GID != 0 && set.gid == u32::MAX) {
+                    if (set.mask & setattr_mask::UID != 0 && set.uid == u32::MAX)
+                        || (set.mask & setattr_mask::GID != 0 && set.gid == u32::MAX)
+                    {
                         return Err(Status::Inval); // -1 means "unchanged" to the kernel; use the mask instead
                     }
                     // SAFETY: from_raw is unsafe only because -1 is special; excluded above.
-                    let uid = (set.mask & setattr_mask::UID != 0).then(|| unsafe { rustix::fs::Uid::from_raw(set.uid) });
+                    let uid = (set.mask & setattr_mask::UID != 0)
+                        .then(|| unsafe { rustix::fs::Uid::from_raw(set.uid) });
                     // SAFETY: as above.
-                    let gid = (set.mask & setattr_mask::GID != 0).then(|| unsafe { rustix::fs::Gid::from_raw(set.gid) });
+                    let gid = (set.mask & setattr_mask::GID != 0)
+                        .then(|| unsafe { rustix::fs::Gid::from_raw(set.gid) });
                     rfs::chownat(fd, c"", uid, gid, AtFlags::EMPTY_PATH).map_err(st)?;
                 }
-                let tmask = setattr_mask::ATIME | setattr_mask::ATIME_NOW | setattr_mask::MTIME | setattr_mask::MTIME_NOW;
+                let tmask = setattr_mask::ATIME
+                    | setattr_mask::ATIME_NOW
+                    | setattr_mask::MTIME
+                    | setattr_mask::MTIME_NOW;
                 if set.mask & tmask != 0 {
                     let pick = |set_bit: u32, now_bit: u32, ns: i64| {
                         if set.mask & now_bit != 0 {
@@ -751,8 +878,16 @@ impl Conn {
                         }
                     };
                     let ts = rfs::Timestamps {
-                        last_access: pick(setattr_mask::ATIME, setattr_mask::ATIME_NOW, set.atime_ns),
-                        last_modification: pick(setattr_mask::MTIME, setattr_mask::MTIME_NOW, set.mtime_ns),
+                        last_access: pick(
+                            setattr_mask::ATIME,
+                            setattr_mask::ATIME_NOW,
+                            set.atime_ns,
+                        ),
+                        last_modification: pick(
+                            setattr_mask::MTIME,
+                            setattr_mask::MTIME_NOW,
+                            set.mtime_ns,
+                        ),
                     };
                     rfs::utimensat(rfs::CWD, path.as_c_str(), &ts, AtFlags::empty()).map_err(st)?;
                 }
@@ -784,7 +919,8 @@ impl Conn {
                 match ftype {
                     FileType::Directory => {
                         let c = std::ffi::CString::new(name).map_err(|_| Status::BadName)?;
-                        rfs::mkdirat(d.fd.as_fd(), c.as_c_str(), Mode::from_raw_mode(mode)).map_err(st)?;
+                        rfs::mkdirat(d.fd.as_fd(), c.as_c_str(), Mode::from_raw_mode(mode))
+                            .map_err(st)?;
                     }
                     _ => {
                         let mut fl = OFlags::RDONLY | OFlags::CREATE | OFlags::NOFOLLOW;
@@ -798,7 +934,9 @@ impl Conn {
                 let (fh, stat) = sh.handles.insert(fd, d.export)?;
                 reply_fate(self, sc, &Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
             }
-            Request::Open { fh, flags, mode, name, key } => self.open(sh, sc, h, fh, flags, mode, name, key),
+            Request::Open { fh, flags, mode, name, key } => {
+                self.open(sh, sc, h, fh, flags, mode, name, key)
+            }
             Request::Close { open_id } => {
                 let s = self.session.as_mut().expect("session");
                 let of = s.opens.remove(&open_id).ok_or(Status::BadOpenId)?;
@@ -813,11 +951,16 @@ impl Conn {
                 }
                 let of = self.open_file(open_id, true)?;
                 sc.data.resize(len as usize, 0);
-                let n = fsops::pread_full(of.fd.as_fd(), &mut sc.data[..len as usize], offset).map_err(fsops::io_st)?;
+                let n = fsops::pread_full(of.fd.as_fd(), &mut sc.data[..len as usize], offset)
+                    .map_err(fsops::io_st)?;
                 sh.stats.bytes_read.fetch_add(n as u64, Relaxed);
                 sh.stats.inline_bytes.fetch_add(n as u64, Relaxed);
                 let data = std::mem::take(&mut sc.data);
-                let r = reply_fate(self, sc, &Reply::ReadInline { eof: n < len as usize, data: &data[..n] });
+                let r = reply_fate(
+                    self,
+                    sc,
+                    &Reply::ReadInline { eof: n < len as usize, data: &data[..n] },
+                );
                 sc.data = data;
                 r
             }
@@ -842,7 +985,10 @@ impl Conn {
                     return Err(Status::OpenMode);
                 }
                 let fd = of.fd.as_fd();
-                let n = self.t.put(region, len as usize, &mut |buf| fsops::pread_full(fd, buf, offset)).map_err(placement_status)?;
+                let n = self
+                    .t
+                    .put(region, len as usize, &mut |buf| fsops::pread_full(fd, buf, offset))
+                    .map_err(placement_status)?;
                 sh.stats.bytes_read.fetch_add(n as u64, Relaxed);
                 sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
                 reply_fate(self, sc, &Reply::ReadDirect { count: n as u32, eof: n < len as usize })
@@ -864,7 +1010,8 @@ impl Conn {
                     let (fd, append) = (of.fd.as_fd(), of.append.clone());
                     let mut at = offset;
                     let r = self.t.pull_sync(region, len as usize, &mut |src| {
-                        let (n, off) = write_at(fd, src, offset, append.as_deref()).map_err(|s| std::io::Error::from_raw_os_error(s.to_errno()))?;
+                        let (n, off) = write_at(fd, src, offset, append.as_deref())
+                            .map_err(|s| std::io::Error::from_raw_os_error(s.to_errno()))?;
                         at = off;
                         Ok(n)
                     });
@@ -875,7 +1022,11 @@ impl Conn {
                             }
                             sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
                             sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
-                            return reply_fate(self, sc, &Reply::Write { count: n as u32, stable, offset: at });
+                            return reply_fate(
+                                self,
+                                sc,
+                                &Reply::Write { count: n as u32, stable, offset: at },
+                            );
                         }
                         Ok(None) => {}
                         Err(e) => return Err(placement_status(e)),
@@ -886,7 +1037,10 @@ impl Conn {
                 let tag = self.next_tag;
                 self.next_tag += 1;
                 match self.t.pull(region, len as usize, tag) {
-                    Ok(()) => Ok(Done::Pending((tag, PendingWrite { hdr: *h, fd, offset, stable, append, batch: None }))),
+                    Ok(()) => Ok(Done::Pending((
+                        tag,
+                        PendingWrite { hdr: *h, fd, offset, stable, append, batch: None },
+                    ))),
                     Err(TransportError::BadRegion) => Err(Status::BadRegion),
                     Err(e) => {
                         debug!("pull failed: {e}");
@@ -896,7 +1050,11 @@ impl Conn {
             }
             Request::ReadDir { dir, cookie, max_entries, max_bytes } => {
                 let d = sh.handles.resolve(&dir)?;
-                let max_entries = if max_entries == 0 { limits::READDIR_ENTRIES_MAX } else { max_entries.min(limits::READDIR_ENTRIES_MAX) };
+                let max_entries = if max_entries == 0 {
+                    limits::READDIR_ENTRIES_MAX
+                } else {
+                    max_entries.min(limits::READDIR_ENTRIES_MAX)
+                };
                 let room = self.t.max_msg_size() - HEADER_LEN - 32;
                 let max_bytes = if max_bytes == 0 { room } else { (max_bytes as usize).min(room) };
                 sc.entries.clear();
@@ -927,7 +1085,8 @@ impl Conn {
                 let d = sh.handles.resolve(&dir)?;
                 self.check_writable(sh, d.export)?;
                 let c = std::ffi::CString::new(name).map_err(|_| Status::BadName)?;
-                let stat = rfs::statat(d.fd.as_fd(), c.as_c_str(), AtFlags::SYMLINK_NOFOLLOW).map_err(st)?;
+                let stat = rfs::statat(d.fd.as_fd(), c.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(st)?;
                 let is_dir = FileType::from_mode(stat.st_mode) == FileType::Directory;
                 if is_rmdir && !is_dir {
                     return Err(Status::NotDir);
@@ -951,7 +1110,8 @@ impl Conn {
                 self.check_writable(sh, f.export)?;
                 let fc = std::ffi::CString::new(from_name).map_err(|_| Status::BadName)?;
                 let tc = std::ffi::CString::new(to_name).map_err(|_| Status::BadName)?;
-                rfs::renameat(f.fd.as_fd(), fc.as_c_str(), t.fd.as_fd(), tc.as_c_str()).map_err(st)?;
+                rfs::renameat(f.fd.as_fd(), fc.as_c_str(), t.fd.as_fd(), tc.as_c_str())
+                    .map_err(st)?;
                 reply_fate(self, sc, &Reply::Empty)
             }
             Request::Link { fh, dir, name } => {
@@ -967,7 +1127,14 @@ impl Conn {
                 }
                 let c = std::ffi::CString::new(name).map_err(|_| Status::BadName)?;
                 let src = fsops::proc_path(o.fd.as_fd());
-                rfs::linkat(rfs::CWD, src.as_c_str(), d.fd.as_fd(), c.as_c_str(), AtFlags::SYMLINK_FOLLOW).map_err(st)?;
+                rfs::linkat(
+                    rfs::CWD,
+                    src.as_c_str(),
+                    d.fd.as_fd(),
+                    c.as_c_str(),
+                    AtFlags::SYMLINK_FOLLOW,
+                )
+                .map_err(st)?;
                 let attr = fsops::getattr(o.fd.as_fd())?;
                 reply_fate(self, sc, &Reply::Attr { attr })
             }
@@ -983,7 +1150,13 @@ impl Conn {
             }
             Request::ReadLink { fh } => {
                 let d = sh.handles.resolve(&fh)?;
-                let target = rfs::readlinkat(d.fd.as_fd(), c"", Vec::new()).map_err(|e| if e == rustix::io::Errno::NOENT { Status::Inval } else { st(e) })?;
+                let target = rfs::readlinkat(d.fd.as_fd(), c"", Vec::new()).map_err(|e| {
+                    if e == rustix::io::Errno::NOENT {
+                        Status::Inval
+                    } else {
+                        st(e)
+                    }
+                })?;
                 let bytes = target.into_bytes();
                 if bytes.len() > limits::PATH_LEN_MAX {
                     return Err(Status::NameTooLong);
@@ -1015,14 +1188,27 @@ impl Conn {
                 rfs::fadvise(&of.fd, offset, len, advice).map_err(st)?;
                 reply_fate(self, sc, &Reply::Empty)
             }
-            Request::Lock { fh, offset, len, ltype } | Request::LockTest { fh, offset, len, ltype } => {
+            Request::Lock { fh, offset, len, ltype }
+            | Request::LockTest { fh, offset, len, ltype } => {
                 let file = lockable(sh, &fh)?;
                 let r = locks::range(offset, len).ok_or(Status::Inval)?;
                 let owner = self.session.as_ref().expect("session").id;
                 if h.opcode == Opcode::LockTest {
                     let reply = match sh.locks.test(file, owner, r, ltype) {
-                        None => Reply::LockTest { conflict: false, ltype: 0, owner: 0, offset: 0, len: 0 },
-                        Some(l) => Reply::LockTest { conflict: true, ltype: l.ltype, owner: l.owner, offset: l.start, len: if l.end == u64::MAX { 0 } else { l.end - l.start } },
+                        None => Reply::LockTest {
+                            conflict: false,
+                            ltype: 0,
+                            owner: 0,
+                            offset: 0,
+                            len: 0,
+                        },
+                        Some(l) => Reply::LockTest {
+                            conflict: true,
+                            ltype: l.ltype,
+                            owner: l.owner,
+                            offset: l.start,
+                            len: if l.end == u64::MAX { 0 } else { l.end - l.start },
+                        },
                     };
                     return reply_fate(self, sc, &reply);
                 }
@@ -1067,24 +1253,43 @@ impl Conn {
                 let (dir, name, export) = of.unlinked.clone().ok_or(Status::Inval)?;
                 let c = std::ffi::CString::new(name.clone()).map_err(|_| Status::BadName)?;
                 let src = fsops::proc_path(of.fd.as_fd());
-                rfs::linkat(rfs::CWD, src.as_c_str(), dir.as_fd(), c.as_c_str(), AtFlags::SYMLINK_FOLLOW).map_err(st)?;
+                rfs::linkat(
+                    rfs::CWD,
+                    src.as_c_str(),
+                    dir.as_fd(),
+                    c.as_c_str(),
+                    AtFlags::SYMLINK_FOLLOW,
+                )
+                .map_err(st)?;
                 of.unlinked = None;
                 let fd = fsops::lookup(dir.as_fd(), &name, false)?;
                 let (fh, stat) = sh.handles.insert(fd, export)?;
                 reply_fate(self, sc, &Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
             }
-            Request::BatchIo { open_id, flags, count, ios } => self.batch_io(sh, sc, h, open_id, flags, count, ios),
+            Request::BatchIo { open_id, flags, count, ios } => {
+                self.batch_io(sh, sc, h, open_id, flags, count, ios)
+            }
             Request::Chain { elements, .. } => self.chain(sh, sc, h, elements),
             Request::Reserved(_) => Err(Status::NotSupp),
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn batch_io(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, open_id: u64, flags: u32, count: u32, ios: &[u8]) -> Result<Done, Status> {
+    fn batch_io(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        h: &Header,
+        open_id: u64,
+        flags: u32,
+        count: u32,
+        ios: &[u8],
+    ) -> Result<Done, Status> {
         if count > sh.cfg.batch_max {
             return Err(Status::TooMany);
         }
-        let ios = dafs_proto::types::parse_batch(ios, count, sh.cfg.direct_max as u64).map_err(|_| Status::BadXdr)?;
+        let ios = dafs_proto::types::parse_batch(ios, count, sh.cfg.direct_max as u64)
+            .map_err(|_| Status::BadXdr)?;
         let (fd, read_ok, write_ok, append) = {
             let s = self.session.as_ref().expect("session");
             let of = s.opens.get(&open_id).ok_or(Status::BadOpenId)?;
@@ -1107,16 +1312,33 @@ impl Conn {
                 let piece = (flen - foff).min(mlen - moff);
                 if piece > 0 {
                     let at = fstart + foff;
-                    let mr = RemoteRegion { key: region.key, offset: region.offset.checked_add(moff).ok_or(Status::BadRegion)? };
+                    let mr = RemoteRegion {
+                        key: region.key,
+                        offset: region.offset.checked_add(moff).ok_or(Status::BadRegion)?,
+                    };
                     if io.write {
                         match self.t.pull_sync(mr, piece as usize, &mut |src| {
-                            write_at(fd.as_fd(), src, at, append.as_deref()).map(|(n, _)| n).map_err(|s| std::io::Error::from_raw_os_error(s.to_errno()))
+                            write_at(fd.as_fd(), src, at, append.as_deref())
+                                .map(|(n, _)| n)
+                                .map_err(|s| std::io::Error::from_raw_os_error(s.to_errno()))
                         }) {
                             Ok(Some(n)) => results[i].1 += n as u64,
                             Ok(None) => {
                                 let tag = self.next_tag;
                                 self.next_tag += 1;
-                                pulls.push((tag, PendingWrite { hdr: *h, fd: fd.clone(), offset: at, stable: false, append: append.clone(), batch: Some((btag, i)) }, mr, piece as usize));
+                                pulls.push((
+                                    tag,
+                                    PendingWrite {
+                                        hdr: *h,
+                                        fd: fd.clone(),
+                                        offset: at,
+                                        stable: false,
+                                        append: append.clone(),
+                                        batch: Some((btag, i)),
+                                    },
+                                    mr,
+                                    piece as usize,
+                                ));
                             }
                             Err(e) => {
                                 results[i].0 = placement_status(e);
@@ -1124,7 +1346,9 @@ impl Conn {
                             }
                         }
                     } else {
-                        match self.t.put(mr, piece as usize, &mut |buf| fsops::pread_full(fd.as_fd(), buf, at)) {
+                        match self.t.put(mr, piece as usize, &mut |buf| {
+                            fsops::pread_full(fd.as_fd(), buf, at)
+                        }) {
                             Ok(n) => {
                                 results[i].1 += n as u64;
                                 if (n as u64) < piece {
@@ -1173,8 +1397,15 @@ impl Conn {
     /// Execute a chain: elements run in order; a current file handle and open id flow
     /// from one to the next (CURRENT_FH / CURRENT_OPEN_ID); execution stops at the first
     /// element that fails, and the reply carries every executed element's reply.
-    fn chain(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, elements: &[u8]) -> Result<Done, Status> {
-        let elems = dafs_proto::types::unpack_messages(elements, CHAIN_LEN_MAX).map_err(|_| Status::BadXdr)?;
+    fn chain(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        h: &Header,
+        elements: &[u8],
+    ) -> Result<Done, Status> {
+        let elems = dafs_proto::types::unpack_messages(elements, CHAIN_LEN_MAX)
+            .map_err(|_| Status::BadXdr)?;
         let max = self.t.max_msg_size();
         let mut cur_fh: Option<dafs_proto::FileHandle> = None;
         let mut cur_open: Option<u64> = None;
@@ -1193,7 +1424,9 @@ impl Conn {
                     Ok(req) if !chainable(&req) => Err((sub_h, Status::NotChainable)),
                     Ok(req) => match self.execute(sh, sc, &sub_h, req) {
                         Ok(Done::Replied) => Ok(()),
-                        Ok(Done::Pending(_)) | Ok(Done::Deferred) => Err((sub_h, Status::NotChainable)),
+                        Ok(Done::Pending(_)) | Ok(Done::Deferred) => {
+                            Err((sub_h, Status::NotChainable))
+                        }
                         Err(e) => Err((sub_h, e)),
                     },
                 },
@@ -1205,7 +1438,10 @@ impl Conn {
             }
             // Pick up the handle / open id this element produced.
             let cap = self.capture.as_ref().unwrap();
-            if let Some(last) = dafs_proto::types::unpack_messages(cap, CHAIN_LEN_MAX).ok().and_then(|v| v.last().copied()) {
+            if let Some(last) = dafs_proto::types::unpack_messages(cap, CHAIN_LEN_MAX)
+                .ok()
+                .and_then(|v| v.last().copied())
+            {
                 if let Ok((_, r)) = dafs_proto::decode_reply(last, max) {
                     match r {
                         Reply::Handle { fh, .. } => cur_fh = Some(fh),
@@ -1224,7 +1460,17 @@ impl Conn {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn open(&mut self, sh: &Shared, sc: &mut Scratch, h: &Header, fh: dafs_proto::FileHandle, flags: u32, mode: u32, name: &[u8], key: &[u8]) -> Result<Done, Status> {
+    fn open(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        h: &Header,
+        fh: dafs_proto::FileHandle,
+        flags: u32,
+        mode: u32,
+        name: &[u8],
+        key: &[u8],
+    ) -> Result<Done, Status> {
         let read = flags & open_flags::READ != 0;
         let write = flags & open_flags::WRITE != 0;
         let mut of = match (read, write) {
@@ -1260,7 +1506,13 @@ impl Conn {
         }
         let (file, handle) = if unlinked {
             // An anonymous file in the directory: O_TMPFILE; PUBLISH links it in.
-            let tmp = rfs::openat(d.fd.as_fd(), c".", OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC, Mode::from_raw_mode(mode)).map_err(st)?;
+            let tmp = rfs::openat(
+                d.fd.as_fd(),
+                c".",
+                OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+                Mode::from_raw_mode(mode),
+            )
+            .map_err(st)?;
             let path_fd = fsops::reopen(tmp.as_fd(), OFlags::PATH)?;
             // Enter it by descriptor; its handle answers STALE until published.
             let (handle, _) = sh.handles.insert(path_fd, d.export)?;
@@ -1303,7 +1555,8 @@ impl Conn {
                 deny_read: flags & open_flags::DENY_READ != 0,
                 deny_write: flags & open_flags::DENY_WRITE != 0,
                 key,
-                delete_on_close: (flags & open_flags::DELETE_ON_CLOSE != 0).then(|| (dir_fd.clone(), name.to_vec())),
+                delete_on_close: (flags & open_flags::DELETE_ON_CLOSE != 0)
+                    .then(|| (dir_fd.clone(), name.to_vec())),
             },
         )?;
         if truncate {
@@ -1325,7 +1578,12 @@ impl Conn {
                 unlinked: unlinked.then(|| (dir_fd, name.to_vec(), d.export)),
             },
         );
-        let _ = self.send(sh, sc, h, &Reply::Open { open_id, fh: handle, attr: fsops::attr_from_stat(&stat) });
+        let _ = self.send(
+            sh,
+            sc,
+            h,
+            &Reply::Open { open_id, fh: handle, attr: fsops::attr_from_stat(&stat) },
+        );
         Ok(Done::Replied)
     }
 
@@ -1362,7 +1620,12 @@ fn placement_status(e: PutError) -> Status {
 
 /// pwrite, or — for an append-mode open — an atomic append: under the file's append
 /// lock, at the end of file. Returns (bytes, offset written at).
-fn write_at(fd: std::os::fd::BorrowedFd, data: &[u8], offset: u64, append: Option<&Mutex<()>>) -> Result<(usize, u64), Status> {
+fn write_at(
+    fd: std::os::fd::BorrowedFd,
+    data: &[u8],
+    offset: u64,
+    append: Option<&Mutex<()>>,
+) -> Result<(usize, u64), Status> {
     match append {
         None => Ok((fsops::pwrite_full(fd, data, offset).map_err(fsops::io_st)?, offset)),
         Some(lock) => {
@@ -1390,17 +1653,35 @@ fn lockable(sh: &Shared, fh: &dafs_proto::FileHandle) -> Result<(u64, u64), Stat
 fn chainable(r: &Request) -> bool {
     !matches!(
         r,
-        Request::SessionCreate { .. } | Request::SessionAuth { .. } | Request::SessionBind { .. } | Request::SessionDestroy | Request::Chain { .. } | Request::BatchIo { .. } | Request::Reserved(_)
+        Request::SessionCreate { .. }
+            | Request::SessionAuth { .. }
+            | Request::SessionBind { .. }
+            | Request::SessionDestroy
+            | Request::Chain { .. }
+            | Request::BatchIo { .. }
+            | Request::Reserved(_)
     )
 }
 
 /// Replace CURRENT_FH / CURRENT_OPEN_ID with the chain's current values.
-fn substitute(r: Request, fh: Option<dafs_proto::FileHandle>, open: Option<u64>) -> Result<Request, Status> {
+fn substitute(
+    r: Request,
+    fh: Option<dafs_proto::FileHandle>,
+    open: Option<u64>,
+) -> Result<Request, Status> {
     let f = |x: dafs_proto::FileHandle| -> Result<dafs_proto::FileHandle, Status> {
-        if x == CURRENT_FH { fh.ok_or(Status::BadHandle) } else { Ok(x) }
+        if x == CURRENT_FH {
+            fh.ok_or(Status::BadHandle)
+        } else {
+            Ok(x)
+        }
     };
     let o = |x: u64| -> Result<u64, Status> {
-        if x == CURRENT_OPEN_ID { open.ok_or(Status::BadOpenId) } else { Ok(x) }
+        if x == CURRENT_OPEN_ID {
+            open.ok_or(Status::BadOpenId)
+        } else {
+            Ok(x)
+        }
     };
     use Request as R;
     Ok(match r {
@@ -1409,28 +1690,46 @@ fn substitute(r: Request, fh: Option<dafs_proto::FileHandle>, open: Option<u64>)
         R::GetAttr { fh } => R::GetAttr { fh: f(fh)? },
         R::SetAttr { fh, set } => R::SetAttr { fh: f(fh)?, set },
         R::Access { fh, mask } => R::Access { fh: f(fh)?, mask },
-        R::Create { dir, ftype, mode, exclusive, name } => R::Create { dir: f(dir)?, ftype, mode, exclusive, name },
+        R::Create { dir, ftype, mode, exclusive, name } => {
+            R::Create { dir: f(dir)?, ftype, mode, exclusive, name }
+        }
         R::Open { fh, flags, mode, name, key } => R::Open { fh: f(fh)?, flags, mode, name, key },
         R::Close { open_id } => R::Close { open_id: o(open_id)? },
-        R::ReadInline { open_id, offset, len } => R::ReadInline { open_id: o(open_id)?, offset, len },
-        R::WriteInline { open_id, offset, stable, data } => R::WriteInline { open_id: o(open_id)?, offset, stable, data },
-        R::ReadDirect { open_id, offset, len, region } => R::ReadDirect { open_id: o(open_id)?, offset, len, region },
-        R::WriteDirect { open_id, offset, len, stable, region } => R::WriteDirect { open_id: o(open_id)?, offset, len, stable, region },
-        R::ReadDir { dir, cookie, max_entries, max_bytes } => R::ReadDir { dir: f(dir)?, cookie, max_entries, max_bytes },
+        R::ReadInline { open_id, offset, len } => {
+            R::ReadInline { open_id: o(open_id)?, offset, len }
+        }
+        R::WriteInline { open_id, offset, stable, data } => {
+            R::WriteInline { open_id: o(open_id)?, offset, stable, data }
+        }
+        R::ReadDirect { open_id, offset, len, region } => {
+            R::ReadDirect { open_id: o(open_id)?, offset, len, region }
+        }
+        R::WriteDirect { open_id, offset, len, stable, region } => {
+            R::WriteDirect { open_id: o(open_id)?, offset, len, stable, region }
+        }
+        R::ReadDir { dir, cookie, max_entries, max_bytes } => {
+            R::ReadDir { dir: f(dir)?, cookie, max_entries, max_bytes }
+        }
         R::Remove { dir, name } => R::Remove { dir: f(dir)?, name },
         R::RmDir { dir, name } => R::RmDir { dir: f(dir)?, name },
-        R::Rename { from_dir, from_name, to_dir, to_name } => R::Rename { from_dir: f(from_dir)?, from_name, to_dir: f(to_dir)?, to_name },
+        R::Rename { from_dir, from_name, to_dir, to_name } => {
+            R::Rename { from_dir: f(from_dir)?, from_name, to_dir: f(to_dir)?, to_name }
+        }
         R::Link { fh, dir, name } => R::Link { fh: f(fh)?, dir: f(dir)?, name },
         R::Symlink { dir, name, target } => R::Symlink { dir: f(dir)?, name, target },
         R::ReadLink { fh } => R::ReadLink { fh: f(fh)? },
         R::Commit { open_id, offset, len } => R::Commit { open_id: o(open_id)?, offset, len },
         R::FsStat { fh } => R::FsStat { fh: f(fh)? },
-        R::CacheHint { open_id, offset, len, hint } => R::CacheHint { open_id: o(open_id)?, offset, len, hint },
+        R::CacheHint { open_id, offset, len, hint } => {
+            R::CacheHint { open_id: o(open_id)?, offset, len, hint }
+        }
         R::Lock { fh, offset, len, ltype } => R::Lock { fh: f(fh)?, offset, len, ltype },
         R::LockTest { fh, offset, len, ltype } => R::LockTest { fh: f(fh)?, offset, len, ltype },
         R::Unlock { fh, offset, len } => R::Unlock { fh: f(fh)?, offset, len },
         R::GetNamedAttr { fh, name } => R::GetNamedAttr { fh: f(fh)?, name },
-        R::SetNamedAttr { fh, flags, name, value } => R::SetNamedAttr { fh: f(fh)?, flags, name, value },
+        R::SetNamedAttr { fh, flags, name, value } => {
+            R::SetNamedAttr { fh: f(fh)?, flags, name, value }
+        }
         R::ListNamedAttr { fh } => R::ListNamedAttr { fh: f(fh)? },
         R::RemoveNamedAttr { fh, name } => R::RemoveNamedAttr { fh: f(fh)?, name },
         R::Publish { open_id } => R::Publish { open_id: o(open_id)? },
@@ -1455,4 +1754,3 @@ fn verdict_status(v: SlotVerdict) -> Status {
         SlotVerdict::Busy | SlotVerdict::InProgress => Status::SlotBusy,
     }
 }
-

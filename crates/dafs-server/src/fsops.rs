@@ -41,10 +41,11 @@ pub fn lookup(dir: BorrowedFd, path: &[u8], follow: bool) -> FsResult<OwnedFd> {
 /// Open (and maybe create) `name` in `dir` for I/O.
 pub fn open_in(dir: BorrowedFd, name: &[u8], oflags: OFlags, mode: u32) -> FsResult<OwnedFd> {
     let c = CString::new(name).map_err(|_| Status::BadName)?;
-    rfs::openat2(dir, c.as_c_str(), oflags | OFlags::CLOEXEC, Mode::from_raw_mode(mode), BENEATH).map_err(|e| match e {
-        Errno::XDEV => Status::Escape,
-        e => st(e),
-    })
+    rfs::openat2(dir, c.as_c_str(), oflags | OFlags::CLOEXEC, Mode::from_raw_mode(mode), BENEATH)
+        .map_err(|e| match e {
+            Errno::XDEV => Status::Escape,
+            e => st(e),
+        })
 }
 
 pub fn proc_path(fd: BorrowedFd) -> CString {
@@ -101,14 +102,23 @@ pub fn fsstat(fd: BorrowedFd) -> FsResult<FsStat> {
 }
 
 pub fn timespec_from_ns(ns: i64) -> rfs::Timespec {
-    rfs::Timespec { tv_sec: ns.div_euclid(1_000_000_000), tv_nsec: ns.rem_euclid(1_000_000_000) as _ }
+    rfs::Timespec {
+        tv_sec: ns.div_euclid(1_000_000_000),
+        tv_nsec: ns.rem_euclid(1_000_000_000) as _,
+    }
 }
 
 /// Read a directory from `cookie` (a getdents64 `d_off`, 0 = start), calling `emit` per
 /// entry (skipping `.` and `..`) until it returns false or the directory ends.
 /// Returns true at end of directory.
-pub fn read_dir(dir: BorrowedFd, cookie: u64, mut emit: impl FnMut(u64, u64, FileType, &[u8]) -> bool) -> FsResult<bool> {
-    let d = rfs::openat(dir, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).map_err(st)?;
+pub fn read_dir(
+    dir: BorrowedFd,
+    cookie: u64,
+    mut emit: impl FnMut(u64, u64, FileType, &[u8]) -> bool,
+) -> FsResult<bool> {
+    let d =
+        rfs::openat(dir, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(st)?;
     if cookie != 0 {
         rfs::seek(&d, rustix::fs::SeekFrom::Start(cookie)).map_err(|_| Status::BadCookie)?;
     }
@@ -128,7 +138,8 @@ pub fn read_dir(dir: BorrowedFd, cookie: u64, mut emit: impl FnMut(u64, u64, Fil
                 return Err(Status::Io);
             }
             let name_area = &buf[pos + 19..pos + reclen];
-            let name = &name_area[..name_area.iter().position(|&b| b == 0).unwrap_or(name_area.len())];
+            let name =
+                &name_area[..name_area.iter().position(|&b| b == 0).unwrap_or(name_area.len())];
             pos += reclen;
             if name == b"." || name == b".." {
                 continue;
@@ -151,9 +162,12 @@ pub fn read_dir(dir: BorrowedFd, cookie: u64, mut emit: impl FnMut(u64, u64, Fil
 
 fn getdents64(fd: BorrowedFd, buf: &mut [u8]) -> FsResult<usize> {
     // SAFETY: getdents64 writes at most buf.len() bytes into buf, which we own mutably.
-    let r = unsafe { libc::syscall(libc::SYS_getdents64, fd.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
+    let r =
+        unsafe { libc::syscall(libc::SYS_getdents64, fd.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
     if r < 0 {
-        Err(st(Errno::from_raw_os_error(std::io::Error::last_os_error().raw_os_error().unwrap_or(5))))
+        Err(st(Errno::from_raw_os_error(
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(5),
+        )))
     } else {
         Ok(r as usize)
     }
@@ -186,4 +200,3 @@ pub fn pwrite_full(fd: BorrowedFd, buf: &[u8], offset: u64) -> std::io::Result<u
     }
     Ok(done)
 }
-

@@ -65,7 +65,13 @@ impl HandleTable {
     pub fn new(instance: u64, max: usize) -> Self {
         assert!(max >= 16);
         HandleTable {
-            inner: Mutex::new(Inner { entries: Vec::new(), generations: Vec::new(), by_inode: HashMap::new(), free: Vec::new(), clock: 0 }),
+            inner: Mutex::new(Inner {
+                entries: Vec::new(),
+                generations: Vec::new(),
+                by_inode: HashMap::new(),
+                free: Vec::new(),
+                clock: 0,
+            }),
             instance,
             max,
         }
@@ -94,7 +100,11 @@ impl HandleTable {
 
     /// Enter an object (given as an `O_PATH` descriptor) and return its handle. An object
     /// already in the table keeps its handle.
-    pub fn insert(&self, fd: OwnedFd, export: u32) -> Result<(FileHandle, rustix::fs::Stat), Status> {
+    pub fn insert(
+        &self,
+        fd: OwnedFd,
+        export: u32,
+    ) -> Result<(FileHandle, rustix::fs::Stat), Status> {
         let s = fsops::fstat(fd.as_fd())?;
         let fh = self.insert_stat(fd, &s, export);
         Ok((fh, s))
@@ -110,7 +120,9 @@ impl HandleTable {
             // Same device and inode number: the same object, unless the one we hold was
             // deleted and its number reused. Then the old handle must stay STALE: retire
             // the slot (its generation changes below) instead of re-pointing it.
-            let alive = fsops::fstat(e.fd.as_fd()).map(|old| old.st_nlink > 0 && old.st_ino == ino).unwrap_or(false);
+            let alive = fsops::fstat(e.fd.as_fd())
+                .map(|old| old.st_nlink > 0 && old.st_ino == ino)
+                .unwrap_or(false);
             if alive {
                 let gen = g.generations[idx as usize];
                 g.entries[idx as usize].as_mut().unwrap().last_used = now;
@@ -141,7 +153,8 @@ impl HandleTable {
         };
         g.generations[idx as usize] = g.generations[idx as usize].wrapping_add(1);
         let gen = g.generations[idx as usize];
-        g.entries[idx as usize] = Some(Entry { fd: Arc::new(fd), dev, ino, export, last_used: now });
+        g.entries[idx as usize] =
+            Some(Entry { fd: Arc::new(fd), dev, ino, export, last_used: now });
         g.by_inode.insert((dev, ino, export), idx);
         self.encode(idx, gen, ino, export)
     }

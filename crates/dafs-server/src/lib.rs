@@ -94,19 +94,35 @@ pub struct ServerHandle {
 
 impl ServerHandle {
     /// The address the server listens on (useful with port 0).
-    pub fn local_addr(&self) -> &str { &self.local_addr }
+    pub fn local_addr(&self) -> &str {
+        &self.local_addr
+    }
     /// The Prometheus endpoint's address, if enabled.
-    pub fn metrics_addr(&self) -> Option<&str> { self.metrics_addr.as_deref() }
+    pub fn metrics_addr(&self) -> Option<&str> {
+        self.metrics_addr.as_deref()
+    }
     /// The shared-memory provider's socket path, if enabled.
     pub fn shm_path(&self) -> Option<&str> {
-        if self.shared.shm_path.is_empty() { None } else { Some(&self.shared.shm_path) }
+        if self.shared.shm_path.is_empty() {
+            None
+        } else {
+            Some(&self.shared.shm_path)
+        }
     }
-    pub fn stats(&self) -> StatsSnapshot { self.shared.stats.snapshot() }
-    pub fn sessions_live(&self) -> usize { self.shared.sessions_live.load(Relaxed) }
+    pub fn stats(&self) -> StatsSnapshot {
+        self.shared.stats.snapshot()
+    }
+    pub fn sessions_live(&self) -> usize {
+        self.shared.sessions_live.load(Relaxed)
+    }
     /// Fence a client id (or a prefix ending in '*'): its sessions end, and it cannot
     /// create or bind sessions until unfenced. Returns the sessions affected.
-    pub fn fence(&self, pattern: &str) -> usize { admin::fence(&self.shared, pattern) }
-    pub fn unfence(&self, pattern: &str) -> bool { self.shared.sessions.unfence(pattern) }
+    pub fn fence(&self, pattern: &str) -> usize {
+        admin::fence(&self.shared, pattern)
+    }
+    pub fn unfence(&self, pattern: &str) -> bool {
+        self.shared.sessions.unfence(pattern)
+    }
 
     /// Stop accepting, close every connection, join all threads.
     pub fn shutdown(mut self) {
@@ -129,7 +145,9 @@ impl ServerHandle {
     }
 
     /// A flag that, when set and followed by [`ServerHandle::shutdown`], stops the server.
-    pub fn shared(&self) -> &Arc<Shared> { &self.shared }
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
 }
 
 const WAKER: Token = Token(usize::MAX);
@@ -141,20 +159,27 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
     cfg.validate()?;
     let mut roots = Vec::new();
     for e in &cfg.exports {
-        let fd = rustix::fs::open(&e.path, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(|err| format!("cannot open export {}: {err}", e.path.display()))?;
+        let fd = rustix::fs::open(
+            &e.path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|err| format!("cannot open export {}: {err}", e.path.display()))?;
         roots.push(fd);
     }
     raise_fd_limit();
     let mut instance = [0u8; 8];
     getrandom::getrandom(&mut instance).map_err(|e| e.to_string())?;
-    let mut listener = TcpListener::bind(&cfg.listen).map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+    let mut listener = TcpListener::bind(&cfg.listen)
+        .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
     if let Some(t) = &cfg.tls {
         listener.set_tls(t.build().map_err(|e| format!("TLS: {e}"))?);
     }
     let local_addr = listener.local_addr();
     let mut shm_listener = match &cfg.shm_socket {
-        Some(p) => Some(ShmListener::bind(p).map_err(|e| format!("cannot listen on {}: {e}", p.display()))?),
+        Some(p) => Some(
+            ShmListener::bind(p).map_err(|e| format!("cannot listen on {}: {e}", p.display()))?,
+        ),
         None => None,
     };
     let shm_path = cfg.shm_socket.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
@@ -192,9 +217,15 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
 
     let _ = shared.links.set(links.clone());
     let apoll = Poll::new().map_err(|e| e.to_string())?;
-    apoll.registry().register(listener.mio(), LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
+    apoll
+        .registry()
+        .register(listener.mio(), LISTENER, Interest::READABLE)
+        .map_err(|e| e.to_string())?;
     if let Some(l) = shm_listener.as_mut() {
-        apoll.registry().register(l.mio(), SHM_LISTENER, Interest::READABLE).map_err(|e| e.to_string())?;
+        apoll
+            .registry()
+            .register(l.mio(), SHM_LISTENER, Interest::READABLE)
+            .map_err(|e| e.to_string())?;
     }
     let acceptor_waker = Arc::new(Waker::new(apoll.registry(), WAKER).map_err(|e| e.to_string())?);
     {
@@ -208,16 +239,28 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
         );
     }
     if let Some(path) = shared.cfg.admin_socket.clone() {
-        let l = admin::bind_admin_socket(&path).map_err(|e| format!("cannot listen on admin socket {}: {e}", path.display()))?;
+        let l = admin::bind_admin_socket(&path)
+            .map_err(|e| format!("cannot listen on admin socket {}: {e}", path.display()))?;
         let sh = shared.clone();
-        threads.push(std::thread::Builder::new().name("dafsd-admin".into()).spawn(move || admin::admin_loop(sh, l, path)).map_err(|e| e.to_string())?);
+        threads.push(
+            std::thread::Builder::new()
+                .name("dafsd-admin".into())
+                .spawn(move || admin::admin_loop(sh, l, path))
+                .map_err(|e| e.to_string())?,
+        );
     }
     let mut metrics_addr = None;
     if let Some(addr) = shared.cfg.metrics_listen.clone() {
-        let l = std::net::TcpListener::bind(&addr).map_err(|e| format!("cannot listen on metrics address {addr}: {e}"))?;
+        let l = std::net::TcpListener::bind(&addr)
+            .map_err(|e| format!("cannot listen on metrics address {addr}: {e}"))?;
         metrics_addr = Some(l.local_addr().map_err(|e| e.to_string())?.to_string());
         let sh = shared.clone();
-        threads.push(std::thread::Builder::new().name("dafsd-metrics".into()).spawn(move || admin::metrics_loop(sh, l)).map_err(|e| e.to_string())?);
+        threads.push(
+            std::thread::Builder::new()
+                .name("dafsd-metrics".into())
+                .spawn(move || admin::metrics_loop(sh, l))
+                .map_err(|e| e.to_string())?,
+        );
     }
     info!(addr = %local_addr, tls = shared.cfg.tls.is_some(), shm = %shared.shm_path, exports = shared.cfg.exports.len(), workers = shared.cfg.workers, "dafsd listening");
     Ok(ServerHandle { shared, local_addr, metrics_addr, links, acceptor_waker, threads })
@@ -227,11 +270,20 @@ fn raise_fd_limit() {
     // Each open file and each handle-table entry holds a descriptor.
     let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
     if let Some(max) = lim.maximum {
-        let _ = rustix::process::setrlimit(rustix::process::Resource::Nofile, rustix::process::Rlimit { current: Some(max), maximum: Some(max) });
+        let _ = rustix::process::setrlimit(
+            rustix::process::Resource::Nofile,
+            rustix::process::Rlimit { current: Some(max), maximum: Some(max) },
+        );
     }
 }
 
-fn accept_loop(sh: Arc<Shared>, mut poll: Poll, mut listener: TcpListener, mut shm: Option<ShmListener>, links: Vec<Arc<WorkerLink>>) {
+fn accept_loop(
+    sh: Arc<Shared>,
+    mut poll: Poll,
+    mut listener: TcpListener,
+    mut shm: Option<ShmListener>,
+    links: Vec<Arc<WorkerLink>>,
+) {
     let mut events = Events::with_capacity(16);
     let mut next = 0usize;
     let mut last_reap = Instant::now();
@@ -310,7 +362,8 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
         if spinning {
             dafs_transport::wait::spin_pause();
         }
-        let mut timeout = if spinning { Some(Duration::ZERO) } else { Some(Duration::from_millis(500)) };
+        let mut timeout =
+            if spinning { Some(Duration::ZERO) } else { Some(Duration::from_millis(500)) };
         let mut armed = false;
         if timeout != Some(Duration::ZERO) {
             armed = true;
@@ -373,7 +426,11 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                         conns.len() - 1
                     });
                     let fd = t.raw_fd();
-                    if let Err(e) = poll.registry().register(&mut SourceFd(&fd), Token(idx), Interest::READABLE | Interest::WRITABLE) {
+                    if let Err(e) = poll.registry().register(
+                        &mut SourceFd(&fd),
+                        Token(idx),
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
                         warn!("cannot watch new connection: {e}");
                         free.push(idx);
                         sh.connections_live.fetch_sub(1, Relaxed);
@@ -395,7 +452,8 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
             if ev.is_writable() {
                 fate = c.flush();
             }
-            if fate == ConnFate::Keep && (ev.is_readable() || c.read_paused || ev.is_read_closed()) {
+            if fate == ConnFate::Keep && (ev.is_readable() || c.read_paused || ev.is_read_closed())
+            {
                 fate = c.drive(&sh, &mut sc);
             }
             if fate == ConnFate::Keep && (ev.is_error()) {
@@ -408,7 +466,13 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
     }
 }
 
-fn close_conn(sh: &Shared, poll: &Poll, conns: &mut [Option<Conn>], free: &mut Vec<usize>, idx: usize) {
+fn close_conn(
+    sh: &Shared,
+    poll: &Poll,
+    conns: &mut [Option<Conn>],
+    free: &mut Vec<usize>,
+    idx: usize,
+) {
     if let Some(mut c) = conns[idx].take() {
         let fd = c.t.raw_fd();
         let _ = poll.registry().deregister(&mut SourceFd(&fd));

@@ -53,11 +53,21 @@ impl LockTable {
     /// A lock of another owner that conflicts with `(start, end, ltype)`, if any.
     fn conflict(list: &[LockEntry], owner: u64, r: (u64, u64), ltype: u32) -> Option<LockEntry> {
         list.iter()
-            .find(|l| l.owner != owner && overlaps((l.start, l.end), r) && (ltype == lock_type::EXCLUSIVE || l.ltype == lock_type::EXCLUSIVE))
+            .find(|l| {
+                l.owner != owner
+                    && overlaps((l.start, l.end), r)
+                    && (ltype == lock_type::EXCLUSIVE || l.ltype == lock_type::EXCLUSIVE)
+            })
             .copied()
     }
 
-    pub fn test(&self, file: (u64, u64), owner: u64, r: (u64, u64), ltype: u32) -> Option<LockEntry> {
+    pub fn test(
+        &self,
+        file: (u64, u64),
+        owner: u64,
+        r: (u64, u64),
+        ltype: u32,
+    ) -> Option<LockEntry> {
         let g = self.files.lock().unwrap();
         g.get(&file).and_then(|l| Self::conflict(l, owner, r, ltype))
     }
@@ -137,7 +147,10 @@ mod tests {
         assert!(matches!(t.lock(F, 1, (0, 100), S), LockResult::Granted));
         assert!(matches!(t.lock(F, 2, (50, 150), S), LockResult::Granted), "shared locks coexist");
         assert!(matches!(t.lock(F, 3, (99, 100), X), LockResult::Conflict(_)));
-        assert!(matches!(t.lock(F, 3, (150, 200), X), LockResult::Granted), "adjacent is not overlapping");
+        assert!(
+            matches!(t.lock(F, 3, (150, 200), X), LockResult::Granted),
+            "adjacent is not overlapping"
+        );
         assert!(t.test(F, 3, (0, 10), S).is_none());
         assert_eq!(t.test(F, 1, (160, 170), S).unwrap().owner, 3);
     }
@@ -146,7 +159,10 @@ mod tests {
     fn same_owner_upgrades_and_unlock_splits() {
         let t = LockTable::default();
         assert!(matches!(t.lock(F, 1, (0, 100), S), LockResult::Granted));
-        assert!(matches!(t.lock(F, 1, (40, 60), X), LockResult::Granted), "upgrade part of own lock");
+        assert!(
+            matches!(t.lock(F, 1, (40, 60), X), LockResult::Granted),
+            "upgrade part of own lock"
+        );
         assert_eq!(t.count(), 3, "split into [0,40) S, [60,100) S, [40,60) X");
         t.unlock(F, 1, (10, 50));
         assert!(matches!(t.lock(F, 2, (20, 30), X), LockResult::Granted), "unlocked hole is free");

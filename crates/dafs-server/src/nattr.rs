@@ -31,7 +31,8 @@ fn full_name(name: &[u8]) -> Result<String, Status> {
 pub fn get(fd: BorrowedFd, name: &[u8]) -> Result<Vec<u8>, Status> {
     let path = fsops::proc_path(fd);
     let mut buf = vec![0u8; NATTR_VALUE_MAX];
-    let n = rustix::fs::getxattr(path.as_c_str(), full_name(name)?.as_str(), &mut buf).map_err(status)?;
+    let n = rustix::fs::getxattr(path.as_c_str(), full_name(name)?.as_str(), &mut buf)
+        .map_err(status)?;
     buf.truncate(n);
     Ok(buf)
 }

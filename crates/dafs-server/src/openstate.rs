@@ -38,7 +38,10 @@ pub struct OpenTable {
 
 impl Default for OpenTable {
     fn default() -> Self {
-        OpenTable { files: Mutex::new(HashMap::new()), append: (0..APPEND_STRIPES).map(|_| Arc::new(Mutex::new(()))).collect() }
+        OpenTable {
+            files: Mutex::new(HashMap::new()),
+            append: (0..APPEND_STRIPES).map(|_| Arc::new(Mutex::new(()))).collect(),
+        }
     }
 }
 
@@ -66,7 +69,10 @@ impl OpenTable {
                 }
             }
             for o in &st.opens {
-                let conflict = (r.read && o.deny_read) || (r.write && o.deny_write) || (r.deny_read && o.read) || (r.deny_write && o.write);
+                let conflict = (r.read && o.deny_read)
+                    || (r.write && o.deny_write)
+                    || (r.deny_read && o.read)
+                    || (r.deny_write && o.write);
                 if conflict {
                     return Err(Status::ShareDenied);
                 }
@@ -77,8 +83,17 @@ impl OpenTable {
         if r.delete_on_close.is_some() {
             st.delete_on_close = r.delete_on_close;
         }
-        st.opens.push(OpenEntry { session: r.session, open_id: r.open_id, read: r.read, write: r.write, deny_read: r.deny_read, deny_write: r.deny_write });
-        let stripe = (file.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ file.1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+        st.opens.push(OpenEntry {
+            session: r.session,
+            open_id: r.open_id,
+            read: r.read,
+            write: r.write,
+            deny_read: r.deny_read,
+            deny_write: r.deny_write,
+        });
+        let stripe = (file.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ file.1)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            >> 58;
         Ok(self.append[stripe as usize % APPEND_STRIPES].clone())
     }
 
@@ -103,7 +118,9 @@ impl OpenTable {
 /// have been renamed over or removed meanwhile).
 fn delete_if_same(dir: &OwnedFd, name: &[u8], file: (u64, u64)) {
     let Ok(c) = std::ffi::CString::new(name) else { return };
-    if let Ok(s) = rustix::fs::statat(dir.as_fd(), c.as_c_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+    if let Ok(s) =
+        rustix::fs::statat(dir.as_fd(), c.as_c_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+    {
         if (s.st_dev, s.st_ino) == file {
             let _ = rustix::fs::unlinkat(dir.as_fd(), c.as_c_str(), rustix::fs::AtFlags::empty());
         }

@@ -104,7 +104,11 @@ pub struct SessionTable<S> {
 
 impl<S> Default for SessionTable<S> {
     fn default() -> Self {
-        SessionTable { inner: Mutex::new(HashMap::new()), fenced: Mutex::new(HashSet::new()), revoke_epoch: AtomicU64::new(0) }
+        SessionTable {
+            inner: Mutex::new(HashMap::new()),
+            fenced: Mutex::new(HashSet::new()),
+            revoke_epoch: AtomicU64::new(0),
+        }
     }
 }
 
@@ -141,7 +145,13 @@ impl<S> SessionTable<S> {
     /// after `verify` accepted the bind's proof against the current bind nonce, so a
     /// client without the secret can neither take nor disturb the session. On success the
     /// bind nonce becomes `next_nonce` atomically with the take.
-    pub fn take(&self, id: u64, client_id: &[u8], verify: impl FnOnce(&[u8; 32]) -> bool, next_nonce: [u8; 32]) -> Take<S> {
+    pub fn take(
+        &self,
+        id: u64,
+        client_id: &[u8],
+        verify: impl FnOnce(&[u8; 32]) -> bool,
+        next_nonce: [u8; 32],
+    ) -> Take<S> {
         let mut m = self.inner.lock().unwrap();
         let Some(e) = m.get_mut(&id) else { return Take::Unknown };
         if e.info.client_id.as_bytes() != client_id {
@@ -160,7 +170,11 @@ impl<S> SessionTable<S> {
                 Take::Bound(state, e.info.clone())
             }
             None => {
-                if e.info.revoke.compare_exchange(REVOKE_NONE, REVOKE_DETACH, Relaxed, Relaxed).is_ok() {
+                if e.info
+                    .revoke
+                    .compare_exchange(REVOKE_NONE, REVOKE_DETACH, Relaxed, Relaxed)
+                    .is_ok()
+                {
                     self.revoke_epoch.fetch_add(1, Relaxed);
                 }
                 Take::Busy
@@ -171,7 +185,11 @@ impl<S> SessionTable<S> {
     /// Parked sessions whose lease has passed, removed from the table.
     pub fn expired(&self, now: Instant) -> Vec<Released<S>> {
         let mut m = self.inner.lock().unwrap();
-        let ids: Vec<u64> = m.iter().filter(|(_, e)| e.parked.as_ref().is_some_and(|(_, d)| *d <= now)).map(|(id, _)| *id).collect();
+        let ids: Vec<u64> = m
+            .iter()
+            .filter(|(_, e)| e.parked.as_ref().is_some_and(|(_, d)| *d <= now))
+            .map(|(id, _)| *id)
+            .collect();
         ids.into_iter()
             .filter_map(|id| {
                 let e = m.remove(&id)?;
@@ -186,7 +204,11 @@ impl<S> SessionTable<S> {
     pub fn fence(&self, pattern: &str) -> (Vec<Released<S>>, usize) {
         self.fenced.lock().unwrap().insert(pattern.to_string());
         let mut m = self.inner.lock().unwrap();
-        let ids: Vec<u64> = m.iter().filter(|(_, e)| matches_pattern(pattern, &e.info.client_id)).map(|(id, _)| *id).collect();
+        let ids: Vec<u64> = m
+            .iter()
+            .filter(|(_, e)| matches_pattern(pattern, &e.info.client_id))
+            .map(|(id, _)| *id)
+            .collect();
         let mut parked = Vec::new();
         let mut bound = 0;
         for id in ids {
@@ -222,13 +244,19 @@ impl<S> SessionTable<S> {
 
     /// Sessions of `client_id` bound to a connection now.
     pub fn bound_count(&self, client_id: &str) -> usize {
-        self.inner.lock().unwrap().values().filter(|e| e.parked.is_none() && e.info.client_id == client_id).count()
+        self.inner
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|e| e.parked.is_none() && e.info.client_id == client_id)
+            .count()
     }
 
     /// Every session (for listings), with its lease end if parked.
     pub fn list(&self) -> Vec<(Arc<SessionInfo>, Option<Instant>)> {
         let m = self.inner.lock().unwrap();
-        let mut v: Vec<_> = m.values().map(|e| (e.info.clone(), e.parked.as_ref().map(|(_, d)| *d))).collect();
+        let mut v: Vec<_> =
+            m.values().map(|e| (e.info.clone(), e.parked.as_ref().map(|(_, d)| *d))).collect();
         v.sort_by_key(|(i, _)| i.created);
         v
     }
@@ -260,16 +288,24 @@ impl<S> SessionTable<S> {
 mod tests {
     use super::*;
 
-    fn info(id: u64, client: &str) -> Arc<SessionInfo> { Arc::new(SessionInfo::new(id, client.into(), 4, "peer".into(), [0; 32])) }
+    fn info(id: u64, client: &str) -> Arc<SessionInfo> {
+        Arc::new(SessionInfo::new(id, client.into(), 4, "peer".into(), [0; 32]))
+    }
 
     #[test]
     fn park_take_expire() {
         let t: SessionTable<u32> = SessionTable::default();
         let i = info(5, "c1");
         t.insert(i.clone());
-        assert!(matches!(t.take(5, b"c1", |_| false, [1; 32]), Take::AuthFailed), "no proof: nothing happens");
+        assert!(
+            matches!(t.take(5, b"c1", |_| false, [1; 32]), Take::AuthFailed),
+            "no proof: nothing happens"
+        );
         assert_eq!(i.revoke.load(Relaxed), REVOKE_NONE);
-        assert!(matches!(t.take(5, b"c1", |_| true, [1; 32]), Take::Busy), "bound elsewhere: revoke and retry");
+        assert!(
+            matches!(t.take(5, b"c1", |_| true, [1; 32]), Take::Busy),
+            "bound elsewhere: revoke and retry"
+        );
         assert_eq!(i.revoke.load(Relaxed), REVOKE_DETACH);
         t.park(Box::new(42), &i, Duration::from_secs(60));
         assert!(matches!(t.take(5, b"other", |_| true, [1; 32]), Take::WrongClient));
@@ -282,7 +318,10 @@ mod tests {
         t.park(Box::new(43), &i, Duration::ZERO);
         let gone = t.expired(Instant::now());
         assert_eq!(gone.len(), 1);
-        assert!(matches!(t.take(5, b"c1", |_| true, [2; 32]), Take::Unknown), "expired: BADSESSION");
+        assert!(
+            matches!(t.take(5, b"c1", |_| true, [2; 32]), Take::Unknown),
+            "expired: BADSESSION"
+        );
     }
 
     #[test]

@@ -57,7 +57,12 @@ pub struct FaultControl {
 
 impl FaultControl {
     pub fn counts(&self) -> FaultCounts {
-        FaultCounts { cuts: self.cuts.load(Relaxed), dropped: self.dropped.load(Relaxed), duplicated: self.duplicated.load(Relaxed), delayed: self.delayed.load(Relaxed) }
+        FaultCounts {
+            cuts: self.cuts.load(Relaxed),
+            dropped: self.dropped.load(Relaxed),
+            duplicated: self.duplicated.load(Relaxed),
+            delayed: self.delayed.load(Relaxed),
+        }
     }
 
     /// Break the connection now, from any thread: both directions are shut down, so the
@@ -88,12 +93,23 @@ pub struct FaultyTransport {
 
 impl FaultyTransport {
     pub fn new(inner: Box<dyn ClientTransport>, plan: FaultPlan, seed: u64) -> Self {
-        let ctl = Arc::new(FaultControl { fd: AtomicI32::new(inner.raw_fd()), ..Default::default() });
-        FaultyTransport { inner, plan, rng: seed ^ 0x9e37_79b9_7f4a_7c15, held: None, broken: false, quiet_calls: 0, ctl }
+        let ctl =
+            Arc::new(FaultControl { fd: AtomicI32::new(inner.raw_fd()), ..Default::default() });
+        FaultyTransport {
+            inner,
+            plan,
+            rng: seed ^ 0x9e37_79b9_7f4a_7c15,
+            held: None,
+            broken: false,
+            quiet_calls: 0,
+            ctl,
+        }
     }
 
     /// The control shared with whoever created the transport.
-    pub fn control(&self) -> Arc<FaultControl> { self.ctl.clone() }
+    pub fn control(&self) -> Arc<FaultControl> {
+        self.ctl.clone()
+    }
 
     /// No faults for the next `n` calls.
     pub fn quiet_for(&mut self, n: u64) {
@@ -104,7 +120,9 @@ impl FaultyTransport {
         self.plan = plan;
     }
 
-    pub fn counts(&self) -> FaultCounts { self.ctl.counts() }
+    pub fn counts(&self) -> FaultCounts {
+        self.ctl.counts()
+    }
 
     /// splitmix64: tiny, fast, and deterministic (no dependency needed for test faults).
     fn next(&mut self) -> u64 {
@@ -142,8 +160,12 @@ impl FaultyTransport {
 }
 
 impl ClientTransport for FaultyTransport {
-    fn max_msg_size(&self) -> usize { self.inner.max_msg_size() }
-    fn set_max_msg_size(&mut self, n: usize) { self.inner.set_max_msg_size(n) }
+    fn max_msg_size(&self) -> usize {
+        self.inner.max_msg_size()
+    }
+    fn set_max_msg_size(&mut self, n: usize) {
+        self.inner.set_max_msg_size(n)
+    }
 
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
         if self.broken {
@@ -186,16 +208,31 @@ impl ClientTransport for FaultyTransport {
         self.inner.recv(wait)
     }
 
-    fn recycle(&mut self, buf: Vec<u8>) { self.inner.recycle(buf) }
-    fn set_spin(&mut self, spin: Duration) { self.inner.set_spin(spin) }
-    fn default_spin(&self) -> Duration { self.inner.default_spin() }
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.inner.recycle(buf)
+    }
+    fn set_spin(&mut self, spin: Duration) {
+        self.inner.set_spin(spin)
+    }
+    fn default_spin(&self) -> Duration {
+        self.inner.default_spin()
+    }
 
-    unsafe fn register(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64, TransportError> {
+    unsafe fn register(
+        &mut self,
+        ptr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<u64, TransportError> {
         // SAFETY: the caller's contract is passed on unchanged.
         unsafe { self.inner.register(ptr, len, access) }
     }
-    fn deregister(&mut self, key: u64) -> Result<(), TransportError> { self.inner.deregister(key) }
-    fn alloc_registered(&mut self, len: usize) -> Result<(u64, *mut u8), TransportError> { self.inner.alloc_registered(len) }
+    fn deregister(&mut self, key: u64) -> Result<(), TransportError> {
+        self.inner.deregister(key)
+    }
+    fn alloc_registered(&mut self, len: usize) -> Result<(u64, *mut u8), TransportError> {
+        self.inner.alloc_registered(len)
+    }
 
     fn reconnect(&mut self, timeout: Duration) -> Result<(), TransportError> {
         if self.ctl.block_reconnect.load(Relaxed) {
@@ -212,7 +249,13 @@ impl ClientTransport for FaultyTransport {
         self.cut_now();
     }
 
-    fn provider(&self) -> &'static str { self.inner.provider() }
-    fn stats(&self) -> TransportStats { self.inner.stats() }
-    fn raw_fd(&self) -> RawFd { self.inner.raw_fd() }
+    fn provider(&self) -> &'static str {
+        self.inner.provider()
+    }
+    fn stats(&self) -> TransportStats {
+        self.inner.stats()
+    }
+    fn raw_fd(&self) -> RawFd {
+        self.inner.raw_fd()
+    }
 }

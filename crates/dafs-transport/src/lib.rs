@@ -51,7 +51,13 @@ pub enum TransportError {
 impl TransportError {
     /// True when the connection is unusable after this error.
     pub fn is_fatal(&self) -> bool {
-        !matches!(self, TransportError::BadRegion | TransportError::RegistrationLimit | TransportError::NotRegistrable | TransportError::TooBig { .. })
+        !matches!(
+            self,
+            TransportError::BadRegion
+                | TransportError::RegistrationLimit
+                | TransportError::NotRegistrable
+                | TransportError::TooBig { .. }
+        )
     }
 }
 
@@ -139,7 +145,12 @@ pub trait ClientTransport: Send {
     /// # Safety
     /// `ptr..ptr+len` must stay valid and must not be freed until [`Self::deregister`];
     /// while an I/O that names it is in flight the application must not access it.
-    unsafe fn register(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64, TransportError>;
+    unsafe fn register(
+        &mut self,
+        ptr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<u64, TransportError>;
     fn deregister(&mut self, key: u64) -> Result<(), TransportError>;
     /// Allocate memory the provider can place into most cheaply, already registered.
     /// The memory lives until `deregister(key)` and is zero-filled.
@@ -195,14 +206,24 @@ pub trait ServerConn: Send {
     /// Place up to `len` bytes into the client's region. `fill` writes the data into the
     /// buffer it is given (for shared memory: the client's memory itself) and returns how
     /// many bytes it produced; that many are placed. Returns the count placed.
-    fn put(&mut self, region: RemoteRegion, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>) -> Result<usize, PutError>;
+    fn put(
+        &mut self,
+        region: RemoteRegion,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
+    ) -> Result<usize, PutError>;
     /// Start pulling `len` bytes from the client's region; completion arrives as
     /// [`ServerEvent::Pulled`] with this `tag`.
     fn pull(&mut self, region: RemoteRegion, len: usize, tag: u64) -> Result<(), TransportError>;
     /// Pull synchronously when the provider can reach client memory directly: `consume`
     /// sees the client's bytes in place (shared memory: no copy). `Ok(None)` means the
     /// provider cannot; use [`ServerConn::pull`].
-    fn pull_sync(&mut self, _region: RemoteRegion, _len: usize, _consume: &mut dyn FnMut(&[u8]) -> std::io::Result<usize>) -> Result<Option<usize>, PutError> {
+    fn pull_sync(
+        &mut self,
+        _region: RemoteRegion,
+        _len: usize,
+        _consume: &mut dyn FnMut(&[u8]) -> std::io::Result<usize>,
+    ) -> Result<Option<usize>, PutError> {
         Ok(None)
     }
     /// True if input is waiting that the readiness fd does not signal (shared-memory

@@ -31,10 +31,20 @@ impl Registry {
         // process is very unlikely to name a live region by accident.
         let mut seed = [0u8; 8];
         let _ = getrandom_fallback(&mut seed);
-        Registry { regions: HashMap::new(), next_key: (u64::from_le_bytes(seed) >> 16) | 1, max_regions }
+        Registry {
+            regions: HashMap::new(),
+            next_key: (u64::from_le_bytes(seed) >> 16) | 1,
+            max_regions,
+        }
     }
 
-    pub fn insert(&mut self, ptr: *mut u8, len: usize, access: Access, owned: bool) -> Result<u64, TransportError> {
+    pub fn insert(
+        &mut self,
+        ptr: *mut u8,
+        len: usize,
+        access: Access,
+        owned: bool,
+    ) -> Result<u64, TransportError> {
         if self.regions.len() >= self.max_regions {
             return Err(TransportError::RegistrationLimit);
         }
@@ -51,13 +61,24 @@ impl Registry {
         let r = self.regions.remove(&key).ok_or(TransportError::BadRegion)?;
         if r.owned {
             // SAFETY: owned regions were allocated by `alloc_owned` with this layout.
-            unsafe { std::alloc::dealloc(r.ptr, std::alloc::Layout::from_size_align(r.len, PAGE).unwrap()) };
+            unsafe {
+                std::alloc::dealloc(
+                    r.ptr,
+                    std::alloc::Layout::from_size_align(r.len, PAGE).unwrap(),
+                )
+            };
         }
         Ok(r)
     }
 
     /// Resolve `{key, offset, len}` for the given access to a pointer inside the region.
-    pub fn resolve(&self, key: u64, offset: u64, len: usize, write: bool) -> Result<*mut u8, TransportError> {
+    pub fn resolve(
+        &self,
+        key: u64,
+        offset: u64,
+        len: usize,
+        write: bool,
+    ) -> Result<*mut u8, TransportError> {
         let r = self.regions.get(&key).ok_or(TransportError::BadRegion)?;
         let allowed = if write { r.access.remote_write } else { r.access.remote_read };
         if !allowed {
@@ -72,15 +93,24 @@ impl Registry {
         Ok(unsafe { r.ptr.add(off) })
     }
 
-    pub fn len(&self) -> usize { self.regions.len() }
-    pub fn is_empty(&self) -> bool { self.regions.is_empty() }
+    pub fn len(&self) -> usize {
+        self.regions.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.regions.is_empty()
+    }
 
     /// Allocate zeroed, page-aligned memory and register it as owned.
-    pub fn alloc_owned(&mut self, len: usize, access: Access) -> Result<(u64, *mut u8), TransportError> {
+    pub fn alloc_owned(
+        &mut self,
+        len: usize,
+        access: Access,
+    ) -> Result<(u64, *mut u8), TransportError> {
         if len == 0 {
             return Err(TransportError::BadRegion);
         }
-        let layout = std::alloc::Layout::from_size_align(len, PAGE).map_err(|_| TransportError::BadRegion)?;
+        let layout = std::alloc::Layout::from_size_align(len, PAGE)
+            .map_err(|_| TransportError::BadRegion)?;
         // SAFETY: layout has non-zero size.
         let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
         if ptr.is_null() {
@@ -119,7 +149,9 @@ mod tests {
     fn resolve_checks_bounds_and_access() {
         let mut r = Registry::new(4);
         let mut mem = vec![0u8; 100];
-        let k = r.insert(mem.as_mut_ptr(), 100, Access { remote_write: true, remote_read: false }, false).unwrap();
+        let k = r
+            .insert(mem.as_mut_ptr(), 100, Access { remote_write: true, remote_read: false }, false)
+            .unwrap();
         assert!(r.resolve(k, 0, 100, true).is_ok());
         assert!(r.resolve(k, 1, 100, true).is_err());
         assert!(r.resolve(k, u64::MAX, 2, true).is_err());
@@ -131,7 +163,12 @@ mod tests {
         let (k2, p) = r.alloc_owned(8192, Access::READ_WRITE).unwrap();
         assert_eq!(p as usize % PAGE, 0);
         assert!(r.resolve(k2, 4096, 4096, false).is_ok());
-        for _ in 0..3 { r.alloc_owned(10, Access::READ_WRITE).unwrap(); }
-        assert!(matches!(r.alloc_owned(10, Access::READ_WRITE), Err(TransportError::RegistrationLimit)));
+        for _ in 0..3 {
+            r.alloc_owned(10, Access::READ_WRITE).unwrap();
+        }
+        assert!(matches!(
+            r.alloc_owned(10, Access::READ_WRITE),
+            Err(TransportError::RegistrationLimit)
+        ));
     }
 }

@@ -20,7 +20,10 @@ use crate::frame::{FrameHeader, FrameKind, FRAME_HEADER_LEN};
 use crate::registry::Registry;
 use crate::tls::{classify, Io, TlsClientOptions, TlsLink};
 use crate::wait::{sleep_on_fd, spin_budget_from_env};
-use crate::{Access, ClientTransport, PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener, TransportError, TransportStats, Wait};
+use crate::{
+    Access, ClientTransport, PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener,
+    TransportError, TransportStats, Wait,
+};
 
 /// Most regions one client may register at once.
 pub const REGIONS_MAX: usize = 4096;
@@ -34,11 +37,22 @@ const IOV_MAX: usize = 32;
 
 /// One unit of queued output.
 enum Out {
-    Header { bytes: [u8; FRAME_HEADER_LEN], pos: usize },
-    Owned { buf: Vec<u8>, len: usize, pos: usize },
+    Header {
+        bytes: [u8; FRAME_HEADER_LEN],
+        pos: usize,
+    },
+    Owned {
+        buf: Vec<u8>,
+        len: usize,
+        pos: usize,
+    },
     /// Bytes inside a registered region (client GET_RESP). Valid while the request that
     /// caused the GET is in flight: the client library pins the region until then.
-    Mem { ptr: *const u8, len: usize, pos: usize },
+    Mem {
+        ptr: *const u8,
+        len: usize,
+        pos: usize,
+    },
 }
 
 // SAFETY: `Out::Mem` points into registered memory whose lifetime the registration
@@ -51,7 +65,9 @@ impl Out {
             Out::Header { bytes, pos } => &bytes[*pos..],
             Out::Owned { buf, len, pos } => &buf[*pos..*len],
             // SAFETY: see `Out::Mem`; pos <= len.
-            Out::Mem { ptr, len, pos } => unsafe { std::slice::from_raw_parts(ptr.add(*pos), len - pos) },
+            Out::Mem { ptr, len, pos } => unsafe {
+                std::slice::from_raw_parts(ptr.add(*pos), len - pos)
+            },
         }
     }
     fn advance(&mut self, n: usize) {
@@ -76,10 +92,15 @@ impl OutQueue {
         }
     }
     /// Returns Ok(true) when empty. Finished owned buffers go back to `pool`.
-    fn flush<W: Write>(&mut self, w: &mut W, pool: &mut Vec<Vec<u8>>) -> Result<bool, TransportError> {
+    fn flush<W: Write>(
+        &mut self,
+        w: &mut W,
+        pool: &mut Vec<Vec<u8>>,
+    ) -> Result<bool, TransportError> {
         while !self.q.is_empty() {
             let n = {
-                let iov: Vec<IoSlice> = self.q.iter().take(IOV_MAX).map(|o| IoSlice::new(o.remaining())).collect();
+                let iov: Vec<IoSlice> =
+                    self.q.iter().take(IOV_MAX).map(|o| IoSlice::new(o.remaining())).collect();
                 match w.write_vectored(&iov) {
                     Ok(0) => return Err(TransportError::Closed),
                     Ok(n) => n,
@@ -112,7 +133,13 @@ impl OutQueue {
 }
 
 fn is_disconnect(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionAborted | io::ErrorKind::UnexpectedEof)
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::UnexpectedEof
+    )
 }
 
 /// Read into `dst`; Ok(None) on WouldBlock, Err(Closed) on EOF.
@@ -154,7 +181,12 @@ fn take_buf(pool: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
     // Best fit: the smallest pooled buffer already long enough (nothing to zero), so a
     // small message never takes — and later re-zeroes — a large transfer buffer. Else
     // the longest one, grown (zeroing only the difference).
-    let fit = pool.iter().enumerate().filter(|(_, b)| b.len() >= len).min_by_key(|(_, b)| b.len()).map(|(i, _)| i);
+    let fit = pool
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.len() >= len)
+        .min_by_key(|(_, b)| b.len())
+        .map(|(i, _)| i);
     let pick = fit.or_else(|| pool.iter().enumerate().max_by_key(|(_, b)| b.len()).map(|(i, _)| i));
     let mut buf = match pick {
         Some(i) => pool.swap_remove(i),
@@ -209,17 +241,31 @@ impl TcpClient {
 
     /// Connect to `addr` ("host:port") and complete a TLS handshake within `timeout`
     /// (certificate, name and protocol errors are reported here, as [`TransportError::Tls`]).
-    pub fn connect_tls(addr: &str, timeout: Duration, opts: &TlsClientOptions) -> Result<Self, TransportError> {
+    pub fn connect_tls(
+        addr: &str,
+        timeout: Duration,
+        opts: &TlsClientOptions,
+    ) -> Result<Self, TransportError> {
         let cfg = opts.build()?;
         let name = opts.server_name_for(addr)?;
         Self::connect_tls_with(addr, timeout, cfg, name)
     }
 
     /// [`TcpClient::connect_tls`] with a prepared rustls configuration.
-    pub fn connect_tls_with(addr: &str, timeout: Duration, cfg: Arc<rustls::ClientConfig>, name: rustls::pki_types::ServerName<'static>) -> Result<Self, TransportError> {
+    pub fn connect_tls_with(
+        addr: &str,
+        timeout: Duration,
+        cfg: Arc<rustls::ClientConfig>,
+        name: rustls::pki_types::ServerName<'static>,
+    ) -> Result<Self, TransportError> {
         let deadline = Instant::now() + timeout;
         let mut c = Self::from_stream(Self::dial(addr, timeout)?)?;
-        c.tls = Some(Box::new(TlsLink::client_handshake(c.sock.as_fd(), cfg.clone(), name.clone(), deadline)?));
+        c.tls = Some(Box::new(TlsLink::client_handshake(
+            c.sock.as_fd(),
+            cfg.clone(),
+            name.clone(),
+            deadline,
+        )?));
         c.tls_params = Some((cfg, name));
         Ok(c)
     }
@@ -232,11 +278,15 @@ impl TcpClient {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.map(TransportError::Io).unwrap_or(TransportError::Protocol("address resolved to nothing")))
+        Err(last
+            .map(TransportError::Io)
+            .unwrap_or(TransportError::Protocol("address resolved to nothing")))
     }
 
     /// True when the connection is encrypted.
-    pub fn is_tls(&self) -> bool { self.tls.is_some() }
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
 
     pub fn from_stream(sock: TcpStream) -> Result<Self, TransportError> {
         sock.set_nodelay(true)?;
@@ -258,7 +308,9 @@ impl TcpClient {
         })
     }
 
-    pub fn peer_addr(&self) -> SocketAddr { self.peer }
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
 
     /// A new socket to the same peer; registrations (client-side here) stay as they are.
     fn reconnect_to_peer(&mut self, timeout: Duration) -> Result<(), TransportError> {
@@ -268,7 +320,12 @@ impl TcpClient {
         sock.set_nonblocking(true)?;
         // A TLS connection comes back as TLS, with the same configuration and name.
         self.tls = match &self.tls_params {
-            Some((cfg, name)) => Some(Box::new(TlsLink::client_handshake(sock.as_fd(), cfg.clone(), name.clone(), deadline)?)),
+            Some((cfg, name)) => Some(Box::new(TlsLink::client_handshake(
+                sock.as_fd(),
+                cfg.clone(),
+                name.clone(),
+                deadline,
+            )?)),
             None => None,
         };
         self.sock = sock;
@@ -289,7 +346,11 @@ impl TcpClient {
     /// handshake record) instead of a frame header: say so rather than "closed".
     fn explain_plaintext_refusal(&self, e: TransportError) -> TransportError {
         let looks_tls = self.hdr.buf[1] == 3 && matches!(self.hdr.buf[0], 0x15 | 0x16);
-        if self.tls.is_none() && self.stats.msgs_received == 0 && looks_tls && matches!(e, TransportError::Closed | TransportError::Protocol(_)) {
+        if self.tls.is_none()
+            && self.stats.msgs_received == 0
+            && looks_tls
+            && matches!(e, TransportError::Closed | TransportError::Protocol(_))
+        {
             return TransportError::Tls("the server answered with TLS: it requires TLS (use a dafs+tls:// URL / TLS options)".into());
         }
         e
@@ -299,14 +360,24 @@ impl TcpClient {
         loop {
             match &mut self.recv_state {
                 ClientRecv::Header => {
-                    let Some(fh) = self.hdr.poll(&mut Io::new(&self.sock, &mut self.tls))? else { return Ok(None) };
+                    let Some(fh) = self.hdr.poll(&mut Io::new(&self.sock, &mut self.tls))? else {
+                        return Ok(None);
+                    };
                     self.on_frame_header(fh)?;
                 }
                 ClientRecv::Msg { buf, len, got } => {
-                    let Some(n) = read_some(&mut Io::new(&self.sock, &mut self.tls), &mut buf[*got..*len])? else { return Ok(None) };
+                    let Some(n) =
+                        read_some(&mut Io::new(&self.sock, &mut self.tls), &mut buf[*got..*len])?
+                    else {
+                        return Ok(None);
+                    };
                     *got += n;
                     if *got == *len {
-                        let ClientRecv::Msg { mut buf, len, .. } = std::mem::replace(&mut self.recv_state, ClientRecv::Header) else { unreachable!() };
+                        let ClientRecv::Msg { mut buf, len, .. } =
+                            std::mem::replace(&mut self.recv_state, ClientRecv::Header)
+                        else {
+                            unreachable!()
+                        };
                         buf.truncate(len);
                         self.stats.msgs_received += 1;
                         return Ok(Some(buf));
@@ -317,7 +388,9 @@ impl TcpClient {
                     // the registration contract keeps it valid and unaliased while the
                     // request naming it is in flight.
                     let dst = unsafe { std::slice::from_raw_parts_mut(ptr.add(*got), *len - *got) };
-                    let Some(n) = read_some(&mut Io::new(&self.sock, &mut self.tls), dst)? else { return Ok(None) };
+                    let Some(n) = read_some(&mut Io::new(&self.sock, &mut self.tls), dst)? else {
+                        return Ok(None);
+                    };
                     *got += n;
                     if *got == *len {
                         self.stats.placed_bytes += *len as u64;
@@ -336,14 +409,20 @@ impl TcpClient {
                     return Err(TransportError::TooBig { len, max: self.max_msg });
                 }
                 let buf = take_buf(&mut self.pool, len);
-                self.recv_state = if len == 0 { ClientRecv::Header } else { ClientRecv::Msg { buf, len, got: 0 } };
+                self.recv_state = if len == 0 {
+                    ClientRecv::Header
+                } else {
+                    ClientRecv::Msg { buf, len, got: 0 }
+                };
                 if len == 0 {
                     return Err(TransportError::Protocol("empty message"));
                 }
             }
             FrameKind::Put => {
                 if len > limits::DIRECT_LEN_MAX as usize {
-                    return Err(TransportError::Protocol("placement larger than the direct maximum"));
+                    return Err(TransportError::Protocol(
+                        "placement larger than the direct maximum",
+                    ));
                 }
                 match self.registry.resolve(fh.key, fh.offset, len, true) {
                     Ok(ptr) => {
@@ -355,7 +434,9 @@ impl TcpClient {
                         // The server named memory we did not register for it. Never write
                         // it anywhere: the connection is no longer trustworthy.
                         self.stats.placements_refused += 1;
-                        return Err(TransportError::Protocol("server placed into unregistered memory"));
+                        return Err(TransportError::Protocol(
+                            "server placed into unregistered memory",
+                        ));
                     }
                 }
             }
@@ -365,20 +446,34 @@ impl TcpClient {
                 }
                 match self.registry.resolve(fh.key, fh.offset, len, false) {
                     Ok(ptr) => {
-                        let h = FrameHeader { kind: FrameKind::GetResp, len: fh.len, key: 0, offset: 0, tag: fh.tag };
+                        let h = FrameHeader {
+                            kind: FrameKind::GetResp,
+                            len: fh.len,
+                            key: 0,
+                            offset: 0,
+                            tag: fh.tag,
+                        };
                         self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
                         self.out.push(Out::Mem { ptr, len, pos: 0 });
                         self.stats.pulled_bytes += len as u64;
                     }
                     Err(_) => {
                         self.stats.placements_refused += 1;
-                        let h = FrameHeader { kind: FrameKind::GetResp, len: 0, key: 1, offset: 0, tag: fh.tag };
+                        let h = FrameHeader {
+                            kind: FrameKind::GetResp,
+                            len: 0,
+                            key: 1,
+                            offset: 0,
+                            tag: fh.tag,
+                        };
                         self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
                     }
                 }
                 self.out.flush(&mut Io::new(&self.sock, &mut self.tls), &mut self.pool)?;
             }
-            FrameKind::GetResp => return Err(TransportError::Protocol("GET_RESP sent to a client")),
+            FrameKind::GetResp => {
+                return Err(TransportError::Protocol("GET_RESP sent to a client"))
+            }
         }
         Ok(())
     }
@@ -396,7 +491,13 @@ impl crate::wait::WaitSteps for TcpClient {
     fn poll_once(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
         self.out.flush(&mut Io::new(&self.sock, &mut self.tls), &mut self.pool)?;
         if let Some(t) = self.tls.as_deref_mut() {
-            t.push(self.sock.as_fd()).map_err(|e| if is_disconnect(&e) { TransportError::Closed } else { classify(e) })?;
+            t.push(self.sock.as_fd()).map_err(|e| {
+                if is_disconnect(&e) {
+                    TransportError::Closed
+                } else {
+                    classify(e)
+                }
+            })?;
         }
         self.progress()
     }
@@ -411,8 +512,12 @@ impl crate::wait::WaitSteps for TcpClient {
 }
 
 impl ClientTransport for TcpClient {
-    fn max_msg_size(&self) -> usize { self.max_msg }
-    fn set_max_msg_size(&mut self, n: usize) { self.max_msg = n.min(limits::MSG_SIZE_MAX as usize); }
+    fn max_msg_size(&self) -> usize {
+        self.max_msg
+    }
+    fn set_max_msg_size(&mut self, n: usize) {
+        self.max_msg = n.min(limits::MSG_SIZE_MAX as usize);
+    }
 
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
         if msg.len() > self.max_msg {
@@ -470,7 +575,9 @@ impl ClientTransport for TcpClient {
         }
     }
 
-    fn set_spin(&mut self, spin: Duration) { self.spin.set_max(spin); }
+    fn set_spin(&mut self, spin: Duration) {
+        self.spin.set_max(spin);
+    }
 
     fn reconnect(&mut self, timeout: Duration) -> Result<(), TransportError> {
         self.reconnect_to_peer(timeout)
@@ -480,7 +587,12 @@ impl ClientTransport for TcpClient {
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
     }
 
-    unsafe fn register(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64, TransportError> {
+    unsafe fn register(
+        &mut self,
+        ptr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<u64, TransportError> {
         self.registry.insert(ptr, len, access, false)
     }
 
@@ -493,10 +605,18 @@ impl ClientTransport for TcpClient {
     }
 
     fn provider(&self) -> &'static str {
-        if self.tls.is_some() { "tcp+tls" } else { "tcp" }
+        if self.tls.is_some() {
+            "tcp+tls"
+        } else {
+            "tcp"
+        }
     }
-    fn stats(&self) -> TransportStats { self.stats }
-    fn raw_fd(&self) -> RawFd { self.sock.as_raw_fd() }
+    fn stats(&self) -> TransportStats {
+        self.stats
+    }
+    fn raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -518,14 +638,22 @@ impl TcpListener {
         Ok(TcpListener { inner: mio::net::TcpListener::bind(a)?, tls: None })
     }
     /// Require TLS on every connection accepted from now on.
-    pub fn set_tls(&mut self, cfg: Arc<rustls::ServerConfig>) { self.tls = Some(cfg); }
-    pub fn is_tls(&self) -> bool { self.tls.is_some() }
-    pub fn mio(&mut self) -> &mut mio::net::TcpListener { &mut self.inner }
+    pub fn set_tls(&mut self, cfg: Arc<rustls::ServerConfig>) {
+        self.tls = Some(cfg);
+    }
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+    pub fn mio(&mut self) -> &mut mio::net::TcpListener {
+        &mut self.inner
+    }
 }
 
 impl ServerListener for TcpListener {
     type Conn = TcpServerConn;
-    fn raw_fd(&self) -> RawFd { self.inner.as_raw_fd() }
+    fn raw_fd(&self) -> RawFd {
+        self.inner.as_raw_fd()
+    }
     fn accept(&mut self) -> Result<Option<TcpServerConn>, TransportError> {
         match self.inner.accept() {
             Ok((s, peer)) => {
@@ -580,7 +708,9 @@ impl TcpServerConn {
             pull_bytes: 0,
         }
     }
-    pub fn mio(&mut self) -> &mut mio::net::TcpStream { &mut self.sock }
+    pub fn mio(&mut self) -> &mut mio::net::TcpStream {
+        &mut self.sock
+    }
 
     /// Queue `buf[..n]`. The backlog limit counts queued bytes, so a buffer much larger
     /// than what it carries (a short fill of a large placement, or a large pooled buffer
@@ -599,16 +729,26 @@ impl TcpServerConn {
 }
 
 impl ServerConn for TcpServerConn {
-    fn raw_fd(&self) -> RawFd { self.sock.as_raw_fd() }
-    fn peer(&self) -> String { self.peer.clone() }
-    fn max_msg_size(&self) -> usize { self.max_msg }
-    fn set_max_msg_size(&mut self, n: usize) { self.max_msg = n.min(limits::MSG_SIZE_MAX as usize); }
+    fn raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+    fn peer(&self) -> String {
+        self.peer.clone()
+    }
+    fn max_msg_size(&self) -> usize {
+        self.max_msg
+    }
+    fn set_max_msg_size(&mut self, n: usize) {
+        self.max_msg = n.min(limits::MSG_SIZE_MAX as usize);
+    }
 
     fn poll_event(&mut self) -> Result<Option<ServerEvent>, TransportError> {
         loop {
             match &mut self.recv_state {
                 ServerRecv::Header => {
-                    let Some(fh) = self.hdr.poll(&mut Io::new(&self.sock, &mut self.tls))? else { return Ok(None) };
+                    let Some(fh) = self.hdr.poll(&mut Io::new(&self.sock, &mut self.tls))? else {
+                        return Ok(None);
+                    };
                     let len = fh.len as usize;
                     match fh.kind {
                         FrameKind::Msg => {
@@ -623,26 +763,40 @@ impl ServerConn for TcpServerConn {
                         }
                         FrameKind::GetResp => {
                             let Some(want) = self.pulls.remove(&fh.tag) else {
-                                return Err(TransportError::Protocol("GET_RESP for no pull in flight"));
+                                return Err(TransportError::Protocol(
+                                    "GET_RESP for no pull in flight",
+                                ));
                             };
                             self.pull_bytes -= want;
                             if fh.key != 0 {
                                 if len != 0 {
-                                    return Err(TransportError::Protocol("refused GET_RESP with payload"));
+                                    return Err(TransportError::Protocol(
+                                        "refused GET_RESP with payload",
+                                    ));
                                 }
-                                return Ok(Some(ServerEvent::Pulled { tag: fh.tag, data: Err(TransportError::BadRegion) }));
+                                return Ok(Some(ServerEvent::Pulled {
+                                    tag: fh.tag,
+                                    data: Err(TransportError::BadRegion),
+                                }));
                             }
                             if len != want {
-                                return Err(TransportError::Protocol("GET_RESP length differs from the pull"));
+                                return Err(TransportError::Protocol(
+                                    "GET_RESP length differs from the pull",
+                                ));
                             }
                             let mut buf = take_buf(&mut self.pool, len);
                             if len == 0 {
                                 buf.truncate(0);
-                                return Ok(Some(ServerEvent::Pulled { tag: fh.tag, data: Ok(buf) }));
+                                return Ok(Some(ServerEvent::Pulled {
+                                    tag: fh.tag,
+                                    data: Ok(buf),
+                                }));
                             }
                             self.recv_state = ServerRecv::Pull { tag: fh.tag, buf, len, got: 0 };
                         }
-                        FrameKind::Put | FrameKind::Get => return Err(TransportError::Protocol("client sent a placement frame")),
+                        FrameKind::Put | FrameKind::Get => {
+                            return Err(TransportError::Protocol("client sent a placement frame"))
+                        }
                     }
                 }
                 ServerRecv::Msg { buf, len, got } => {
@@ -650,19 +804,35 @@ impl ServerConn for TcpServerConn {
                         buf.resize((*len).min(got.saturating_mul(2).max(RECV_CHUNK)), 0);
                     }
                     let end = (*len).min(buf.len());
-                    let Some(n) = read_some(&mut Io::new(&self.sock, &mut self.tls), &mut buf[*got..end])? else { return Ok(None) };
+                    let Some(n) =
+                        read_some(&mut Io::new(&self.sock, &mut self.tls), &mut buf[*got..end])?
+                    else {
+                        return Ok(None);
+                    };
                     *got += n;
                     if *got == *len {
-                        let ServerRecv::Msg { mut buf, len, .. } = std::mem::replace(&mut self.recv_state, ServerRecv::Header) else { unreachable!() };
+                        let ServerRecv::Msg { mut buf, len, .. } =
+                            std::mem::replace(&mut self.recv_state, ServerRecv::Header)
+                        else {
+                            unreachable!()
+                        };
                         buf.truncate(len);
                         return Ok(Some(ServerEvent::Message(buf)));
                     }
                 }
                 ServerRecv::Pull { buf, len, got, .. } => {
-                    let Some(n) = read_some(&mut Io::new(&self.sock, &mut self.tls), &mut buf[*got..*len])? else { return Ok(None) };
+                    let Some(n) =
+                        read_some(&mut Io::new(&self.sock, &mut self.tls), &mut buf[*got..*len])?
+                    else {
+                        return Ok(None);
+                    };
                     *got += n;
                     if *got == *len {
-                        let ServerRecv::Pull { tag, mut buf, len, .. } = std::mem::replace(&mut self.recv_state, ServerRecv::Header) else { unreachable!() };
+                        let ServerRecv::Pull { tag, mut buf, len, .. } =
+                            std::mem::replace(&mut self.recv_state, ServerRecv::Header)
+                        else {
+                            unreachable!()
+                        };
                         buf.truncate(len);
                         return Ok(Some(ServerEvent::Pulled { tag, data: Ok(buf) }));
                     }
@@ -690,7 +860,12 @@ impl ServerConn for TcpServerConn {
         Ok(())
     }
 
-    fn put(&mut self, region: RemoteRegion, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>) -> Result<usize, PutError> {
+    fn put(
+        &mut self,
+        region: RemoteRegion,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+    ) -> Result<usize, PutError> {
         if len > limits::DIRECT_LEN_MAX as usize {
             return Err(TransportError::TooBig { len, max: limits::DIRECT_LEN_MAX as usize }.into());
         }
@@ -702,7 +877,13 @@ impl ServerConn for TcpServerConn {
                 return Err(PutError::Fill(e));
             }
         };
-        let h = FrameHeader { kind: FrameKind::Put, len: n as u32, key: region.key, offset: region.offset, tag: 0 };
+        let h = FrameHeader {
+            kind: FrameKind::Put,
+            len: n as u32,
+            key: region.key,
+            offset: region.offset,
+            tag: 0,
+        };
         self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
         self.queue_owned(buf, n);
         Ok(n)
@@ -715,7 +896,13 @@ impl ServerConn for TcpServerConn {
         if self.pulls.contains_key(&tag) {
             return Err(TransportError::Protocol("pull tag already in flight"));
         }
-        let h = FrameHeader { kind: FrameKind::Get, len: len as u32, key: region.key, offset: region.offset, tag };
+        let h = FrameHeader {
+            kind: FrameKind::Get,
+            len: len as u32,
+            key: region.key,
+            offset: region.offset,
+            tag,
+        };
         self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
         self.pulls.insert(tag, len);
         self.pull_bytes += len;
@@ -726,13 +913,23 @@ impl ServerConn for TcpServerConn {
         let done = self.out.flush(&mut Io::new(&self.sock, &mut self.tls), &mut self.pool)?;
         match self.tls.as_deref_mut() {
             // Ciphertext rustls still holds counts as queued output.
-            Some(t) => Ok(t.push(self.sock.as_fd()).map_err(|e| if is_disconnect(&e) { TransportError::Closed } else { classify(e) })? && done),
+            Some(t) => Ok(t.push(self.sock.as_fd()).map_err(|e| {
+                if is_disconnect(&e) {
+                    TransportError::Closed
+                } else {
+                    classify(e)
+                }
+            })? && done),
             None => Ok(done),
         }
     }
 
     fn backlog_bytes(&self) -> usize {
-        let tls = if self.tls.as_ref().is_some_and(|t| t.wants_write()) { crate::tls::TLS_BUFFER_LIMIT } else { 0 };
+        let tls = if self.tls.as_ref().is_some_and(|t| t.wants_write()) {
+            crate::tls::TLS_BUFFER_LIMIT
+        } else {
+            0
+        };
         self.out.bytes + self.pull_bytes + tls
     }
 
@@ -741,6 +938,7 @@ impl ServerConn for TcpServerConn {
     /// while the server has paused reading for backpressure; it is reported only with no
     /// output backlog, so a paused connection is resumed by socket events, never by a spin.
     fn input_pending(&self) -> bool {
-        self.out.bytes + self.pull_bytes == 0 && self.tls.as_ref().is_some_and(|t| t.has_buffered_input())
+        self.out.bytes + self.pull_bytes == 0
+            && self.tls.as_ref().is_some_and(|t| t.has_buffered_input())
     }
 }

@@ -37,7 +37,11 @@ pub const TLS_BUFFER_LIMIT: usize = 256 * 1024;
 const TLS_READ_CHUNK: usize = 64 * 1024;
 
 /// Where a client looks for CA certificates when none is configured.
-const SYSTEM_CA_FILES: &[&str] = &["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
+const SYSTEM_CA_FILES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+];
 
 /// Server-side TLS settings (PEM files).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +89,8 @@ fn load_certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, T
 }
 
 fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TransportError> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| config_err(format!("cannot load a private key from {}: {e}", path.display())))
+    PrivateKeyDer::from_pem_file(path)
+        .map_err(|e| config_err(format!("cannot load a private key from {}: {e}", path.display())))
 }
 
 fn load_roots(path: &Path) -> Result<RootCertStore, TransportError> {
@@ -107,16 +112,23 @@ impl TlsServerOptions {
             .map_err(|e| config_err(format!("TLS configuration: {e}")))?;
         let builder = match &self.client_ca_file {
             Some(ca) => {
-                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(load_roots(ca)?), provider())
-                    .build()
-                    .map_err(|e| config_err(format!("client CA {}: {e}", ca.display())))?;
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(load_roots(ca)?),
+                    provider(),
+                )
+                .build()
+                .map_err(|e| config_err(format!("client CA {}: {e}", ca.display())))?;
                 builder.with_client_cert_verifier(verifier)
             }
             None => builder.with_no_client_auth(),
         };
-        let cfg = builder
-            .with_single_cert(certs, key)
-            .map_err(|e| config_err(format!("certificate {} / key {}: {e}", self.cert_file.display(), self.key_file.display())))?;
+        let cfg = builder.with_single_cert(certs, key).map_err(|e| {
+            config_err(format!(
+                "certificate {} / key {}: {e}",
+                self.cert_file.display(),
+                self.key_file.display()
+            ))
+        })?;
         Ok(Arc::new(cfg))
     }
 }
@@ -128,8 +140,13 @@ impl TlsClientOptions {
             Some(p) => load_roots(p)?,
             None => {
                 let env = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from);
-                let found = env.into_iter().chain(SYSTEM_CA_FILES.iter().map(PathBuf::from)).find(|p| p.is_file());
-                let p = found.ok_or_else(|| config_err("no CA file given and no system CA bundle found".into()))?;
+                let found = env
+                    .into_iter()
+                    .chain(SYSTEM_CA_FILES.iter().map(PathBuf::from))
+                    .find(|p| p.is_file());
+                let p = found.ok_or_else(|| {
+                    config_err("no CA file given and no system CA bundle found".into())
+                })?;
                 load_roots(&p)?
             }
         };
@@ -140,9 +157,19 @@ impl TlsClientOptions {
         let cfg = match (&self.cert_file, &self.key_file) {
             (Some(c), Some(k)) => builder
                 .with_client_auth_cert(load_certs(c, "client certificate file")?, load_key(k)?)
-                .map_err(|e| config_err(format!("client certificate {} / key {}: {e}", c.display(), k.display())))?,
+                .map_err(|e| {
+                    config_err(format!(
+                        "client certificate {} / key {}: {e}",
+                        c.display(),
+                        k.display()
+                    ))
+                })?,
             (None, None) => builder.with_no_client_auth(),
-            _ => return Err(config_err("a client certificate needs both a certificate file and a key file".into())),
+            _ => {
+                return Err(config_err(
+                    "a client certificate needs both a certificate file and a key file".into(),
+                ))
+            }
         };
         Ok(Arc::new(cfg))
     }
@@ -154,7 +181,8 @@ impl TlsClientOptions {
             Some(n) => n.as_str(),
             None => host_of(addr),
         };
-        ServerName::try_from(host.to_string()).map_err(|_| config_err(format!("{host:?} is not a valid TLS server name")))
+        ServerName::try_from(host.to_string())
+            .map_err(|_| config_err(format!("{host:?} is not a valid TLS server name")))
     }
 }
 
@@ -194,9 +222,17 @@ pub(crate) fn classify(e: io::Error) -> TransportError {
 fn describe(e: &rustls::Error, handshaking: bool) -> String {
     use rustls::AlertDescription as A;
     let hint = match e {
-        rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } if handshaking => " (is the peer speaking TLS?)",
-        rustls::Error::AlertReceived(A::CertificateRequired) => " (the server requires a client certificate)",
-        rustls::Error::AlertReceived(A::UnknownCA | A::BadCertificate | A::CertificateUnknown | A::AccessDenied) => " (the peer refused our certificate)",
+        rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. }
+            if handshaking =>
+        {
+            " (is the peer speaking TLS?)"
+        }
+        rustls::Error::AlertReceived(A::CertificateRequired) => {
+            " (the server requires a client certificate)"
+        }
+        rustls::Error::AlertReceived(
+            A::UnknownCA | A::BadCertificate | A::CertificateUnknown | A::AccessDenied,
+        ) => " (the peer refused our certificate)",
         _ => "",
     };
     if handshaking {
@@ -216,7 +252,13 @@ impl Write for FdWriter<'_> {
         rustix::net::send(self.0, buf, rustix::net::SendFlags::NOSIGNAL).map_err(io::Error::from)
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        rustix::net::sendmsg(self.0, bufs, &mut rustix::net::SendAncillaryBuffer::default(), rustix::net::SendFlags::NOSIGNAL).map_err(io::Error::from)
+        rustix::net::sendmsg(
+            self.0,
+            bufs,
+            &mut rustix::net::SendAncillaryBuffer::default(),
+            rustix::net::SendFlags::NOSIGNAL,
+        )
+        .map_err(io::Error::from)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
@@ -239,19 +281,33 @@ pub(crate) struct TlsLink {
 impl TlsLink {
     fn new(mut conn: Connection) -> Self {
         conn.set_buffer_limit(Some(TLS_BUFFER_LIMIT));
-        TlsLink { conn, rbuf: vec![0u8; TLS_READ_CHUNK].into_boxed_slice(), rpos: 0, rend: 0, eof: false, plaintext_buffered: false }
+        TlsLink {
+            conn,
+            rbuf: vec![0u8; TLS_READ_CHUNK].into_boxed_slice(),
+            rpos: 0,
+            rend: 0,
+            eof: false,
+            plaintext_buffered: false,
+        }
     }
 
     pub(crate) fn server(cfg: Arc<rustls::ServerConfig>) -> Result<Self, TransportError> {
-        let c = ServerConnection::new(cfg).map_err(|e| TransportError::Tls(format!("TLS setup: {e}")))?;
+        let c = ServerConnection::new(cfg)
+            .map_err(|e| TransportError::Tls(format!("TLS setup: {e}")))?;
         Ok(Self::new(Connection::Server(c)))
     }
 
     /// Connect-side handshake, run to completion before any frame is exchanged so that
     /// certificate and name errors surface at connect time.
-    pub(crate) fn client_handshake(fd: BorrowedFd<'_>, cfg: Arc<rustls::ClientConfig>, name: ServerName<'static>, deadline: Instant) -> Result<Self, TransportError> {
+    pub(crate) fn client_handshake(
+        fd: BorrowedFd<'_>,
+        cfg: Arc<rustls::ClientConfig>,
+        name: ServerName<'static>,
+        deadline: Instant,
+    ) -> Result<Self, TransportError> {
         let shown = format!("{name:?}");
-        let c = ClientConnection::new(cfg, name).map_err(|e| TransportError::Tls(format!("TLS setup for {shown}: {e}")))?;
+        let c = ClientConnection::new(cfg, name)
+            .map_err(|e| TransportError::Tls(format!("TLS setup for {shown}: {e}")))?;
         let mut link = Self::new(Connection::Client(c));
         loop {
             let flushed = link.push(fd).map_err(|e| link.handshake_io_error(e))?;
@@ -352,7 +408,11 @@ impl TlsLink {
 
     /// Encrypt what rustls accepts of `bufs` and push ciphertext to the socket.
     /// `WouldBlock` when rustls' output buffer is full and the socket takes no more.
-    pub(crate) fn write_vectored(&mut self, fd: BorrowedFd<'_>, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+    pub(crate) fn write_vectored(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> io::Result<usize> {
         self.push(fd)?;
         let n = self.conn.writer().write_vectored(bufs)?;
         self.push(fd)?;
@@ -443,12 +503,18 @@ mod tests {
 
     #[test]
     fn config_errors_name_the_file() {
-        let o = TlsServerOptions { cert_file: "/nonexistent/cert.pem".into(), key_file: "/nonexistent/key.pem".into(), client_ca_file: None };
+        let o = TlsServerOptions {
+            cert_file: "/nonexistent/cert.pem".into(),
+            key_file: "/nonexistent/key.pem".into(),
+            client_ca_file: None,
+        };
         let e = o.build().unwrap_err().to_string();
         assert!(e.contains("/nonexistent/cert.pem"), "{e}");
-        let c = TlsClientOptions { ca_file: Some("/nonexistent/ca.pem".into()), ..Default::default() };
+        let c =
+            TlsClientOptions { ca_file: Some("/nonexistent/ca.pem".into()), ..Default::default() };
         assert!(c.build().unwrap_err().to_string().contains("/nonexistent/ca.pem"));
-        let half = TlsClientOptions { ca_file: None, cert_file: Some("/x".into()), ..Default::default() };
+        let half =
+            TlsClientOptions { ca_file: None, cert_file: Some("/x".into()), ..Default::default() };
         let _ = half.build(); // either no system bundle or the half-configured client cert: an error
         assert!(half.build().is_err());
     }

@@ -20,7 +20,11 @@ pub fn spin_budget_from_env() -> Duration {
 }
 
 /// Sleep until `fd` is readable (or writable, if `want_write`), or until `deadline`.
-pub fn sleep_on_fd(fd: BorrowedFd<'_>, want_write: bool, deadline: Option<Instant>) -> std::io::Result<()> {
+pub fn sleep_on_fd(
+    fd: BorrowedFd<'_>,
+    want_write: bool,
+    deadline: Option<Instant>,
+) -> std::io::Result<()> {
     let mut flags = PollFlags::IN;
     if want_write {
         flags |= PollFlags::OUT;
@@ -118,7 +122,10 @@ pub trait WaitSteps {
 
 /// Bounded adaptive spin, then sleep, until a message arrives or `wait` runs out: the
 /// one receive loop of every client provider.
-pub fn wait_for_message<W: WaitSteps>(w: &mut W, wait: crate::Wait) -> Result<Option<Vec<u8>>, crate::TransportError> {
+pub fn wait_for_message<W: WaitSteps>(
+    w: &mut W,
+    wait: crate::Wait,
+) -> Result<Option<Vec<u8>>, crate::TransportError> {
     let start = Instant::now();
     let deadline = match wait {
         crate::Wait::NoWait => Some(start),

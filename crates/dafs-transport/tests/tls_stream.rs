@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use dafs_transport::tcp::{TcpClient, TcpListener};
 use dafs_transport::tls::{TlsClientOptions, TlsServerOptions};
-use dafs_transport::{ClientTransport, RemoteRegion, ServerConn, ServerEvent, ServerListener, TransportError, Wait};
+use dafs_transport::{
+    ClientTransport, RemoteRegion, ServerConn, ServerEvent, ServerListener, TransportError, Wait,
+};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 
 struct Pki {
@@ -23,17 +25,28 @@ impl Pki {
         let ca_key = KeyPair::generate().unwrap();
         let ca_cert = ca.self_signed(&ca_key).unwrap();
         let key = KeyPair::generate().unwrap();
-        let cert = CertificateParams::new(vec!["localhost".to_string()]).unwrap().signed_by(&key, &ca_cert, &ca_key).unwrap();
+        let cert = CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca_cert, &ca_key)
+            .unwrap();
         std::fs::write(dir.path().join("ca.pem"), ca_cert.pem()).unwrap();
         std::fs::write(dir.path().join("cert.pem"), cert.pem()).unwrap();
         std::fs::write(dir.path().join("key.pem"), key.serialize_pem()).unwrap();
         Pki { dir }
     }
     fn server(&self) -> TlsServerOptions {
-        TlsServerOptions { cert_file: self.dir.path().join("cert.pem"), key_file: self.dir.path().join("key.pem"), client_ca_file: None }
+        TlsServerOptions {
+            cert_file: self.dir.path().join("cert.pem"),
+            key_file: self.dir.path().join("key.pem"),
+            client_ca_file: None,
+        }
     }
     fn client(&self) -> TlsClientOptions {
-        TlsClientOptions { ca_file: Some(self.dir.path().join("ca.pem")), server_name: Some("localhost".into()), ..Default::default() }
+        TlsClientOptions {
+            ca_file: Some(self.dir.path().join("ca.pem")),
+            server_name: Some("localhost".into()),
+            ..Default::default()
+        }
     }
 }
 
@@ -54,7 +67,13 @@ fn pair(pki: &Pki) -> (TcpClient, dafs_transport::tcp::TcpServerConn) {
     let addr = l.local_addr();
     let copts = pki.client();
     // The client's handshake blocks until done; the server side progresses on this thread.
-    let h = std::thread::spawn(move || if tls { TcpClient::connect_tls(&addr, Duration::from_secs(10), &copts) } else { TcpClient::connect(&addr, Duration::from_secs(10)) });
+    let h = std::thread::spawn(move || {
+        if tls {
+            TcpClient::connect_tls(&addr, Duration::from_secs(10), &copts)
+        } else {
+            TcpClient::connect(&addr, Duration::from_secs(10))
+        }
+    });
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut conn = loop {
         if let Some(c) = l.accept().unwrap() {
@@ -73,7 +92,9 @@ fn pair(pki: &Pki) -> (TcpClient, dafs_transport::tcp::TcpServerConn) {
     (client, conn)
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> { (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[1] ^ seed).collect() }
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u32).wrapping_mul(2654435761).to_le_bytes()[1] ^ seed).collect()
+}
 
 #[test]
 fn placements_and_pulls_through_tiny_socket_buffers() {
@@ -86,10 +107,12 @@ fn placements_and_pulls_through_tiny_socket_buffers() {
     let data = pattern(N, 3);
 
     // Server: a 6 MiB placement, then a reply message, queued at once.
-    let placed = conn.put(RemoteRegion { key, offset: 0 }, N, &mut |b| {
-        b.copy_from_slice(&data);
-        Ok(b.len())
-    }).unwrap();
+    let placed = conn
+        .put(RemoteRegion { key, offset: 0 }, N, &mut |b| {
+            b.copy_from_slice(&data);
+            Ok(b.len())
+        })
+        .unwrap();
     assert_eq!(placed, N);
     conn.send(b"reply after the placement").unwrap();
     assert!(!conn.flush().unwrap(), "6 MiB cannot fit in the socket buffers");
@@ -105,7 +128,11 @@ fn placements_and_pulls_through_tiny_socket_buffers() {
         // handshake Finished, which the server needs before it may send data).
         assert!(conn.poll_event().unwrap().is_none());
         conn.flush().unwrap();
-        assert!(Instant::now() < deadline, "placement stalled with {} bytes of backlog", conn.backlog_bytes());
+        assert!(
+            Instant::now() < deadline,
+            "placement stalled with {} bytes of backlog",
+            conn.backlog_bytes()
+        );
     };
     assert_eq!(msg, b"reply after the placement", "the placement is ordered before the reply");
     // SAFETY: the region is N bytes, allocated above and not deregistered.

@@ -40,10 +40,14 @@ use std::time::{Duration, Instant};
 pub use dafs_client::{Client, ClientConfig, Provider};
 
 /// Path of the `dafsd` binary built for these tests.
-pub fn dafsd_bin() -> PathBuf { PathBuf::from(env!("CARGO_BIN_EXE_dafsd")) }
+pub fn dafsd_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_dafsd"))
+}
 
 /// Path of the `dafs` binary built for these tests.
-pub fn dafs_bin() -> PathBuf { PathBuf::from(env!("CARGO_BIN_EXE_dafs")) }
+pub fn dafs_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_dafs"))
+}
 
 /// A running `dafsd`; SIGTERMed and reaped on drop.
 pub struct TestServer {
@@ -78,8 +82,13 @@ impl TestServer {
     }
 
     /// Start, returning an error (with the server's stderr) instead of panicking.
-    pub fn try_start(extra_args: &[&str], secret: Option<&[u8]>, dir: Option<&Path>) -> Result<TestServer, String> {
-        let base = tempfile::Builder::new().prefix("dafs-test-").tempdir().map_err(|e| e.to_string())?;
+    pub fn try_start(
+        extra_args: &[&str],
+        secret: Option<&[u8]>,
+        dir: Option<&Path>,
+    ) -> Result<TestServer, String> {
+        let base =
+            tempfile::Builder::new().prefix("dafs-test-").tempdir().map_err(|e| e.to_string())?;
         let export = match dir {
             Some(d) => d.to_path_buf(),
             None => {
@@ -112,7 +121,8 @@ impl TestServer {
             Some(p)
         };
         cmd.args(extra_args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::from(log));
-        let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", dafsd_bin().display()))?;
+        let mut child =
+            cmd.spawn().map_err(|e| format!("cannot run {}: {e}", dafsd_bin().display()))?;
         let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
         let mut line = String::new();
         // dafsd prints the address first; if it fails it exits and stdout hits EOF.
@@ -122,47 +132,84 @@ impl TestServer {
             let _ = child.kill();
             let status = child.wait();
             let err = std::fs::read_to_string(&log_path).unwrap_or_default();
-            return Err(format!("dafsd did not start (first stdout line {line:?}, exit {status:?}); stderr:\n{err}"));
+            return Err(format!(
+                "dafsd did not start (first stdout line {line:?}, exit {status:?}); stderr:\n{err}"
+            ));
         };
-        Ok(TestServer { child: Some(child), _stdout: Some(out), addr, export, base, secret: secret.map(<[u8]>::to_vec), shm_socket, exit: None })
+        Ok(TestServer {
+            child: Some(child),
+            _stdout: Some(out),
+            addr,
+            export,
+            base,
+            secret: secret.map(<[u8]>::to_vec),
+            shm_socket,
+            exit: None,
+        })
     }
 
     /// "127.0.0.1:PORT".
-    pub fn addr(&self) -> String { self.addr.clone() }
+    pub fn addr(&self) -> String {
+        self.addr.clone()
+    }
 
     /// The default export's directory on disk.
-    pub fn dir(&self) -> &Path { &self.export }
+    pub fn dir(&self) -> &Path {
+        &self.export
+    }
 
     /// Same as [`TestServer::dir`].
-    pub fn export_dir(&self) -> &Path { &self.export }
+    pub fn export_dir(&self) -> &Path {
+        &self.export
+    }
 
     /// The temporary directory holding the export, the log and the secret (scratch
     /// space for tests: it is not exported).
-    pub fn base_dir(&self) -> &Path { self.base.path() }
+    pub fn base_dir(&self) -> &Path {
+        self.base.path()
+    }
 
     /// Path of the secret file, if started with one.
-    pub fn secret_path(&self) -> Option<PathBuf> { self.secret.as_ref().map(|_| self.base.path().join("secret")) }
+    pub fn secret_path(&self) -> Option<PathBuf> {
+        self.secret.as_ref().map(|_| self.base.path().join("secret"))
+    }
 
     /// `dafs://ADDR/path` (a leading '/' in `path` is optional).
-    pub fn url(&self, path: &str) -> String { format!("dafs://{}/{}", self.addr, path.trim_start_matches('/')) }
+    pub fn url(&self, path: &str) -> String {
+        format!("dafs://{}/{}", self.addr, path.trim_start_matches('/'))
+    }
 
     /// The shared-memory provider's socket, unless started with `--no-shm`.
-    pub fn shm_socket(&self) -> Option<&Path> { self.shm_socket.as_deref() }
+    pub fn shm_socket(&self) -> Option<&Path> {
+        self.shm_socket.as_deref()
+    }
 
     /// `dafs+shm:///SOCKET/path`.
     pub fn shm_url(&self, path: &str) -> String {
-        format!("dafs+shm://{}/{}", self.shm_socket.as_ref().expect("server started with --no-shm").display(), path.trim_start_matches('/'))
+        format!(
+            "dafs+shm://{}/{}",
+            self.shm_socket.as_ref().expect("server started with --no-shm").display(),
+            path.trim_start_matches('/')
+        )
     }
 
-    pub fn pid(&self) -> Option<u32> { self.child.as_ref().map(|c| c.id()) }
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
 
     /// A configuration for this server (with the secret, if any).
     pub fn config(&self) -> ClientConfig {
-        ClientConfig { secret: self.secret.clone(), connect_timeout: Duration::from_secs(10), ..ClientConfig::default() }
+        ClientConfig {
+            secret: self.secret.clone(),
+            connect_timeout: Duration::from_secs(10),
+            ..ClientConfig::default()
+        }
     }
 
     /// Connect with `cfg` as given (no secret added).
-    pub fn connect(&self, cfg: ClientConfig) -> dafs_client::Result<Client> { Client::connect(&self.addr, cfg) }
+    pub fn connect(&self, cfg: ClientConfig) -> dafs_client::Result<Client> {
+        Client::connect(&self.addr, cfg)
+    }
 
     /// Connect with [`TestServer::config`] modified by `f`.
     pub fn client_with(&self, f: impl FnOnce(&mut ClientConfig)) -> dafs_client::Result<Client> {
@@ -173,21 +220,27 @@ impl TestServer {
 
     /// A connected client (default config, plus the secret if any). Panics on failure.
     pub fn client(&self) -> Client {
-        self.connect(self.config()).unwrap_or_else(|e| panic!("connect to {}: {e}\nstderr:\n{}", self.addr, self.stderr_log()))
+        self.connect(self.config()).unwrap_or_else(|e| {
+            panic!("connect to {}: {e}\nstderr:\n{}", self.addr, self.stderr_log())
+        })
     }
 
     /// A connected client over TCP (never switches to shared memory).
-    pub fn client_tcp(&self) -> Client { self.client_on(Provider::Tcp) }
+    pub fn client_tcp(&self) -> Client {
+        self.client_on(Provider::Tcp)
+    }
 
     /// A connected client over shared memory (through the automatic same-host switch).
-    pub fn client_shm(&self) -> Client { self.client_on(Provider::Auto) }
+    pub fn client_shm(&self) -> Client {
+        self.client_on(Provider::Auto)
+    }
 
     /// A client with `provider`; asserts that the connection uses the provider expected
     /// (`Tcp` -> "tcp", `Auto` -> "shm" when the server offers shared memory).
     pub fn client_on(&self, provider: Provider) -> Client {
-        let c = self
-            .client_with(|cfg| cfg.provider = provider)
-            .unwrap_or_else(|e| panic!("connect to {} ({provider:?}): {e}\nstderr:\n{}", self.addr, self.stderr_log()));
+        let c = self.client_with(|cfg| cfg.provider = provider).unwrap_or_else(|e| {
+            panic!("connect to {} ({provider:?}): {e}\nstderr:\n{}", self.addr, self.stderr_log())
+        });
         let want = match provider {
             Provider::Tcp => "tcp",
             _ if self.shm_socket.is_some() => "shm",
@@ -198,7 +251,9 @@ impl TestServer {
     }
 
     /// Everything the server wrote to stderr so far.
-    pub fn stderr_log(&self) -> String { std::fs::read_to_string(self.base.path().join("dafsd.stderr")).unwrap_or_default() }
+    pub fn stderr_log(&self) -> String {
+        std::fs::read_to_string(self.base.path().join("dafsd.stderr")).unwrap_or_default()
+    }
 
     /// SIGTERM the server and wait for it (SIGKILL after 10 s). Idempotent; returns the
     /// exit status.
@@ -210,7 +265,9 @@ impl TestServer {
             let status = loop {
                 match child.try_wait() {
                     Ok(Some(s)) => break Some(s),
-                    Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
                     Ok(None) => {
                         let _ = child.kill();
                         break child.wait().ok();
@@ -233,10 +290,12 @@ impl Drop for TestServer {
 
 /// Deterministic test data: byte `i` of a buffer starting at file offset `off`.
 pub fn pattern(off: u64, len: usize, seed: u8) -> Vec<u8> {
-    (0..len as u64).map(|i| {
-        let x = off + i;
-        (x ^ (x >> 8) ^ (x >> 16) ^ (x >> 24)) as u8 ^ seed
-    }).collect()
+    (0..len as u64)
+        .map(|i| {
+            let x = off + i;
+            (x ^ (x >> 8) ^ (x >> 16) ^ (x >> 24)) as u8 ^ seed
+        })
+        .collect()
 }
 
 /// Define one `#[test]` per listed function and provider: `tcp::NAME` with

@@ -12,7 +12,10 @@
 
 use std::path::{Path, PathBuf};
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    KeyUsagePurpose,
+};
 
 pub use dafs_client::TlsClientOptions;
 
@@ -29,14 +32,19 @@ fn new_ca(name: &str) -> Ca {
     let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
     p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     p.distinguished_name.push(DnType::CommonName, name);
-    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    p.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let key = KeyPair::generate().unwrap();
     let cert = p.self_signed(&key).unwrap();
     Ca { cert, key }
 }
 
 fn leaf(ca: &Ca, names: &[&str], cn: &str, usage: ExtendedKeyUsagePurpose) -> (String, String) {
-    let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+    let mut p =
+        CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
     p.distinguished_name.push(DnType::CommonName, cn);
     p.extended_key_usages = vec![usage];
     p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
@@ -51,7 +59,12 @@ impl Pki {
         let w = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
         let ca = new_ca("dafs test CA");
         w("ca.pem", &ca.cert.pem());
-        let (c, k) = leaf(&ca, &["localhost", "127.0.0.1"], "dafsd test server", ExtendedKeyUsagePurpose::ServerAuth);
+        let (c, k) = leaf(
+            &ca,
+            &["localhost", "127.0.0.1"],
+            "dafsd test server",
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
         w("server.pem", &c);
         w("server.key", &k);
         let (c, k) = leaf(&ca, &[], "dafs test client", ExtendedKeyUsagePurpose::ClientAuth);
@@ -65,14 +78,27 @@ impl Pki {
         Pki { dir }
     }
 
-    pub fn path(&self, name: &str) -> PathBuf { self.dir.path().join(name) }
-    pub fn dir(&self) -> &Path { self.dir.path() }
-    pub fn ca(&self) -> PathBuf { self.path("ca.pem") }
-    pub fn other_ca(&self) -> PathBuf { self.path("other-ca.pem") }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+    pub fn ca(&self) -> PathBuf {
+        self.path("ca.pem")
+    }
+    pub fn other_ca(&self) -> PathBuf {
+        self.path("other-ca.pem")
+    }
 
     /// `dafsd` arguments for TLS (no client certificates).
     pub fn server_args(&self) -> Vec<String> {
-        vec!["--tls-cert".into(), self.path("server.pem").display().to_string(), "--tls-key".into(), self.path("server.key").display().to_string()]
+        vec![
+            "--tls-cert".into(),
+            self.path("server.pem").display().to_string(),
+            "--tls-key".into(),
+            self.path("server.key").display().to_string(),
+        ]
     }
 
     /// `dafsd` arguments for mutual TLS (the shared-memory provider must be off).
@@ -83,13 +109,21 @@ impl Pki {
     }
 
     /// Client options trusting this CA, no client certificate.
-    pub fn client_options(&self) -> TlsClientOptions { TlsClientOptions { ca_file: Some(self.ca()), ..Default::default() } }
+    pub fn client_options(&self) -> TlsClientOptions {
+        TlsClientOptions { ca_file: Some(self.ca()), ..Default::default() }
+    }
 
     /// Client options with the good client certificate.
     pub fn client_options_mtls(&self) -> TlsClientOptions {
-        TlsClientOptions { cert_file: Some(self.path("client.pem")), key_file: Some(self.path("client.key")), ..self.client_options() }
+        TlsClientOptions {
+            cert_file: Some(self.path("client.pem")),
+            key_file: Some(self.path("client.key")),
+            ..self.client_options()
+        }
     }
 }
 
 /// `&[String]` -> `Vec<&str>` for `TestServer::start`.
-pub fn strs(v: &[String]) -> Vec<&str> { v.iter().map(String::as_str).collect() }
+pub fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}

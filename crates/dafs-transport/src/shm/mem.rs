@@ -14,7 +14,10 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use rustix::fs::{MemfdFlags, SealFlags};
 use rustix::mm::{MapFlags, ProtFlags};
-use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
 
 pub const PAGE: usize = 4096;
 
@@ -39,12 +42,27 @@ impl Mapping {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         // SAFETY: a fresh mapping chosen by the kernel; we own it until munmap in Drop.
-        let ptr = unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, ProtFlags::READ | ProtFlags::WRITE, MapFlags::SHARED, fd, 0)? };
+        let ptr = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )?
+        };
         Ok(Mapping { ptr: ptr as *mut u8, len })
     }
-    pub fn ptr(&self) -> *mut u8 { self.ptr }
-    pub fn len(&self) -> usize { self.len }
-    pub fn is_empty(&self) -> bool { self.len == 0 }
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 
     /// The bytes `[off, off+len)`, bounds-checked.
     pub fn range(&self, off: u64, len: usize) -> Option<*mut u8> {
@@ -113,7 +131,12 @@ pub fn send_with_fds(sock: BorrowedFd, bytes: &[u8], fds: &[BorrowedFd]) -> io::
     let mut first = true;
     while sent < bytes.len() {
         let r = if first {
-            rustix::net::sendmsg(sock, &[IoSlice::new(&bytes[sent..])], &mut cmsg, SendFlags::NOSIGNAL)
+            rustix::net::sendmsg(
+                sock,
+                &[IoSlice::new(&bytes[sent..])],
+                &mut cmsg,
+                SendFlags::NOSIGNAL,
+            )
         } else {
             rustix::net::send(sock, &bytes[sent..], SendFlags::NOSIGNAL)
         };
@@ -134,11 +157,20 @@ pub fn send_with_fds(sock: BorrowedFd, bytes: &[u8], fds: &[BorrowedFd]) -> io::
 
 /// Receive up to `buf.len()` bytes without blocking, collecting any descriptors.
 /// Ok(0) means end of stream; Err(WouldBlock) means nothing to read.
-pub fn recv_with_fds(sock: BorrowedFd, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> io::Result<usize> {
+pub fn recv_with_fds(
+    sock: BorrowedFd,
+    buf: &mut [u8],
+    fds: &mut Vec<OwnedFd>,
+) -> io::Result<usize> {
     let mut space = [0u8; rustix::cmsg_space!(ScmRights(4))];
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
     loop {
-        match rustix::net::recvmsg(sock, &mut [IoSliceMut::new(buf)], &mut cmsg, RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC) {
+        match rustix::net::recvmsg(
+            sock,
+            &mut [IoSliceMut::new(buf)],
+            &mut cmsg,
+            RecvFlags::DONTWAIT | RecvFlags::CMSG_CLOEXEC,
+        ) {
             Ok(r) => {
                 for m in cmsg.drain() {
                     if let RecvAncillaryMessage::ScmRights(it) = m {
@@ -160,7 +192,11 @@ pub fn vm_write(pid: i32, local: &[u8], remote_addr: u64) -> io::Result<usize> {
     // SAFETY: the local iovec points into `local`, which we hold; the remote iovec is
     // checked by the kernel against the target's address space (EFAULT if unmapped).
     let n = unsafe { libc::process_vm_writev(pid, &l, 1, &r, 1, 0) };
-    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 /// Copy another process's memory at `remote_addr` into `local`.
@@ -169,7 +205,11 @@ pub fn vm_read(pid: i32, local: &mut [u8], remote_addr: u64) -> io::Result<usize
     let r = libc::iovec { iov_base: remote_addr as usize as *mut _, iov_len: local.len() };
     // SAFETY: as in vm_write; the kernel writes at most local.len() bytes into `local`.
     let n = unsafe { libc::process_vm_readv(pid, &l, 1, &r, 1, 0) };
-    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 // ------------------------------------------------------------------------------ rings
@@ -250,14 +290,20 @@ impl Ring {
         let mut h = head;
         if pad > 0 {
             // SAFETY: pos + 8 <= cap (records are 8-aligned and pos < cap).
-            unsafe { std::ptr::write_volatile(self.data.add(pos as usize) as *mut u32, PAD_RECORD) };
+            unsafe {
+                std::ptr::write_volatile(self.data.add(pos as usize) as *mut u32, PAD_RECORD)
+            };
             h += pad;
         }
         let p = (h & (self.cap - 1)) as usize;
         // SAFETY: room was checked: p + need <= cap.
         unsafe {
             std::ptr::write_volatile(self.data.add(p) as *mut u32, msg.len() as u32);
-            std::ptr::copy_nonoverlapping(msg.as_ptr(), self.data.add(p + REC_HDR as usize), msg.len());
+            std::ptr::copy_nonoverlapping(
+                msg.as_ptr(),
+                self.data.add(p + REC_HDR as usize),
+                msg.len(),
+            );
         }
         self.head().store(h + need, Ordering::Release);
         Ok(true)
@@ -294,7 +340,11 @@ impl Ring {
             // SAFETY: [pos+8, pos+8+len) is inside the data area (checked above); we copy
             // before interpreting, so later writes by the peer cannot change what we decode.
             unsafe {
-                std::ptr::copy_nonoverlapping(self.data.add(pos as usize + REC_HDR as usize), out.as_mut_ptr(), len);
+                std::ptr::copy_nonoverlapping(
+                    self.data.add(pos as usize + REC_HDR as usize),
+                    out.as_mut_ptr(),
+                    len,
+                );
                 out.set_len(len);
             }
             self.tail().store(tail + need, Ordering::Release);

@@ -27,7 +27,10 @@ use std::time::{Duration, Instant};
 use dafs_proto::limits;
 
 use crate::wait::{sleep_on_fd, spin_budget_from_env};
-use crate::{Access, ClientTransport, PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener, TransportError, TransportStats, Wait};
+use crate::{
+    Access, ClientTransport, PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener,
+    TransportError, TransportStats, Wait,
+};
 use mem::{Mapping, Pop, Ring};
 
 /// Bytes per ring direction. Holds many maximum-size messages; a full ring only
@@ -55,7 +58,9 @@ struct Ctl {
 }
 
 impl Ctl {
-    fn new(kind: u32, aux: u32, a: u64, b: u64, c: u64) -> Self { Ctl { kind, aux, a, b, c } }
+    fn new(kind: u32, aux: u32, a: u64, b: u64, c: u64) -> Self {
+        Ctl { kind, aux, a, b, c }
+    }
     fn encode(&self) -> [u8; REC] {
         let mut r = [0u8; REC];
         r[0..4].copy_from_slice(&self.kind.to_le_bytes());
@@ -77,8 +82,12 @@ impl Ctl {
     }
 }
 
-fn access_bits(a: Access) -> u32 { (a.remote_write as u32) | ((a.remote_read as u32) << 1) }
-fn access_from(b: u32) -> Access { Access { remote_write: b & 1 != 0, remote_read: b & 2 != 0 } }
+fn access_bits(a: Access) -> u32 {
+    (a.remote_write as u32) | ((a.remote_read as u32) << 1)
+}
+fn access_from(b: u32) -> Access {
+    Access { remote_write: b & 1 != 0, remote_read: b & 2 != 0 }
+}
 
 /// Reads 32-byte records (and any descriptors) from a non-blocking unix socket.
 struct CtlReader {
@@ -88,7 +97,9 @@ struct CtlReader {
 }
 
 impl CtlReader {
-    fn new() -> Self { CtlReader { buf: [0; REC], got: 0, fds: Vec::new() } }
+    fn new() -> Self {
+        CtlReader { buf: [0; REC], got: 0, fds: Vec::new() }
+    }
     /// Next complete record, Ok(None) if none is complete yet, Err(Closed) at EOF.
     fn next(&mut self, sock: &UnixStream) -> Result<Option<Ctl>, TransportError> {
         loop {
@@ -102,17 +113,32 @@ impl CtlReader {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-                Err(e) if matches!(e.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe) => return Err(TransportError::Closed),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+                    ) =>
+                {
+                    return Err(TransportError::Closed)
+                }
                 Err(e) => return Err(e.into()),
             }
         }
     }
     fn take_fd(&mut self) -> Option<OwnedFd> {
-        if self.fds.is_empty() { None } else { Some(self.fds.remove(0)) }
+        if self.fds.is_empty() {
+            None
+        } else {
+            Some(self.fds.remove(0))
+        }
     }
 }
 
-fn send_ctl(sock: &UnixStream, c: Ctl, fd: Option<std::os::fd::BorrowedFd>) -> Result<(), TransportError> {
+fn send_ctl(
+    sock: &UnixStream,
+    c: Ctl,
+    fd: Option<std::os::fd::BorrowedFd>,
+) -> Result<(), TransportError> {
     let fds: Vec<_> = fd.into_iter().collect();
     mem::send_with_fds(sock.as_fd(), &c.encode(), &fds).map_err(|e| match e.kind() {
         io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => TransportError::Closed,
@@ -165,8 +191,13 @@ impl ShmClient {
         let area = Mapping::map(area_fd.as_fd(), area_len)?;
         let max = limits::MSG_SIZE_MAX as usize;
         // SAFETY: `area` has ring_area_len(RING_CAP) bytes and is stored beside the rings.
-        let (c2s, s2c) = unsafe { (Ring::new(&area, 0, RING_CAP, max), Ring::new(&area, 1, RING_CAP, max)) };
-        send_ctl(&sock, Ctl::new(K_HELLO, 0, RING_CAP as u64, area_len as u64, 0), Some(area_fd.as_fd()))?;
+        let (c2s, s2c) =
+            unsafe { (Ring::new(&area, 0, RING_CAP, max), Ring::new(&area, 1, RING_CAP, max)) };
+        send_ctl(
+            &sock,
+            Ctl::new(K_HELLO, 0, RING_CAP as u64, area_len as u64, 0),
+            Some(area_fd.as_fd()),
+        )?;
         let mut me = ShmClient {
             path: path.to_path_buf(),
             sock,
@@ -189,7 +220,6 @@ impl ShmClient {
         }
         Ok(me)
     }
-
 
     /// Wait (bounded) for a control record of `kind`, skipping doorbells.
     fn wait_ctl(&mut self, kind: u32, deadline: Instant) -> Result<Ctl, TransportError> {
@@ -289,8 +319,12 @@ impl crate::wait::WaitSteps for ShmClient {
 }
 
 impl ClientTransport for ShmClient {
-    fn max_msg_size(&self) -> usize { self.max_msg }
-    fn set_max_msg_size(&mut self, n: usize) { self.max_msg = n.min(limits::MSG_SIZE_MAX as usize); }
+    fn max_msg_size(&self) -> usize {
+        self.max_msg
+    }
+    fn set_max_msg_size(&mut self, n: usize) {
+        self.max_msg = n.min(limits::MSG_SIZE_MAX as usize);
+    }
 
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
         if msg.len() > self.max_msg {
@@ -317,9 +351,16 @@ impl ClientTransport for ShmClient {
         }
     }
 
-    fn set_spin(&mut self, spin: Duration) { self.spin.set_max(spin); }
+    fn set_spin(&mut self, spin: Duration) {
+        self.spin.set_max(spin);
+    }
 
-    unsafe fn register(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<u64, TransportError> {
+    unsafe fn register(
+        &mut self,
+        ptr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<u64, TransportError> {
         if ptr.is_null() || len == 0 {
             return Err(TransportError::BadRegion);
         }
@@ -328,7 +369,11 @@ impl ClientTransport for ShmClient {
         }
         let key = self.next_key;
         self.next_key += 1;
-        send_ctl(&self.sock, Ctl::new(K_REG_VM, access_bits(access), key, ptr as u64, len as u64), None)?;
+        send_ctl(
+            &self.sock,
+            Ctl::new(K_REG_VM, access_bits(access), key, ptr as u64, len as u64),
+            None,
+        )?;
         self.register_ack(key)?;
         self.regions.insert(key, ClientRegion::Vm { ptr, len, access });
         self.stats.vm_registrations += 1;
@@ -342,7 +387,8 @@ impl ClientTransport for ShmClient {
         // Wait until the server has dropped its mapping before we unmap or free. If the
         // connection is broken, the server dropped every mapping of it already: forget
         // the region here too (it must not be registered again on reconnect).
-        let r = send_ctl(&self.sock, Ctl::new(K_DEREG, 0, key, 0, 0), None).and_then(|_| self.register_ack(key));
+        let r = send_ctl(&self.sock, Ctl::new(K_DEREG, 0, key, 0, 0), None)
+            .and_then(|_| self.register_ack(key));
         if r.as_ref().is_err_and(|e| e.is_fatal()) || r.is_ok() {
             self.regions.remove(&key);
         }
@@ -361,7 +407,11 @@ impl ClientTransport for ShmClient {
         let map = Mapping::map(fd.as_fd(), maplen)?;
         let key = self.next_key;
         self.next_key += 1;
-        send_ctl(&self.sock, Ctl::new(K_REG_FD, access_bits(Access::READ_WRITE), key, len as u64, 0), Some(fd.as_fd()))?;
+        send_ctl(
+            &self.sock,
+            Ctl::new(K_REG_FD, access_bits(Access::READ_WRITE), key, len as u64, 0),
+            Some(fd.as_fd()),
+        )?;
         self.register_ack(key)?;
         let ptr = map.ptr();
         self.regions.insert(key, ClientRegion::Memfd { _map: map, fd, len });
@@ -387,11 +437,17 @@ impl ClientTransport for ShmClient {
         for key in keys {
             let ctl = match &self.regions[&key] {
                 ClientRegion::Memfd { fd, len, .. } => {
-                    send_ctl(&self.sock, Ctl::new(K_REG_FD, access_bits(Access::READ_WRITE), key, *len as u64, 0), Some(fd.as_fd()))?;
+                    send_ctl(
+                        &self.sock,
+                        Ctl::new(K_REG_FD, access_bits(Access::READ_WRITE), key, *len as u64, 0),
+                        Some(fd.as_fd()),
+                    )?;
                     self.register_ack(key)?;
                     continue;
                 }
-                ClientRegion::Vm { ptr, len, access } => Ctl::new(K_REG_VM, access_bits(*access), key, *ptr as u64, *len as u64),
+                ClientRegion::Vm { ptr, len, access } => {
+                    Ctl::new(K_REG_VM, access_bits(*access), key, *ptr as u64, *len as u64)
+                }
             };
             send_ctl(&self.sock, ctl, None)?;
             self.register_ack(key)?;
@@ -403,9 +459,15 @@ impl ClientTransport for ShmClient {
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
     }
 
-    fn provider(&self) -> &'static str { "shm" }
-    fn stats(&self) -> TransportStats { self.stats }
-    fn raw_fd(&self) -> RawFd { self.sock.as_raw_fd() }
+    fn provider(&self) -> &'static str {
+        "shm"
+    }
+    fn stats(&self) -> TransportStats {
+        self.stats
+    }
+    fn raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -433,8 +495,12 @@ impl ShmListener {
         let inner = mio::net::UnixListener::bind(path)?;
         Ok(ShmListener { inner, path: path.to_path_buf() })
     }
-    pub fn mio(&mut self) -> &mut mio::net::UnixListener { &mut self.inner }
-    pub fn path(&self) -> &Path { &self.path }
+    pub fn mio(&mut self) -> &mut mio::net::UnixListener {
+        &mut self.inner
+    }
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 impl Drop for ShmListener {
@@ -445,28 +511,36 @@ impl Drop for ShmListener {
 
 impl ServerListener for ShmListener {
     type Conn = ShmServerConn;
-    fn raw_fd(&self) -> RawFd { self.inner.as_raw_fd() }
+    fn raw_fd(&self) -> RawFd {
+        self.inner.as_raw_fd()
+    }
     fn accept(&mut self) -> Result<Option<ShmServerConn>, TransportError> {
         match self.inner.accept() {
             Ok((s, _)) => {
                 let fd: OwnedFd = s.into();
                 let std_sock = UnixStream::from(fd);
                 std_sock.set_nonblocking(true)?;
-                let cred = rustix::net::sockopt::get_socket_peercred(&std_sock).map_err(io::Error::from)?;
+                let cred = rustix::net::sockopt::get_socket_peercred(&std_sock)
+                    .map_err(io::Error::from)?;
                 Ok(Some(ShmServerConn::new(std_sock, cred.pid.as_raw_nonzero().get())))
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
-    fn local_addr(&self) -> String { format!("dafs+shm://{}", self.path.display()) }
+    fn local_addr(&self) -> String {
+        format!("dafs+shm://{}", self.path.display())
+    }
 }
 
 enum ServerRegion {
     /// A mapping of the client's sealed memfd (whole pages) and the registered length:
     /// placements are bounded by `len`, not by the page-rounded mapping.
     Mapped(Mapping, usize),
-    Vm { addr: u64, len: usize },
+    Vm {
+        addr: u64,
+        len: usize,
+    },
 }
 
 struct Rings {
@@ -513,7 +587,10 @@ impl ShmServerConn {
                 if self.rings.is_some() {
                     return Err(TransportError::Protocol("second HELLO"));
                 }
-                let fd = self.ctl.take_fd().ok_or(TransportError::Protocol("HELLO without a ring memfd"))?;
+                let fd = self
+                    .ctl
+                    .take_fd()
+                    .ok_or(TransportError::Protocol("HELLO without a ring memfd"))?;
                 let cap = c.a as usize;
                 if cap != RING_CAP || c.b as usize != mem::ring_area_len(cap) {
                     let _ = send_ctl(&self.sock, Ctl::new(K_HELLO_ACK, 0, 1, 0, 0), None);
@@ -524,44 +601,46 @@ impl ShmServerConn {
                 let max = limits::MSG_SIZE_MAX as usize;
                 // SAFETY: `area` is ring_area_len(cap) bytes, sealed against shrinking, and
                 // is kept in the same struct as the rings.
-                let (c2s, s2c) = unsafe { (Ring::new(&area, 0, cap, max), Ring::new(&area, 1, cap, max)) };
+                let (c2s, s2c) =
+                    unsafe { (Ring::new(&area, 0, cap, max), Ring::new(&area, 1, cap, max)) };
                 self.rings = Some(Rings { c2s, s2c, _area: area });
                 send_ctl(&self.sock, Ctl::new(K_HELLO_ACK, 0, 0, 0, 0), None)
             }
             K_REG_FD | K_REG_VM => {
                 let key = c.a;
                 let access = access_from(c.aux);
-                let status = if self.regions.len() >= REGIONS_MAX {
-                    2
-                } else if self.regions.contains_key(&key) || key == 0 {
-                    1
-                } else if c.kind == K_REG_FD {
-                    let len = c.b as usize;
-                    match self.ctl.take_fd().filter(|_| len > 0) {
-                        None => 1,
-                        Some(fd) => match mem::round_up_page(len)
-                            .ok_or("bad length")
-                            .and_then(|maplen| mem::check_sealed(fd.as_fd(), maplen).map(|_| maplen))
-                        {
-                            Err(_) => 1,
-                            Ok(maplen) => match Mapping::map(fd.as_fd(), maplen) {
-                                Ok(m) => {
-                                    self.regions.insert(key, (ServerRegion::Mapped(m, len), access));
-                                    0
-                                }
-                                Err(_) => 1,
-                            },
-                        },
-                    }
-                } else {
-                    let (addr, len) = (c.b, c.c as usize);
-                    if len == 0 || addr.checked_add(len as u64).is_none() {
+                let status =
+                    if self.regions.len() >= REGIONS_MAX {
+                        2
+                    } else if self.regions.contains_key(&key) || key == 0 {
                         1
+                    } else if c.kind == K_REG_FD {
+                        let len = c.b as usize;
+                        match self.ctl.take_fd().filter(|_| len > 0) {
+                            None => 1,
+                            Some(fd) => match mem::round_up_page(len).ok_or("bad length").and_then(
+                                |maplen| mem::check_sealed(fd.as_fd(), maplen).map(|_| maplen),
+                            ) {
+                                Err(_) => 1,
+                                Ok(maplen) => match Mapping::map(fd.as_fd(), maplen) {
+                                    Ok(m) => {
+                                        self.regions
+                                            .insert(key, (ServerRegion::Mapped(m, len), access));
+                                        0
+                                    }
+                                    Err(_) => 1,
+                                },
+                            },
+                        }
                     } else {
-                        self.regions.insert(key, (ServerRegion::Vm { addr, len }, access));
-                        0
-                    }
-                };
+                        let (addr, len) = (c.b, c.c as usize);
+                        if len == 0 || addr.checked_add(len as u64).is_none() {
+                            1
+                        } else {
+                            self.regions.insert(key, (ServerRegion::Vm { addr, len }, access));
+                            0
+                        }
+                    };
                 send_ctl(&self.sock, Ctl::new(K_REG_ACK, 0, key, status, 0), None)
             }
             K_DEREG => {
@@ -572,7 +651,12 @@ impl ShmServerConn {
         }
     }
 
-    fn resolve(&self, region: RemoteRegion, len: usize, write: bool) -> Result<&ServerRegion, TransportError> {
+    fn resolve(
+        &self,
+        region: RemoteRegion,
+        len: usize,
+        write: bool,
+    ) -> Result<&ServerRegion, TransportError> {
         let (r, access) = self.regions.get(&region.key).ok_or(TransportError::BadRegion)?;
         if (write && !access.remote_write) || (!write && !access.remote_read) {
             return Err(TransportError::BadRegion);
@@ -612,10 +696,18 @@ impl ShmServerConn {
 }
 
 impl ServerConn for ShmServerConn {
-    fn raw_fd(&self) -> RawFd { self.sock.as_raw_fd() }
-    fn peer(&self) -> String { format!("shm:pid{}", self.pid) }
-    fn max_msg_size(&self) -> usize { self.max_msg }
-    fn set_max_msg_size(&mut self, n: usize) { self.max_msg = n.min(limits::MSG_SIZE_MAX as usize); }
+    fn raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+    fn peer(&self) -> String {
+        format!("shm:pid{}", self.pid)
+    }
+    fn max_msg_size(&self) -> usize {
+        self.max_msg
+    }
+    fn set_max_msg_size(&mut self, n: usize) {
+        self.max_msg = n.min(limits::MSG_SIZE_MAX as usize);
+    }
 
     fn poll_event(&mut self) -> Result<Option<ServerEvent>, TransportError> {
         if let Some(e) = self.events.pop_front() {
@@ -664,13 +756,19 @@ impl ServerConn for ShmServerConn {
         self.push_reply(b)
     }
 
-    fn put(&mut self, region: RemoteRegion, len: usize, fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>) -> Result<usize, PutError> {
+    fn put(
+        &mut self,
+        region: RemoteRegion,
+        len: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+    ) -> Result<usize, PutError> {
         let pid = self.pid;
         match self.resolve(region, len, true)? {
             ServerRegion::Mapped(m, _) => {
                 // SAFETY: bounds checked by resolve; this is the only live view; the client
                 // may write concurrently, which only affects its own data.
-                let dst = unsafe { m.slice_mut(region.offset, len) }.ok_or(TransportError::BadRegion)?;
+                let dst =
+                    unsafe { m.slice_mut(region.offset, len) }.ok_or(TransportError::BadRegion)?;
                 let n = fill(dst).map_err(PutError::Fill)?;
                 Ok(n.min(len))
             }
@@ -693,12 +791,18 @@ impl ServerConn for ShmServerConn {
         }
     }
 
-    fn pull_sync(&mut self, region: RemoteRegion, len: usize, consume: &mut dyn FnMut(&[u8]) -> io::Result<usize>) -> Result<Option<usize>, PutError> {
+    fn pull_sync(
+        &mut self,
+        region: RemoteRegion,
+        len: usize,
+        consume: &mut dyn FnMut(&[u8]) -> io::Result<usize>,
+    ) -> Result<Option<usize>, PutError> {
         let pid = self.pid;
         match self.resolve(region, len, false)? {
             ServerRegion::Mapped(m, _) => {
                 // SAFETY: bounds checked; read-only use of the bytes.
-                let src = unsafe { m.slice_mut(region.offset, len) }.ok_or(TransportError::BadRegion)?;
+                let src =
+                    unsafe { m.slice_mut(region.offset, len) }.ok_or(TransportError::BadRegion)?;
                 Ok(Some(consume(src).map_err(PutError::Fill)?))
             }
             ServerRegion::Vm { addr, .. } => {
@@ -752,9 +856,13 @@ impl ServerConn for ShmServerConn {
         Ok(self.overflow.is_empty())
     }
 
-    fn backlog_bytes(&self) -> usize { self.overflow_bytes }
+    fn backlog_bytes(&self) -> usize {
+        self.overflow_bytes
+    }
 
-    fn input_pending(&self) -> bool { ShmServerConn::input_pending(self) }
+    fn input_pending(&self) -> bool {
+        ShmServerConn::input_pending(self)
+    }
 
     fn arm_sleep(&mut self) -> bool {
         match &self.rings {
@@ -779,7 +887,10 @@ pub fn host_id() -> [u8; 16] {
     if let Ok(s) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
         let hex: Vec<u8> = s.bytes().filter(|b| b.is_ascii_hexdigit()).collect();
         for (i, pair) in hex.chunks(2).take(16).enumerate() {
-            let v = std::str::from_utf8(pair).ok().and_then(|p| u8::from_str_radix(p, 16).ok()).unwrap_or(0);
+            let v = std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+                .unwrap_or(0);
             id[i] = v;
         }
     }
