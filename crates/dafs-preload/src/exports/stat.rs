@@ -1,0 +1,300 @@
+//! The stat family: `stat`/`lstat`/`fstatat`/`fstat` (and their `64` twins and the
+//! pre-2.33 `__xstat` wrappers), `statx`, and the conversion of protocol attributes.
+
+use std::ffi::{c_char, c_int};
+
+use dafs_proto::{Attr, FileType};
+
+use super::args::{classify, dafs_fd, neg, on_path, Mode, P};
+use crate::real::ret;
+use crate::state::{is_dafs_fd, with, Target};
+
+fn type_bits(t: FileType) -> Mode {
+    match t {
+        FileType::Regular => libc::S_IFREG,
+        FileType::Directory => libc::S_IFDIR,
+        FileType::Symlink => libc::S_IFLNK,
+        FileType::CharDevice => libc::S_IFCHR,
+        FileType::BlockDevice => libc::S_IFBLK,
+        FileType::Fifo => libc::S_IFIFO,
+        FileType::Socket => libc::S_IFSOCK,
+    }
+}
+
+/// Device number reported for dafs files: major 0xdaf, minor from the server's fsid.
+fn dev_of(a: &Attr) -> (u32, u32) {
+    (0xdaf, (a.fsid as u32) & 0xfffff)
+}
+
+unsafe fn fill_stat(a: &Attr, st: *mut libc::stat) {
+    // SAFETY: the caller's out-buffer of the right type.
+    let s = unsafe { &mut *st };
+    // SAFETY: plain integers.
+    *s = unsafe { std::mem::zeroed() };
+    let (ma, mi) = dev_of(a);
+    s.st_dev = libc::makedev(ma, mi);
+    s.st_ino = a.fileid;
+    s.st_mode = type_bits(a.ftype) | (a.mode & 0o7777);
+    s.st_nlink = a.nlink as _;
+    s.st_uid = a.uid;
+    s.st_gid = a.gid;
+    s.st_rdev = a.rdev;
+    s.st_size = a.size as i64;
+    s.st_blksize = 65536;
+    s.st_blocks = a.used.div_ceil(512) as i64;
+    s.st_atime = a.atime_ns.div_euclid(1_000_000_000);
+    s.st_atime_nsec = a.atime_ns.rem_euclid(1_000_000_000);
+    s.st_mtime = a.mtime_ns.div_euclid(1_000_000_000);
+    s.st_mtime_nsec = a.mtime_ns.rem_euclid(1_000_000_000);
+    s.st_ctime = a.ctime_ns.div_euclid(1_000_000_000);
+    s.st_ctime_nsec = a.ctime_ns.rem_euclid(1_000_000_000);
+}
+
+/// `struct statx` (linux/stat.h), 256 bytes.
+#[repr(C)]
+pub struct StatxTs {
+    tv_sec: i64,
+    tv_nsec: u32,
+    _r: i32,
+}
+#[repr(C)]
+pub struct Statx {
+    stx_mask: u32,
+    stx_blksize: u32,
+    stx_attributes: u64,
+    stx_nlink: u32,
+    stx_uid: u32,
+    stx_gid: u32,
+    stx_mode: u16,
+    _spare0: u16,
+    stx_ino: u64,
+    stx_size: u64,
+    stx_blocks: u64,
+    stx_attributes_mask: u64,
+    stx_atime: StatxTs,
+    stx_btime: StatxTs,
+    stx_ctime: StatxTs,
+    stx_mtime: StatxTs,
+    stx_rdev_major: u32,
+    stx_rdev_minor: u32,
+    stx_dev_major: u32,
+    stx_dev_minor: u32,
+    _spare2: [u64; 14],
+}
+const _: () = assert!(std::mem::size_of::<Statx>() == 256);
+
+fn ts(ns: i64) -> StatxTs {
+    StatxTs {
+        tv_sec: ns.div_euclid(1_000_000_000),
+        tv_nsec: ns.rem_euclid(1_000_000_000) as u32,
+        _r: 0,
+    }
+}
+
+unsafe fn fill_statx(a: &Attr, out: *mut Statx) {
+    let (ma, mi) = dev_of(a);
+    let v = Statx {
+        stx_mask: 0x7ff, // STATX_BASIC_STATS
+        stx_blksize: 65536,
+        stx_attributes: 0,
+        stx_nlink: a.nlink,
+        stx_uid: a.uid,
+        stx_gid: a.gid,
+        stx_mode: (type_bits(a.ftype) | (a.mode & 0o7777)) as u16,
+        _spare0: 0,
+        stx_ino: a.fileid,
+        stx_size: a.size,
+        stx_blocks: a.used.div_ceil(512),
+        stx_attributes_mask: 0,
+        stx_atime: ts(a.atime_ns),
+        stx_btime: ts(0),
+        stx_ctime: ts(a.ctime_ns),
+        stx_mtime: ts(a.mtime_ns),
+        stx_rdev_major: libc::major(a.rdev),
+        stx_rdev_minor: libc::minor(a.rdev),
+        stx_dev_major: ma,
+        stx_dev_minor: mi,
+        _spare2: [0; 14],
+    };
+    // SAFETY: the caller's 256-byte out-buffer.
+    unsafe { out.write(v) };
+}
+
+pub(super) fn path_attr(t: &Target, follow: bool) -> Result<Attr, c_int> {
+    on_path(t, |c, p| Ok(if follow { c.stat(p)? } else { c.lstat(p)? }))
+}
+
+pub(super) fn fd_attr(fd: c_int) -> Result<Attr, c_int> {
+    with(|st| st.with_ofd(fd, |c, o| Ok(c.getattr(o.fh)?)))
+}
+
+unsafe fn stat_common(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+    which: u8,
+) -> c_int {
+    // fstatat(fd, "", buf, AT_EMPTY_PATH) is fstat(fd).
+    if flags & libc::AT_EMPTY_PATH != 0
+        && !path.is_null()
+        && unsafe { *path } == 0
+        && is_dafs_fd(dirfd)
+    {
+        return unsafe { fstat(dirfd, buf) };
+    }
+    match unsafe { classify(dirfd, path) } {
+        P::Dafs(t, _g) => ret(path_attr(&t, flags & libc::AT_SYMLINK_NOFOLLOW == 0).map(|a| {
+            unsafe { fill_stat(&a, buf) };
+            0
+        })),
+        P::Err(e) => neg(e),
+        P::Local(p, _k) => match which {
+            0 => real!(stat: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
+            1 => real!(lstat: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
+            2 => real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(
+                dirfd, p, buf, flags,
+            ),
+            3 => real!(stat64: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
+            4 => real!(lstat64: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
+            _ => real!(fstatat64: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(
+                dirfd, p, buf, flags,
+            ),
+        },
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    unsafe { stat_common(libc::AT_FDCWD, path, buf, 0, 0) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    unsafe { stat_common(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW, 1) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn fstatat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
+    unsafe { stat_common(dirfd, path, buf, flags, 2) }
+}
+// struct stat64 is struct stat on the supported (LP64) targets.
+#[no_mangle]
+pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    unsafe { stat_common(libc::AT_FDCWD, path, buf, 0, 3) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat) -> c_int {
+    unsafe { stat_common(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW, 4) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn fstatat64(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
+    unsafe { stat_common(dirfd, path, buf, flags, 5) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn fstat(fd: c_int, buf: *mut libc::stat) -> c_int {
+    if let Some(_g) = dafs_fd(fd) {
+        return ret(fd_attr(fd).map(|a| {
+            unsafe { fill_stat(&a, buf) };
+            0
+        }));
+    }
+    real!(fstat: fn(c_int, *mut libc::stat) -> c_int)(fd, buf)
+}
+#[no_mangle]
+pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat) -> c_int {
+    if is_dafs_fd(fd) {
+        return unsafe { fstat(fd, buf) };
+    }
+    real!(fstat64: fn(c_int, *mut libc::stat) -> c_int)(fd, buf)
+}
+// The pre-2.33 wrappers old binaries import; `ver` selects the kernel layout, which is
+// `struct stat` on the supported targets.
+#[no_mangle]
+pub unsafe extern "C" fn __xstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+    unsafe { stat(path, buf) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn __xstat64(
+    _ver: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+) -> c_int {
+    unsafe { stat64(path, buf) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn __lxstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
+    unsafe { lstat(path, buf) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn __lxstat64(
+    _ver: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+) -> c_int {
+    unsafe { lstat64(path, buf) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat(_ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
+    unsafe { fstat(fd, buf) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat64(_ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
+    unsafe { fstat64(fd, buf) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn __fxstatat(
+    _ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
+    unsafe { fstatat(dirfd, path, buf, flags) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn __fxstatat64(
+    _ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut libc::stat,
+    flags: c_int,
+) -> c_int {
+    unsafe { fstatat64(dirfd, path, buf, flags) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn statx(
+    dirfd: c_int,
+    path: *const c_char,
+    flags: c_int,
+    mask: u32,
+    buf: *mut Statx,
+) -> c_int {
+    if flags & libc::AT_EMPTY_PATH != 0 && !path.is_null() && unsafe { *path } == 0 {
+        if let Some(_g) = dafs_fd(dirfd) {
+            return ret(fd_attr(dirfd).map(|a| {
+                unsafe { fill_statx(&a, buf) };
+                0
+            }));
+        }
+    }
+    match unsafe { classify(dirfd, path) } {
+        P::Dafs(t, _g) => ret(path_attr(&t, flags & libc::AT_SYMLINK_NOFOLLOW == 0).map(|a| {
+            unsafe { fill_statx(&a, buf) };
+            0
+        })),
+        P::Err(e) => neg(e),
+        P::Local(p, _k) => real!(statx: fn(c_int, *const c_char, c_int, u32, *mut Statx) -> c_int)(
+            dirfd, p, flags, mask, buf,
+        ),
+    }
+}

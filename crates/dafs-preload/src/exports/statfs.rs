@@ -1,0 +1,149 @@
+//! File system statistics: `statfs`/`statvfs` (and their `f` and `64` twins) and the
+//! `pathconf` limits glibc derives from them.
+
+use std::ffi::{c_char, c_int};
+
+use super::args::{classify, dafs_fd, neg, on_path, P};
+use crate::real::ret;
+use crate::state::with;
+
+fn fill_statfs(s: &dafs_proto::FsStat, out: *mut libc::statfs) {
+    // SAFETY: the caller's out-buffer.
+    let o = unsafe { &mut *out };
+    *o = unsafe { std::mem::zeroed() };
+    let bs = s.block_size.max(512) as u64;
+    o.f_type = 0x6441_4653; // "dAFS"
+    o.f_bsize = bs as _;
+    o.f_frsize = bs as _;
+    o.f_blocks = s.total_bytes / bs;
+    o.f_bfree = s.free_bytes / bs;
+    o.f_bavail = s.avail_bytes / bs;
+    o.f_files = s.total_files;
+    o.f_ffree = s.free_files;
+    o.f_namelen = s.name_max as _;
+}
+
+fn fill_statvfs(s: &dafs_proto::FsStat, out: *mut libc::statvfs) {
+    // SAFETY: the caller's out-buffer.
+    let o = unsafe { &mut *out };
+    *o = unsafe { std::mem::zeroed() };
+    let bs = s.block_size.max(512) as u64;
+    o.f_bsize = bs;
+    o.f_frsize = bs;
+    o.f_blocks = s.total_bytes / bs;
+    o.f_bfree = s.free_bytes / bs;
+    o.f_bavail = s.avail_bytes / bs;
+    o.f_files = s.total_files;
+    o.f_ffree = s.free_files;
+    o.f_favail = s.free_files;
+    o.f_namemax = s.name_max as u64;
+}
+
+fn fs_of_fd(fd: c_int) -> Result<dafs_proto::FsStat, c_int> {
+    with(|st| st.with_ofd(fd, |c, _| Ok(c.statfs()?)))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn statfs(path: *const c_char, buf: *mut libc::statfs) -> c_int {
+    match unsafe { classify(libc::AT_FDCWD, path) } {
+        P::Dafs(t, _g) => ret(on_path(&t, |c, p| {
+            c.stat(p)?;
+            Ok(c.statfs()?)
+        })
+        .map(|s| {
+            fill_statfs(&s, buf);
+            0
+        })),
+        P::Err(e) => neg(e),
+        P::Local(p, _k) => real!(statfs: fn(*const c_char, *mut libc::statfs) -> c_int)(p, buf),
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn statfs64(path: *const c_char, buf: *mut libc::statfs) -> c_int {
+    unsafe { statfs(path, buf) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn fstatfs(fd: c_int, buf: *mut libc::statfs) -> c_int {
+    if let Some(_g) = dafs_fd(fd) {
+        return ret(fs_of_fd(fd).map(|s| {
+            fill_statfs(&s, buf);
+            0
+        }));
+    }
+    real!(fstatfs: fn(c_int, *mut libc::statfs) -> c_int)(fd, buf)
+}
+#[no_mangle]
+pub unsafe extern "C" fn fstatfs64(fd: c_int, buf: *mut libc::statfs) -> c_int {
+    unsafe { fstatfs(fd, buf) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn statvfs(path: *const c_char, buf: *mut libc::statvfs) -> c_int {
+    match unsafe { classify(libc::AT_FDCWD, path) } {
+        P::Dafs(t, _g) => ret(on_path(&t, |c, p| {
+            c.stat(p)?;
+            Ok(c.statfs()?)
+        })
+        .map(|s| {
+            fill_statvfs(&s, buf);
+            0
+        })),
+        P::Err(e) => neg(e),
+        P::Local(p, _k) => real!(statvfs: fn(*const c_char, *mut libc::statvfs) -> c_int)(p, buf),
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn statvfs64(path: *const c_char, buf: *mut libc::statvfs) -> c_int {
+    unsafe { statvfs(path, buf) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn fstatvfs(fd: c_int, buf: *mut libc::statvfs) -> c_int {
+    if let Some(_g) = dafs_fd(fd) {
+        return ret(fs_of_fd(fd).map(|s| {
+            fill_statvfs(&s, buf);
+            0
+        }));
+    }
+    real!(fstatvfs: fn(c_int, *mut libc::statvfs) -> c_int)(fd, buf)
+}
+#[no_mangle]
+pub unsafe extern "C" fn fstatvfs64(fd: c_int, buf: *mut libc::statvfs) -> c_int {
+    unsafe { fstatvfs(fd, buf) }
+}
+
+/// pathconf/fpathconf (glibc answers them with an internal statfs): NAME_MAX from the
+/// server, the other limits as the local root file system reports them.
+fn conf_value(name: c_int, name_max: u32) -> libc::c_long {
+    match name {
+        libc::_PC_NAME_MAX => name_max as libc::c_long,
+        libc::_PC_PATH_MAX => libc::PATH_MAX as libc::c_long,
+        libc::_PC_FILESIZEBITS => 64,
+        // SAFETY: a static path.
+        _ => unsafe {
+            real!(pathconf: fn(*const c_char, c_int) -> libc::c_long)(c"/".as_ptr(), name)
+        },
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn pathconf(path: *const c_char, name: c_int) -> libc::c_long {
+    match unsafe { classify(libc::AT_FDCWD, path) } {
+        P::Dafs(t, _g) => match on_path(&t, |c, p| {
+            c.stat(p)?;
+            Ok(c.statfs()?.name_max)
+        }) {
+            Ok(nm) => conf_value(name, nm),
+            Err(e) => neg(e) as libc::c_long,
+        },
+        P::Err(e) => neg(e) as libc::c_long,
+        P::Local(p, _k) => real!(pathconf: fn(*const c_char, c_int) -> libc::c_long)(p, name),
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn fpathconf(fd: c_int, name: c_int) -> libc::c_long {
+    if let Some(_g) = dafs_fd(fd) {
+        return match fs_of_fd(fd) {
+            Ok(s) => conf_value(name, s.name_max),
+            Err(e) => neg(e) as libc::c_long,
+        };
+    }
+    real!(fpathconf: fn(c_int, c_int) -> libc::c_long)(fd, name)
+}

@@ -1,0 +1,123 @@
+//! Temporary files under a prefix: `mkstemp` and friends, `mkdtemp`.
+
+use std::ffi::{c_char, c_int, CStr};
+
+use super::args::{classify, neg, on_path, P};
+use super::open::do_open;
+use crate::real::{ret, set_errno};
+use crate::state::{config, Target};
+
+/// mkstemp and friends with a template under a prefix: glibc creates the file with an
+/// internal open no interposer sees, so the names are generated here (same alphabet,
+/// O_EXCL, retried on EEXIST).
+unsafe fn mktemp_dafs(
+    t: &Target,
+    tmpl: *mut c_char,
+    suffix: c_int,
+    flags: c_int,
+    dir: bool,
+) -> Result<c_int, c_int> {
+    // SAFETY: the caller's writable, NUL-terminated template.
+    let bytes = unsafe { CStr::from_ptr(tmpl) }.to_bytes().len();
+    let suffix = suffix.max(0) as usize;
+    if bytes < 6 + suffix {
+        return Err(libc::EINVAL);
+    }
+    let start = bytes - suffix - 6;
+    // SAFETY: as above.
+    let x = unsafe { std::slice::from_raw_parts_mut(tmpl as *mut u8, bytes) };
+    if &x[start..start + 6] != b"XXXXXX" {
+        return Err(libc::EINVAL);
+    }
+    const ALPHA: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    let vstart = t.vpath.len() - (bytes - start);
+    for _ in 0..100 {
+        let mut r = [0u8; 6];
+        // SAFETY: getrandom into a local buffer (no blocking flag needed for 6 bytes).
+        if unsafe { libc::getrandom(r.as_mut_ptr().cast(), 6, 0) } != 6 {
+            return Err(libc::EIO);
+        }
+        for (d, b) in x[start..start + 6].iter_mut().zip(r) {
+            *d = ALPHA[b as usize % ALPHA.len()];
+        }
+        let mut vpath = t.vpath.clone();
+        vpath.replace_range(
+            vstart..vstart + 6,
+            std::str::from_utf8(&x[start..start + 6]).unwrap_or("XXXXXX"),
+        );
+        let Some((mount, rel)) = crate::paths::split_mount(&config().mounts, &vpath) else {
+            return Err(libc::EINVAL);
+        };
+        let t2 = Target { mount, rel, vpath };
+        let r = if dir {
+            on_path(&t2, |c, p| Ok(c.mkdir(p, 0o700).map(|_| 0)?))
+        } else {
+            do_open(
+                &t2,
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | (flags & !libc::O_ACCMODE),
+                0o600,
+            )
+        };
+        match r {
+            Err(libc::EEXIST) => continue,
+            r => return r,
+        }
+    }
+    Err(libc::EEXIST)
+}
+
+unsafe fn mkstemp_common(tmpl: *mut c_char, suffix: c_int, flags: c_int, which: u8) -> c_int {
+    match unsafe { classify(libc::AT_FDCWD, tmpl) } {
+        P::Dafs(t, _g) => ret(unsafe { mktemp_dafs(&t, tmpl, suffix, flags, false) }),
+        P::Err(e) => neg(e),
+        // A template relative to a virtual working directory but outside the prefix is
+        // left to glibc as given (rare; documented).
+        P::Local(_, _k) => match which {
+            0 => real!(mkstemp: fn(*mut c_char) -> c_int)(tmpl),
+            1 => real!(mkostemp: fn(*mut c_char, c_int) -> c_int)(tmpl, flags),
+            2 => real!(mkstemps: fn(*mut c_char, c_int) -> c_int)(tmpl, suffix),
+            _ => real!(mkostemps: fn(*mut c_char, c_int, c_int) -> c_int)(tmpl, suffix, flags),
+        },
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkstemp(tmpl: *mut c_char) -> c_int {
+    unsafe { mkstemp_common(tmpl, 0, 0, 0) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkstemp64(tmpl: *mut c_char) -> c_int {
+    unsafe { mkstemp_common(tmpl, 0, 0, 0) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkostemp(tmpl: *mut c_char, flags: c_int) -> c_int {
+    unsafe { mkstemp_common(tmpl, 0, flags, 1) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkostemp64(tmpl: *mut c_char, flags: c_int) -> c_int {
+    unsafe { mkstemp_common(tmpl, 0, flags, 1) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkstemps(tmpl: *mut c_char, suffix: c_int) -> c_int {
+    unsafe { mkstemp_common(tmpl, suffix, 0, 2) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkostemps(tmpl: *mut c_char, suffix: c_int, flags: c_int) -> c_int {
+    unsafe { mkstemp_common(tmpl, suffix, flags, 3) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkdtemp(tmpl: *mut c_char) -> *mut c_char {
+    match unsafe { classify(libc::AT_FDCWD, tmpl) } {
+        P::Dafs(t, _g) => match unsafe { mktemp_dafs(&t, tmpl, 0, 0, true) } {
+            Ok(_) => tmpl,
+            Err(e) => {
+                set_errno(e);
+                std::ptr::null_mut()
+            }
+        },
+        P::Err(e) => {
+            set_errno(e);
+            std::ptr::null_mut()
+        }
+        P::Local(_, _k) => real!(mkdtemp: fn(*mut c_char) -> *mut c_char)(tmpl),
+    }
+}
