@@ -114,33 +114,21 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: usize) -> isize
     }
     real!(write: fn(c_int, *const c_void, usize) -> isize)(fd, buf, n)
 }
-#[no_mangle]
-pub unsafe extern "C" fn pread(fd: c_int, buf: *mut c_void, n: usize, off: i64) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret_ssize(do_read(fd, buf.cast(), n, Some(off)));
+interpose! {
+    fn pread | pread64 (fd: c_int, buf: *mut c_void, n: usize, off: i64) -> isize where next {
+        if let Some(_g) = dafs_fd(fd) {
+            return ret_ssize(do_read(fd, buf.cast(), n, Some(off)));
+        }
+        next(fd, buf, n, off)
     }
-    real!(pread: fn(c_int, *mut c_void, usize, i64) -> isize)(fd, buf, n, off)
 }
-#[no_mangle]
-pub unsafe extern "C" fn pread64(fd: c_int, buf: *mut c_void, n: usize, off: i64) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret_ssize(do_read(fd, buf.cast(), n, Some(off)));
+interpose! {
+    fn pwrite | pwrite64 (fd: c_int, buf: *const c_void, n: usize, off: i64) -> isize where next {
+        if let Some(_g) = dafs_fd(fd) {
+            return ret_ssize(do_write(fd, buf.cast(), n, Some(off)));
+        }
+        next(fd, buf, n, off)
     }
-    real!(pread64: fn(c_int, *mut c_void, usize, i64) -> isize)(fd, buf, n, off)
-}
-#[no_mangle]
-pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, n: usize, off: i64) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret_ssize(do_write(fd, buf.cast(), n, Some(off)));
-    }
-    real!(pwrite: fn(c_int, *const c_void, usize, i64) -> isize)(fd, buf, n, off)
-}
-#[no_mangle]
-pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, n: usize, off: i64) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret_ssize(do_write(fd, buf.cast(), n, Some(off)));
-    }
-    real!(pwrite64: fn(c_int, *const c_void, usize, i64) -> isize)(fd, buf, n, off)
 }
 
 unsafe fn iovs<'a>(iov: *const libc::iovec, cnt: c_int) -> Result<&'a [libc::iovec], c_int> {
@@ -212,48 +200,25 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const libc::iovec, cnt: c_int) 
     }
     real!(writev: fn(c_int, *const libc::iovec, c_int) -> isize)(fd, iov, cnt)
 }
-#[no_mangle]
-pub unsafe extern "C" fn preadv(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret_ssize(unsafe { do_readv(fd, iov, cnt, Some(off)) });
+interpose! {
+    fn preadv | preadv64 (fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64) -> isize
+    where next
+    {
+        if let Some(_g) = dafs_fd(fd) {
+            return ret_ssize(unsafe { do_readv(fd, iov, cnt, Some(off)) });
+        }
+        next(fd, iov, cnt, off)
     }
-    real!(preadv: fn(c_int, *const libc::iovec, c_int, i64) -> isize)(fd, iov, cnt, off)
 }
-#[no_mangle]
-pub unsafe extern "C" fn preadv64(
-    fd: c_int,
-    iov: *const libc::iovec,
-    cnt: c_int,
-    off: i64,
-) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret_ssize(unsafe { do_readv(fd, iov, cnt, Some(off)) });
+interpose! {
+    fn pwritev | pwritev64 (fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64) -> isize
+    where next
+    {
+        if let Some(_g) = dafs_fd(fd) {
+            return ret_ssize(unsafe { do_writev(fd, iov, cnt, Some(off)) });
+        }
+        next(fd, iov, cnt, off)
     }
-    real!(preadv64: fn(c_int, *const libc::iovec, c_int, i64) -> isize)(fd, iov, cnt, off)
-}
-#[no_mangle]
-pub unsafe extern "C" fn pwritev(
-    fd: c_int,
-    iov: *const libc::iovec,
-    cnt: c_int,
-    off: i64,
-) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret_ssize(unsafe { do_writev(fd, iov, cnt, Some(off)) });
-    }
-    real!(pwritev: fn(c_int, *const libc::iovec, c_int, i64) -> isize)(fd, iov, cnt, off)
-}
-#[no_mangle]
-pub unsafe extern "C" fn pwritev64(
-    fd: c_int,
-    iov: *const libc::iovec,
-    cnt: c_int,
-    off: i64,
-) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret_ssize(unsafe { do_writev(fd, iov, cnt, Some(off)) });
-    }
-    real!(pwritev64: fn(c_int, *const libc::iovec, c_int, i64) -> isize)(fd, iov, cnt, off)
 }
 
 /// preadv2/pwritev2: offset -1 means the file offset; RWF_* flags are hints the client
@@ -278,65 +243,37 @@ unsafe fn v2(
         unsafe { do_readv(fd, iov, cnt, at) }
     })
 }
-#[no_mangle]
-pub unsafe extern "C" fn preadv2(
-    fd: c_int,
-    iov: *const libc::iovec,
-    cnt: c_int,
-    off: i64,
-    flags: c_int,
-) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return unsafe { v2(fd, iov, cnt, off, flags, false) };
+interpose! {
+    fn preadv2 | preadv64v2 (
+        fd: c_int,
+        iov: *const libc::iovec,
+        cnt: c_int,
+        off: i64,
+        flags: c_int,
+    ) -> isize
+    where next
+    {
+        if let Some(_g) = dafs_fd(fd) {
+            return unsafe { v2(fd, iov, cnt, off, flags, false) };
+        }
+        next(fd, iov, cnt, off, flags)
     }
-    real!(preadv2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(
-        fd, iov, cnt, off, flags,
-    )
 }
-#[no_mangle]
-pub unsafe extern "C" fn preadv64v2(
-    fd: c_int,
-    iov: *const libc::iovec,
-    cnt: c_int,
-    off: i64,
-    flags: c_int,
-) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return unsafe { v2(fd, iov, cnt, off, flags, false) };
+interpose! {
+    fn pwritev2 | pwritev64v2 (
+        fd: c_int,
+        iov: *const libc::iovec,
+        cnt: c_int,
+        off: i64,
+        flags: c_int,
+    ) -> isize
+    where next
+    {
+        if let Some(_g) = dafs_fd(fd) {
+            return unsafe { v2(fd, iov, cnt, off, flags, true) };
+        }
+        next(fd, iov, cnt, off, flags)
     }
-    real!(preadv64v2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(
-        fd, iov, cnt, off, flags,
-    )
-}
-#[no_mangle]
-pub unsafe extern "C" fn pwritev2(
-    fd: c_int,
-    iov: *const libc::iovec,
-    cnt: c_int,
-    off: i64,
-    flags: c_int,
-) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return unsafe { v2(fd, iov, cnt, off, flags, true) };
-    }
-    real!(pwritev2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(
-        fd, iov, cnt, off, flags,
-    )
-}
-#[no_mangle]
-pub unsafe extern "C" fn pwritev64v2(
-    fd: c_int,
-    iov: *const libc::iovec,
-    cnt: c_int,
-    off: i64,
-    flags: c_int,
-) -> isize {
-    if let Some(_g) = dafs_fd(fd) {
-        return unsafe { v2(fd, iov, cnt, off, flags, true) };
-    }
-    real!(pwritev64v2: fn(c_int, *const libc::iovec, c_int, i64, c_int) -> isize)(
-        fd, iov, cnt, off, flags,
-    )
 }
 
 fn do_lseek(fd: c_int, off: i64, whence: c_int) -> Result<i64, c_int> {
@@ -379,19 +316,13 @@ fn do_lseek(fd: c_int, off: i64, whence: c_int) -> Result<i64, c_int> {
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn lseek(fd: c_int, off: i64, whence: c_int) -> i64 {
-    if let Some(_g) = dafs_fd(fd) {
-        return do_lseek(fd, off, whence).unwrap_or_else(|e| neg(e) as i64);
+interpose! {
+    fn lseek | lseek64 (fd: c_int, off: i64, whence: c_int) -> i64 where next {
+        if let Some(_g) = dafs_fd(fd) {
+            return do_lseek(fd, off, whence).unwrap_or_else(|e| neg(e) as i64);
+        }
+        next(fd, off, whence)
     }
-    real!(lseek: fn(c_int, i64, c_int) -> i64)(fd, off, whence)
-}
-#[no_mangle]
-pub unsafe extern "C" fn lseek64(fd: c_int, off: i64, whence: c_int) -> i64 {
-    if let Some(_g) = dafs_fd(fd) {
-        return do_lseek(fd, off, whence).unwrap_or_else(|e| neg(e) as i64);
-    }
-    real!(lseek64: fn(c_int, i64, c_int) -> i64)(fd, off, whence)
 }
 
 fn do_fsync(fd: c_int) -> Result<c_int, c_int> {
@@ -404,19 +335,14 @@ fn do_fsync(fd: c_int) -> Result<c_int, c_int> {
         })
     })
 }
-#[no_mangle]
-pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret(do_fsync(fd));
+interpose! {
+    /// fdatasync is fsync: the protocol's COMMIT has no data-only variant.
+    fn fsync | fdatasync (fd: c_int) -> c_int where next {
+        if let Some(_g) = dafs_fd(fd) {
+            return ret(do_fsync(fd));
+        }
+        next(fd)
     }
-    real!(fsync: fn(c_int) -> c_int)(fd)
-}
-#[no_mangle]
-pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret(do_fsync(fd));
-    }
-    real!(fdatasync: fn(c_int) -> c_int)(fd)
 }
 
 fn do_ftruncate(fd: c_int, len: i64) -> Result<c_int, c_int> {
@@ -436,35 +362,26 @@ fn do_ftruncate(fd: c_int, len: i64) -> Result<c_int, c_int> {
         })
     })
 }
-#[no_mangle]
-pub unsafe extern "C" fn ftruncate(fd: c_int, len: i64) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret(do_ftruncate(fd, len));
-    }
-    real!(ftruncate: fn(c_int, i64) -> c_int)(fd, len)
-}
-#[no_mangle]
-pub unsafe extern "C" fn ftruncate64(fd: c_int, len: i64) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret(do_ftruncate(fd, len));
-    }
-    real!(ftruncate64: fn(c_int, i64) -> c_int)(fd, len)
-}
-#[no_mangle]
-pub unsafe extern "C" fn truncate(path: *const c_char, len: i64) -> c_int {
-    match unsafe { classify(libc::AT_FDCWD, path) } {
-        P::Dafs(t, _g) if len < 0 => {
-            let _ = t;
-            neg(libc::EINVAL)
+interpose! {
+    fn ftruncate | ftruncate64 (fd: c_int, len: i64) -> c_int where next {
+        if let Some(_g) = dafs_fd(fd) {
+            return ret(do_ftruncate(fd, len));
         }
-        P::Dafs(t, _g) => ret(on_path(&t, |c, p| Ok(c.truncate(p, len as u64).map(|_| 0)?))),
-        P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(truncate: fn(*const c_char, i64) -> c_int)(p, len),
+        next(fd, len)
     }
 }
-#[no_mangle]
-pub unsafe extern "C" fn truncate64(path: *const c_char, len: i64) -> c_int {
-    unsafe { truncate(path, len) }
+interpose! {
+    fn truncate | truncate64 => truncate (path: *const c_char, len: i64) -> c_int where next {
+        match unsafe { classify(libc::AT_FDCWD, path) } {
+            P::Dafs(t, _g) if len < 0 => {
+                let _ = t;
+                neg(libc::EINVAL)
+            }
+            P::Dafs(t, _g) => ret(on_path(&t, |c, p| Ok(c.truncate(p, len as u64).map(|_| 0)?))),
+            P::Err(e) => neg(e),
+            P::Local(p, _k) => next(p, len),
+        }
+    }
 }
 
 /// Offload copies between descriptors: EXDEV for dafs descriptors, which makes cp,
@@ -485,47 +402,31 @@ pub unsafe extern "C" fn copy_file_range(
         fi, oi, fo, oo, len, flags,
     )
 }
-#[no_mangle]
-pub unsafe extern "C" fn sendfile(out: c_int, inp: c_int, off: *mut i64, n: usize) -> isize {
-    if is_dafs_fd(out) || is_dafs_fd(inp) {
-        return neg(libc::EINVAL) as isize;
+interpose! {
+    fn sendfile | sendfile64 (out: c_int, inp: c_int, off: *mut i64, n: usize) -> isize where next {
+        if is_dafs_fd(out) || is_dafs_fd(inp) {
+            return neg(libc::EINVAL) as isize;
+        }
+        next(out, inp, off, n)
     }
-    real!(sendfile: fn(c_int, c_int, *mut i64, usize) -> isize)(out, inp, off, n)
 }
-#[no_mangle]
-pub unsafe extern "C" fn sendfile64(out: c_int, inp: c_int, off: *mut i64, n: usize) -> isize {
-    if is_dafs_fd(out) || is_dafs_fd(inp) {
-        return neg(libc::EINVAL) as isize;
+interpose! {
+    fn posix_fadvise | posix_fadvise64 (fd: c_int, off: i64, len: i64, adv: c_int) -> c_int
+    where next
+    {
+        if is_dafs_fd(fd) {
+            return 0; // advice only
+        }
+        next(fd, off, len, adv)
     }
-    real!(sendfile64: fn(c_int, c_int, *mut i64, usize) -> isize)(out, inp, off, n)
 }
-#[no_mangle]
-pub unsafe extern "C" fn posix_fadvise(fd: c_int, off: i64, len: i64, adv: c_int) -> c_int {
-    if is_dafs_fd(fd) {
-        return 0; // advice only
+interpose! {
+    fn fallocate | fallocate64 (fd: c_int, mode: c_int, off: i64, len: i64) -> c_int where next {
+        if is_dafs_fd(fd) {
+            return neg(libc::EOPNOTSUPP);
+        }
+        next(fd, mode, off, len)
     }
-    real!(posix_fadvise: fn(c_int, i64, i64, c_int) -> c_int)(fd, off, len, adv)
-}
-#[no_mangle]
-pub unsafe extern "C" fn posix_fadvise64(fd: c_int, off: i64, len: i64, adv: c_int) -> c_int {
-    if is_dafs_fd(fd) {
-        return 0;
-    }
-    real!(posix_fadvise64: fn(c_int, i64, i64, c_int) -> c_int)(fd, off, len, adv)
-}
-#[no_mangle]
-pub unsafe extern "C" fn fallocate(fd: c_int, mode: c_int, off: i64, len: i64) -> c_int {
-    if is_dafs_fd(fd) {
-        return neg(libc::EOPNOTSUPP);
-    }
-    real!(fallocate: fn(c_int, c_int, i64, i64) -> c_int)(fd, mode, off, len)
-}
-#[no_mangle]
-pub unsafe extern "C" fn fallocate64(fd: c_int, mode: c_int, off: i64, len: i64) -> c_int {
-    if is_dafs_fd(fd) {
-        return neg(libc::EOPNOTSUPP);
-    }
-    real!(fallocate64: fn(c_int, c_int, i64, i64) -> c_int)(fd, mode, off, len)
 }
 /// posix_fallocate: the size grows to off+len (no space reservation in the protocol).
 /// Returns an error number, not -1.
@@ -550,17 +451,11 @@ fn do_posix_fallocate(fd: c_int, off: i64, len: i64) -> c_int {
     });
     r.unwrap_or_else(|e| e)
 }
-#[no_mangle]
-pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: i64, len: i64) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return do_posix_fallocate(fd, off, len);
+interpose! {
+    fn posix_fallocate | posix_fallocate64 (fd: c_int, off: i64, len: i64) -> c_int where next {
+        if let Some(_g) = dafs_fd(fd) {
+            return do_posix_fallocate(fd, off, len);
+        }
+        next(fd, off, len)
     }
-    real!(posix_fallocate: fn(c_int, i64, i64) -> c_int)(fd, off, len)
-}
-#[no_mangle]
-pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: i64, len: i64) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return do_posix_fallocate(fd, off, len);
-    }
-    real!(posix_fallocate64: fn(c_int, i64, i64) -> c_int)(fd, off, len)
 }

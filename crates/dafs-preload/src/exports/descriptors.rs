@@ -91,21 +91,17 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     unsafe { dup_to(old, new, flags, true) }
 }
 
-/// `fcntl(int, int, ...)`, defined with one fixed `unsigned long` argument (an int or a
-/// pointer, as the command says; see the crate documentation).
-#[no_mangle]
-pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret(do_fcntl(fd, cmd, arg));
+interpose! {
+    /// `fcntl(int, int, ...)`, defined with one fixed `unsigned long` argument (an int or a
+    /// pointer, as the command says; see the crate documentation).
+    fn fcntl | fcntl64 (fd: c_int, cmd: c_int, arg: c_ulong) -> c_int
+    where next: fn(c_int, c_int, ...)
+    {
+        if let Some(_g) = dafs_fd(fd) {
+            return ret(do_fcntl(fd, cmd, arg));
+        }
+        next(fd, cmd, arg)
     }
-    real!(fcntl: fn(c_int, c_int, ...) -> c_int)(fd, cmd, arg)
-}
-#[no_mangle]
-pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: c_ulong) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret(do_fcntl(fd, cmd, arg));
-    }
-    real!(fcntl64: fn(c_int, c_int, ...) -> c_int)(fd, cmd, arg)
 }
 
 fn do_fcntl(fd: c_int, cmd: c_int, arg: c_ulong) -> Result<c_int, c_int> {

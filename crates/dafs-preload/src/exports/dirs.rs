@@ -97,25 +97,24 @@ fn next_entry(d: *mut libc::DIR) -> Option<*mut libc::dirent64> {
     .map(|o| o.unwrap_or(std::ptr::null_mut()))
 }
 
-// struct dirent and struct dirent64 have the same layout on the supported targets.
-#[no_mangle]
-pub unsafe extern "C" fn readdir(d: *mut libc::DIR) -> *mut libc::dirent {
-    if let Some(_g) = Entered::enter() {
-        if let Some(e) = next_entry(d) {
-            return e.cast();
+/// `struct dirent` and `struct dirent64` have the same layout on the supported targets:
+/// `readdir` and `readdir64` differ only in the type they return.
+macro_rules! readdir_as {
+    ($name:ident -> $dirent:ty) => {
+        interpose! {
+            fn $name (d: *mut libc::DIR) -> *mut $dirent where next {
+                if let Some(_g) = Entered::enter() {
+                    if let Some(e) = next_entry(d) {
+                        return e.cast();
+                    }
+                }
+                next(d)
+            }
         }
-    }
-    real!(readdir: fn(*mut libc::DIR) -> *mut libc::dirent)(d)
+    };
 }
-#[no_mangle]
-pub unsafe extern "C" fn readdir64(d: *mut libc::DIR) -> *mut libc::dirent64 {
-    if let Some(_g) = Entered::enter() {
-        if let Some(e) = next_entry(d) {
-            return e;
-        }
-    }
-    real!(readdir64: fn(*mut libc::DIR) -> *mut libc::dirent64)(d)
-}
+readdir_as!(readdir -> libc::dirent);
+readdir_as!(readdir64 -> libc::dirent64);
 #[no_mangle]
 pub unsafe extern "C" fn closedir(d: *mut libc::DIR) -> c_int {
     if let Some(_g) = Entered::enter() {
@@ -269,37 +268,19 @@ unsafe fn scandir_dafs(
 }
 
 // struct dirent and dirent64 have one layout on the supported targets.
-#[no_mangle]
-pub unsafe extern "C" fn scandir(
-    dir: *const c_char,
-    list: *mut *mut *mut libc::dirent64,
-    filter: DirentFilter,
-    compar: DirentCompar,
-) -> c_int {
-    match unsafe { classify(libc::AT_FDCWD, dir) } {
-        P::Dafs(t, _g) => unsafe { scandir_dafs(&t, list, filter, compar) },
-        P::Err(e) => neg(e),
-        P::Local(p, _k) => {
-            real!(scandir: fn(*const c_char, *mut *mut *mut libc::dirent64, DirentFilter, DirentCompar) -> c_int)(
-                p, list, filter, compar,
-            )
-        }
-    }
-}
-#[no_mangle]
-pub unsafe extern "C" fn scandir64(
-    dir: *const c_char,
-    list: *mut *mut *mut libc::dirent64,
-    filter: DirentFilter,
-    compar: DirentCompar,
-) -> c_int {
-    match unsafe { classify(libc::AT_FDCWD, dir) } {
-        P::Dafs(t, _g) => unsafe { scandir_dafs(&t, list, filter, compar) },
-        P::Err(e) => neg(e),
-        P::Local(p, _k) => {
-            real!(scandir64: fn(*const c_char, *mut *mut *mut libc::dirent64, DirentFilter, DirentCompar) -> c_int)(
-                p, list, filter, compar,
-            )
+interpose! {
+    fn scandir | scandir64 (
+        dir: *const c_char,
+        list: *mut *mut *mut libc::dirent64,
+        filter: DirentFilter,
+        compar: DirentCompar,
+    ) -> c_int
+    where next
+    {
+        match unsafe { classify(libc::AT_FDCWD, dir) } {
+            P::Dafs(t, _g) => unsafe { scandir_dafs(&t, list, filter, compar) },
+            P::Err(e) => neg(e),
+            P::Local(p, _k) => next(p, list, filter, compar),
         }
     }
 }

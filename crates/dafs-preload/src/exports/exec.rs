@@ -214,33 +214,20 @@ pub unsafe extern "C" fn posix_spawn_file_actions_addclose(
     r
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawn(
-    pid: *mut libc::pid_t,
-    path: *const c_char,
-    fa: *const libc::posix_spawn_file_actions_t,
-    at: *const libc::posix_spawnattr_t,
-    argv: *const *mut c_char,
-    envp: *const *mut c_char,
-) -> c_int {
-    let env = unsafe { exec_env(envp.cast(), fa as usize) };
-    let envp2 = env.as_ref().map(|(_, p)| p.as_ptr().cast()).unwrap_or(envp);
-    real!(posix_spawn: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *mut c_char, *const *mut c_char) -> c_int)(
-        pid, path, fa, at, argv, envp2,
-    )
-}
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawnp(
-    pid: *mut libc::pid_t,
-    file: *const c_char,
-    fa: *const libc::posix_spawn_file_actions_t,
-    at: *const libc::posix_spawnattr_t,
-    argv: *const *mut c_char,
-    envp: *const *mut c_char,
-) -> c_int {
-    let env = unsafe { exec_env(envp.cast(), fa as usize) };
-    let envp2 = env.as_ref().map(|(_, p)| p.as_ptr().cast()).unwrap_or(envp);
-    real!(posix_spawnp: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *mut c_char, *const *mut c_char) -> c_int)(
-        pid, file, fa, at, argv, envp2,
-    )
+interpose! {
+    /// For posix_spawnp, `path` is a file name glibc searches in PATH.
+    fn posix_spawn | posix_spawnp (
+        pid: *mut libc::pid_t,
+        path: *const c_char,
+        fa: *const libc::posix_spawn_file_actions_t,
+        at: *const libc::posix_spawnattr_t,
+        argv: *const *mut c_char,
+        envp: *const *mut c_char,
+    ) -> c_int
+    where next
+    {
+        let env = unsafe { exec_env(envp.cast(), fa as usize) };
+        let envp2 = env.as_ref().map(|(_, p)| p.as_ptr().cast()).unwrap_or(envp);
+        next(pid, path, fa, at, argv, envp2)
+    }
 }

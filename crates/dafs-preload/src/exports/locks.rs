@@ -110,19 +110,13 @@ fn do_lockf(fd: c_int, cmd: c_int, len: i64) -> Result<c_int, c_int> {
         _ => Err(libc::EINVAL),
     }
 }
-#[no_mangle]
-pub unsafe extern "C" fn lockf(fd: c_int, cmd: c_int, len: i64) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret(do_lockf(fd, cmd, len));
+interpose! {
+    fn lockf | lockf64 (fd: c_int, cmd: c_int, len: i64) -> c_int where next {
+        if let Some(_g) = dafs_fd(fd) {
+            return ret(do_lockf(fd, cmd, len));
+        }
+        next(fd, cmd, len)
     }
-    real!(lockf: fn(c_int, c_int, i64) -> c_int)(fd, cmd, len)
-}
-#[no_mangle]
-pub unsafe extern "C" fn lockf64(fd: c_int, cmd: c_int, len: i64) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret(do_lockf(fd, cmd, len));
-    }
-    real!(lockf64: fn(c_int, c_int, i64) -> c_int)(fd, cmd, len)
 }
 
 /// flock: a whole-file lock held by the process (the protocol's locks belong to the

@@ -26,6 +26,9 @@
 
 use crate::state;
 
+#[macro_use]
+mod macros;
+
 mod args;
 pub mod attrs;
 pub mod cwd;

@@ -331,15 +331,13 @@ pub unsafe extern "C" fn faccessat(
         }
     }
 }
-#[no_mangle]
-pub unsafe extern "C" fn euidaccess(path: *const c_char, mode: c_int) -> c_int {
-    match unsafe { classify(libc::AT_FDCWD, path) } {
-        P::Dafs(t, _g) => ret(do_access(&t, mode, true)),
-        P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(euidaccess: fn(*const c_char, c_int) -> c_int)(p, mode),
+interpose! {
+    /// eaccess is glibc's other name for euidaccess.
+    fn euidaccess | eaccess => euidaccess (path: *const c_char, mode: c_int) -> c_int where next {
+        match unsafe { classify(libc::AT_FDCWD, path) } {
+            P::Dafs(t, _g) => ret(do_access(&t, mode, true)),
+            P::Err(e) => neg(e),
+            P::Local(p, _k) => next(p, mode),
+        }
     }
-}
-#[no_mangle]
-pub unsafe extern "C" fn eaccess(path: *const c_char, mode: c_int) -> c_int {
-    unsafe { euidaccess(path, mode) }
 }

@@ -99,86 +99,67 @@ pub(super) fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_i
     .inspect(|&fd| std_changed(fd))
 }
 
-unsafe fn open_common(
+/// Open `path` relative to `dirfd`: a dafs path is served here; any other path goes to
+/// `next` (as given, or rewritten to an absolute path — which then ignores `dirfd`).
+unsafe fn open_at(
     dirfd: c_int,
     path: *const c_char,
     flags: c_int,
     mode: Mode,
-    name: u8,
+    next: impl FnOnce(*const c_char) -> c_int,
 ) -> c_int {
     match unsafe { classify(dirfd, path) } {
         P::Dafs(t, _g) => ret(do_open(&t, flags, mode)),
         P::Err(e) => neg(e),
-        P::Local(p, _keep) => match (name, dirfd) {
-            (0, _) => real!(open: fn(*const c_char, c_int, ...) -> c_int)(p, flags, mode),
-            (1, _) => real!(open64: fn(*const c_char, c_int, ...) -> c_int)(p, flags, mode),
-            // A rewritten (absolute) path ignores dirfd.
-            (2, d) => {
-                real!(openat: fn(c_int, *const c_char, c_int, ...) -> c_int)(d, p, flags, mode)
-            }
-            (_, d) => {
-                real!(openat64: fn(c_int, *const c_char, c_int, ...) -> c_int)(d, p, flags, mode)
-            }
-        },
+        P::Local(p, _keep) => next(p),
     }
 }
 
 // The variadic `open(const char *, int, ...)` family, defined with the mode argument
 // fixed (see the crate documentation for why that is ABI-compatible): `mode` is only
 // read when O_CREAT or O_TMPFILE says the caller passed one, exactly like glibc.
-#[no_mangle]
-pub unsafe extern "C" fn open(path: *const c_char, flags: c_int, mode: Mode) -> c_int {
-    unsafe { open_common(libc::AT_FDCWD, path, flags, mode, 0) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn open64(path: *const c_char, flags: c_int, mode: Mode) -> c_int {
-    unsafe { open_common(libc::AT_FDCWD, path, flags, mode, 1) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn openat(
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mode: Mode,
-) -> c_int {
-    unsafe { open_common(dirfd, path, flags, mode, 2) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn openat64(
-    dirfd: c_int,
-    path: *const c_char,
-    flags: c_int,
-    mode: Mode,
-) -> c_int {
-    unsafe { open_common(dirfd, path, flags, mode, 3) }
-}
-/// _FORTIFY_SOURCE variants (no mode: they are only used without O_CREAT).
-#[no_mangle]
-pub unsafe extern "C" fn __open_2(path: *const c_char, flags: c_int) -> c_int {
-    unsafe { open_common(libc::AT_FDCWD, path, flags, 0, 0) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn __open64_2(path: *const c_char, flags: c_int) -> c_int {
-    unsafe { open_common(libc::AT_FDCWD, path, flags, 0, 1) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn __openat_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    unsafe { open_common(dirfd, path, flags, 0, 2) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn __openat64_2(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
-    unsafe { open_common(dirfd, path, flags, 0, 3) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn creat(path: *const c_char, mode: Mode) -> c_int {
-    unsafe {
-        open_common(libc::AT_FDCWD, path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, mode, 0)
+interpose! {
+    fn open | open64 (path: *const c_char, flags: c_int, mode: Mode) -> c_int
+    where next: fn(*const c_char, c_int, ...)
+    {
+        unsafe { open_at(libc::AT_FDCWD, path, flags, mode, |p| next(p, flags, mode)) }
     }
 }
-#[no_mangle]
-pub unsafe extern "C" fn creat64(path: *const c_char, mode: Mode) -> c_int {
-    unsafe {
-        open_common(libc::AT_FDCWD, path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, mode, 1)
+interpose! {
+    fn openat | openat64 (dirfd: c_int, path: *const c_char, flags: c_int, mode: Mode) -> c_int
+    where next: fn(c_int, *const c_char, c_int, ...)
+    {
+        unsafe { open_at(dirfd, path, flags, mode, |p| next(dirfd, p, flags, mode)) }
+    }
+}
+interpose! {
+    /// _FORTIFY_SOURCE variants (no mode: they are only used without O_CREAT).
+    fn __open_2 => open | __open64_2 => open64 (path: *const c_char, flags: c_int) -> c_int
+    where next: fn(*const c_char, c_int, ...)
+    {
+        let mode: Mode = 0;
+        unsafe { open_at(libc::AT_FDCWD, path, flags, mode, |p| next(p, flags, mode)) }
+    }
+}
+interpose! {
+    /// _FORTIFY_SOURCE variants of openat.
+    fn __openat_2 => openat | __openat64_2 => openat64 (
+        dirfd: c_int,
+        path: *const c_char,
+        flags: c_int,
+    ) -> c_int
+    where next: fn(c_int, *const c_char, c_int, ...)
+    {
+        let mode: Mode = 0;
+        unsafe { open_at(dirfd, path, flags, mode, |p| next(dirfd, p, flags, mode)) }
+    }
+}
+interpose! {
+    fn creat => open | creat64 => open64 (path: *const c_char, mode: Mode) -> c_int
+    where next: fn(*const c_char, c_int, ...)
+    {
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+        unsafe { open_at(libc::AT_FDCWD, path, flags, mode, |p| next(p, flags, mode)) }
     }
 }
 

@@ -128,12 +128,14 @@ pub(super) fn fd_attr(fd: c_int) -> Result<Attr, c_int> {
     with(|st| st.with_ofd(fd, |c, o| Ok(c.getattr(o.fh)?)))
 }
 
-unsafe fn stat_common(
+/// stat `path` relative to `dirfd` into `buf`: a dafs path is served here; any other
+/// path goes to `next` (as given, or rewritten to an absolute path).
+unsafe fn stat_at(
     dirfd: c_int,
     path: *const c_char,
     buf: *mut libc::stat,
     flags: c_int,
-    which: u8,
+    next: impl FnOnce(*const c_char) -> c_int,
 ) -> c_int {
     // fstatat(fd, "", buf, AT_EMPTY_PATH) is fstat(fd).
     if flags & libc::AT_EMPTY_PATH != 0
@@ -149,126 +151,69 @@ unsafe fn stat_common(
             0
         })),
         P::Err(e) => neg(e),
-        P::Local(p, _k) => match which {
-            0 => real!(stat: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
-            1 => real!(lstat: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
-            2 => real!(fstatat: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(
-                dirfd, p, buf, flags,
-            ),
-            3 => real!(stat64: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
-            4 => real!(lstat64: fn(*const c_char, *mut libc::stat) -> c_int)(p, buf),
-            _ => real!(fstatat64: fn(c_int, *const c_char, *mut libc::stat, c_int) -> c_int)(
-                dirfd, p, buf, flags,
-            ),
-        },
+        P::Local(p, _k) => next(p),
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn stat(path: *const c_char, buf: *mut libc::stat) -> c_int {
-    unsafe { stat_common(libc::AT_FDCWD, path, buf, 0, 0) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn lstat(path: *const c_char, buf: *mut libc::stat) -> c_int {
-    unsafe { stat_common(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW, 1) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn fstatat(
-    dirfd: c_int,
-    path: *const c_char,
-    buf: *mut libc::stat,
-    flags: c_int,
-) -> c_int {
-    unsafe { stat_common(dirfd, path, buf, flags, 2) }
-}
 // struct stat64 is struct stat on the supported (LP64) targets.
-#[no_mangle]
-pub unsafe extern "C" fn stat64(path: *const c_char, buf: *mut libc::stat) -> c_int {
-    unsafe { stat_common(libc::AT_FDCWD, path, buf, 0, 3) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn lstat64(path: *const c_char, buf: *mut libc::stat) -> c_int {
-    unsafe { stat_common(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW, 4) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn fstatat64(
-    dirfd: c_int,
-    path: *const c_char,
-    buf: *mut libc::stat,
-    flags: c_int,
-) -> c_int {
-    unsafe { stat_common(dirfd, path, buf, flags, 5) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn fstat(fd: c_int, buf: *mut libc::stat) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret(fd_attr(fd).map(|a| {
-            unsafe { fill_stat(&a, buf) };
-            0
-        }));
+interpose! {
+    fn stat | stat64 (path: *const c_char, buf: *mut libc::stat) -> c_int where next {
+        unsafe { stat_at(libc::AT_FDCWD, path, buf, 0, |p| next(p, buf)) }
     }
-    real!(fstat: fn(c_int, *mut libc::stat) -> c_int)(fd, buf)
 }
-#[no_mangle]
-pub unsafe extern "C" fn fstat64(fd: c_int, buf: *mut libc::stat) -> c_int {
-    if is_dafs_fd(fd) {
-        return unsafe { fstat(fd, buf) };
+interpose! {
+    fn lstat | lstat64 (path: *const c_char, buf: *mut libc::stat) -> c_int where next {
+        unsafe { stat_at(libc::AT_FDCWD, path, buf, libc::AT_SYMLINK_NOFOLLOW, |p| next(p, buf)) }
     }
-    real!(fstat64: fn(c_int, *mut libc::stat) -> c_int)(fd, buf)
 }
-// The pre-2.33 wrappers old binaries import; `ver` selects the kernel layout, which is
-// `struct stat` on the supported targets.
-#[no_mangle]
-pub unsafe extern "C" fn __xstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
-    unsafe { stat(path, buf) }
+interpose! {
+    fn fstatat | fstatat64 (
+        dirfd: c_int,
+        path: *const c_char,
+        buf: *mut libc::stat,
+        flags: c_int,
+    ) -> c_int
+    where next
+    {
+        unsafe { stat_at(dirfd, path, buf, flags, |p| next(dirfd, p, buf, flags)) }
+    }
 }
-#[no_mangle]
-pub unsafe extern "C" fn __xstat64(
-    _ver: c_int,
-    path: *const c_char,
-    buf: *mut libc::stat,
-) -> c_int {
-    unsafe { stat64(path, buf) }
+interpose! {
+    fn fstat | fstat64 (fd: c_int, buf: *mut libc::stat) -> c_int where next {
+        if let Some(_g) = dafs_fd(fd) {
+            return ret(fd_attr(fd).map(|a| {
+                unsafe { fill_stat(&a, buf) };
+                0
+            }));
+        }
+        next(fd, buf)
+    }
 }
-#[no_mangle]
-pub unsafe extern "C" fn __lxstat(_ver: c_int, path: *const c_char, buf: *mut libc::stat) -> c_int {
-    unsafe { lstat(path, buf) }
+
+/// The pre-2.33 wrappers old binaries import: each takes a leading `ver`, which selects
+/// the `struct stat` layout (the kernel's on the supported targets), and then the
+/// arguments of the function it stands for.
+macro_rules! versioned_stat {
+    ($($name:ident => $to:ident($($arg:ident : $ty:ty),*);)+) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(_ver: c_int, $($arg: $ty),*) -> c_int {
+            unsafe { $to($($arg),*) }
+        }
+    )+};
 }
-#[no_mangle]
-pub unsafe extern "C" fn __lxstat64(
-    _ver: c_int,
-    path: *const c_char,
-    buf: *mut libc::stat,
-) -> c_int {
-    unsafe { lstat64(path, buf) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn __fxstat(_ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
-    unsafe { fstat(fd, buf) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn __fxstat64(_ver: c_int, fd: c_int, buf: *mut libc::stat) -> c_int {
-    unsafe { fstat64(fd, buf) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn __fxstatat(
-    _ver: c_int,
-    dirfd: c_int,
-    path: *const c_char,
-    buf: *mut libc::stat,
-    flags: c_int,
-) -> c_int {
-    unsafe { fstatat(dirfd, path, buf, flags) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn __fxstatat64(
-    _ver: c_int,
-    dirfd: c_int,
-    path: *const c_char,
-    buf: *mut libc::stat,
-    flags: c_int,
-) -> c_int {
-    unsafe { fstatat64(dirfd, path, buf, flags) }
+versioned_stat! {
+    __xstat => stat(path: *const c_char, buf: *mut libc::stat);
+    __xstat64 => stat64(path: *const c_char, buf: *mut libc::stat);
+    __lxstat => lstat(path: *const c_char, buf: *mut libc::stat);
+    __lxstat64 => lstat64(path: *const c_char, buf: *mut libc::stat);
+    __fxstat => fstat(fd: c_int, buf: *mut libc::stat);
+    __fxstat64 => fstat64(fd: c_int, buf: *mut libc::stat);
+    __fxstatat => fstatat(
+        dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int
+    );
+    __fxstatat64 => fstatat64(
+        dirfd: c_int, path: *const c_char, buf: *mut libc::stat, flags: c_int
+    );
 }
 
 #[no_mangle]

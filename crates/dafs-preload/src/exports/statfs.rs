@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int};
 
 use super::args::{classify, dafs_fd, neg, on_path, P};
 use crate::real::ret;
-use crate::state::with;
+use crate::state::{with, Target};
 
 fn fill_statfs(s: &dafs_proto::FsStat, out: *mut libc::statfs) {
     // SAFETY: the caller's out-buffer.
@@ -43,72 +43,48 @@ fn fs_of_fd(fd: c_int) -> Result<dafs_proto::FsStat, c_int> {
     with(|st| st.with_ofd(fd, |c, _| Ok(c.statfs()?)))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn statfs(path: *const c_char, buf: *mut libc::statfs) -> c_int {
-    match unsafe { classify(libc::AT_FDCWD, path) } {
-        P::Dafs(t, _g) => ret(on_path(&t, |c, p| {
-            c.stat(p)?;
-            Ok(c.statfs()?)
-        })
-        .map(|s| {
-            fill_statfs(&s, buf);
-            0
-        })),
-        P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(statfs: fn(*const c_char, *mut libc::statfs) -> c_int)(p, buf),
-    }
+/// The statistics of the file system `t` is on (once `t` is known to exist).
+fn fs_of_path(t: &Target) -> Result<dafs_proto::FsStat, c_int> {
+    on_path(t, |c, p| {
+        c.stat(p)?;
+        Ok(c.statfs()?)
+    })
 }
-#[no_mangle]
-pub unsafe extern "C" fn statfs64(path: *const c_char, buf: *mut libc::statfs) -> c_int {
-    unsafe { statfs(path, buf) }
+
+/// `statfs` and `statvfs` are one family in two C structs: by path and by descriptor,
+/// each with a `64` twin (the same struct on the supported targets) that does what the
+/// plain function does, down to calling glibc's plain function for a local path.
+macro_rules! fs_stat_family {
+    ($by_path:ident | $by_path64:ident, $by_fd:ident | $by_fd64:ident, $out:ty, $fill:ident) => {
+        interpose! {
+            fn $by_path | $by_path64 => $by_path (path: *const c_char, buf: *mut $out) -> c_int
+            where next
+            {
+                match unsafe { classify(libc::AT_FDCWD, path) } {
+                    P::Dafs(t, _g) => ret(fs_of_path(&t).map(|s| {
+                        $fill(&s, buf);
+                        0
+                    })),
+                    P::Err(e) => neg(e),
+                    P::Local(p, _k) => next(p, buf),
+                }
+            }
+        }
+        interpose! {
+            fn $by_fd | $by_fd64 => $by_fd (fd: c_int, buf: *mut $out) -> c_int where next {
+                if let Some(_g) = dafs_fd(fd) {
+                    return ret(fs_of_fd(fd).map(|s| {
+                        $fill(&s, buf);
+                        0
+                    }));
+                }
+                next(fd, buf)
+            }
+        }
+    };
 }
-#[no_mangle]
-pub unsafe extern "C" fn fstatfs(fd: c_int, buf: *mut libc::statfs) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret(fs_of_fd(fd).map(|s| {
-            fill_statfs(&s, buf);
-            0
-        }));
-    }
-    real!(fstatfs: fn(c_int, *mut libc::statfs) -> c_int)(fd, buf)
-}
-#[no_mangle]
-pub unsafe extern "C" fn fstatfs64(fd: c_int, buf: *mut libc::statfs) -> c_int {
-    unsafe { fstatfs(fd, buf) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn statvfs(path: *const c_char, buf: *mut libc::statvfs) -> c_int {
-    match unsafe { classify(libc::AT_FDCWD, path) } {
-        P::Dafs(t, _g) => ret(on_path(&t, |c, p| {
-            c.stat(p)?;
-            Ok(c.statfs()?)
-        })
-        .map(|s| {
-            fill_statvfs(&s, buf);
-            0
-        })),
-        P::Err(e) => neg(e),
-        P::Local(p, _k) => real!(statvfs: fn(*const c_char, *mut libc::statvfs) -> c_int)(p, buf),
-    }
-}
-#[no_mangle]
-pub unsafe extern "C" fn statvfs64(path: *const c_char, buf: *mut libc::statvfs) -> c_int {
-    unsafe { statvfs(path, buf) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn fstatvfs(fd: c_int, buf: *mut libc::statvfs) -> c_int {
-    if let Some(_g) = dafs_fd(fd) {
-        return ret(fs_of_fd(fd).map(|s| {
-            fill_statvfs(&s, buf);
-            0
-        }));
-    }
-    real!(fstatvfs: fn(c_int, *mut libc::statvfs) -> c_int)(fd, buf)
-}
-#[no_mangle]
-pub unsafe extern "C" fn fstatvfs64(fd: c_int, buf: *mut libc::statvfs) -> c_int {
-    unsafe { fstatvfs(fd, buf) }
-}
+fs_stat_family!(statfs | statfs64, fstatfs | fstatfs64, libc::statfs, fill_statfs);
+fs_stat_family!(statvfs | statvfs64, fstatvfs | fstatvfs64, libc::statvfs, fill_statvfs);
 
 /// pathconf/fpathconf (glibc answers them with an internal statfs): NAME_MAX from the
 /// server, the other limits as the local root file system reports them.
@@ -126,11 +102,8 @@ fn conf_value(name: c_int, name_max: u32) -> libc::c_long {
 #[no_mangle]
 pub unsafe extern "C" fn pathconf(path: *const c_char, name: c_int) -> libc::c_long {
     match unsafe { classify(libc::AT_FDCWD, path) } {
-        P::Dafs(t, _g) => match on_path(&t, |c, p| {
-            c.stat(p)?;
-            Ok(c.statfs()?.name_max)
-        }) {
-            Ok(nm) => conf_value(name, nm),
+        P::Dafs(t, _g) => match fs_of_path(&t) {
+            Ok(s) => conf_value(name, s.name_max),
             Err(e) => neg(e) as libc::c_long,
         },
         P::Err(e) => neg(e) as libc::c_long,

@@ -128,7 +128,13 @@ fn mode_flags(mode: &[u8]) -> Option<c_int> {
     Some(f)
 }
 
-unsafe fn fopen_common(path: *const c_char, mode: *const c_char, is64: bool) -> *mut libc::FILE {
+/// fopen `path`: a dafs path is served here; any other path goes to `next` (as given, or
+/// rewritten to an absolute path).
+unsafe fn fopen_path(
+    path: *const c_char,
+    mode: *const c_char,
+    next: impl FnOnce(*const c_char) -> *mut libc::FILE,
+) -> *mut libc::FILE {
     match unsafe { classify(libc::AT_FDCWD, path) } {
         P::Dafs(t, _g) => {
             let Some(flags) = (!mode.is_null())
@@ -159,22 +165,14 @@ unsafe fn fopen_common(path: *const c_char, mode: *const c_char, is64: bool) -> 
             set_errno(e);
             std::ptr::null_mut()
         }
-        P::Local(p, _k) if is64 => {
-            real!(fopen64: fn(*const c_char, *const c_char) -> *mut libc::FILE)(p, mode)
-        }
-        P::Local(p, _k) => {
-            real!(fopen: fn(*const c_char, *const c_char) -> *mut libc::FILE)(p, mode)
-        }
+        P::Local(p, _k) => next(p),
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    unsafe { fopen_common(path, mode, false) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    unsafe { fopen_common(path, mode, true) }
+interpose! {
+    fn fopen | fopen64 (path: *const c_char, mode: *const c_char) -> *mut libc::FILE where next {
+        unsafe { fopen_path(path, mode, |p| next(p, mode)) }
+    }
 }
 #[no_mangle]
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
@@ -183,38 +181,29 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
     }
     real!(fdopen: fn(c_int, *const c_char) -> *mut libc::FILE)(fd, mode)
 }
-/// freopen cannot turn an existing FILE into a dafs stream (glibc's FILE does its I/O
-/// with internal system calls no interposer sees): refused with EOPNOTSUPP for a dafs
-/// path, and the stream is left open and unchanged.
-#[no_mangle]
-pub unsafe extern "C" fn freopen(
-    path: *const c_char,
-    mode: *const c_char,
-    fp: *mut libc::FILE,
-) -> *mut libc::FILE {
-    match unsafe { classify(libc::AT_FDCWD, path) } {
-        P::Dafs(_, _g) => {
-            set_errno(libc::EOPNOTSUPP);
-            std::ptr::null_mut()
-        }
-        P::Err(e) => {
-            set_errno(e);
-            std::ptr::null_mut()
-        }
-        P::Local(p, _k) => {
-            real!(freopen: fn(*const c_char, *const c_char, *mut libc::FILE) -> *mut libc::FILE)(
-                p, mode, fp,
-            )
+interpose! {
+    /// freopen cannot turn an existing FILE into a dafs stream (glibc's FILE does its I/O
+    /// with internal system calls no interposer sees): refused with EOPNOTSUPP for a dafs
+    /// path, and the stream is left open and unchanged.
+    fn freopen | freopen64 => freopen (
+        path: *const c_char,
+        mode: *const c_char,
+        fp: *mut libc::FILE,
+    ) -> *mut libc::FILE
+    where next
+    {
+        match unsafe { classify(libc::AT_FDCWD, path) } {
+            P::Dafs(_, _g) => {
+                set_errno(libc::EOPNOTSUPP);
+                std::ptr::null_mut()
+            }
+            P::Err(e) => {
+                set_errno(e);
+                std::ptr::null_mut()
+            }
+            P::Local(p, _k) => next(p, mode, fp),
         }
     }
-}
-#[no_mangle]
-pub unsafe extern "C" fn freopen64(
-    path: *const c_char,
-    mode: *const c_char,
-    fp: *mut libc::FILE,
-) -> *mut libc::FILE {
-    unsafe { freopen(path, mode, fp) }
 }
 
 extern "C" {

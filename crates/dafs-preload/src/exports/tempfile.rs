@@ -66,43 +66,41 @@ unsafe fn mktemp_dafs(
     Err(libc::EEXIST)
 }
 
-unsafe fn mkstemp_common(tmpl: *mut c_char, suffix: c_int, flags: c_int, which: u8) -> c_int {
+/// mkstemp and friends on `tmpl`: a template under a prefix is served here; any other
+/// goes to `next`.
+unsafe fn mkstemp_at(
+    tmpl: *mut c_char,
+    suffix: c_int,
+    flags: c_int,
+    next: impl FnOnce() -> c_int,
+) -> c_int {
     match unsafe { classify(libc::AT_FDCWD, tmpl) } {
         P::Dafs(t, _g) => ret(unsafe { mktemp_dafs(&t, tmpl, suffix, flags, false) }),
         P::Err(e) => neg(e),
         // A template relative to a virtual working directory but outside the prefix is
         // left to glibc as given (rare; documented).
-        P::Local(_, _k) => match which {
-            0 => real!(mkstemp: fn(*mut c_char) -> c_int)(tmpl),
-            1 => real!(mkostemp: fn(*mut c_char, c_int) -> c_int)(tmpl, flags),
-            2 => real!(mkstemps: fn(*mut c_char, c_int) -> c_int)(tmpl, suffix),
-            _ => real!(mkostemps: fn(*mut c_char, c_int, c_int) -> c_int)(tmpl, suffix, flags),
-        },
+        P::Local(_, _k) => next(),
+    }
+}
+interpose! {
+    fn mkstemp | mkstemp64 => mkstemp (tmpl: *mut c_char) -> c_int where next {
+        unsafe { mkstemp_at(tmpl, 0, 0, || next(tmpl)) }
+    }
+}
+interpose! {
+    fn mkostemp | mkostemp64 => mkostemp (tmpl: *mut c_char, flags: c_int) -> c_int where next {
+        unsafe { mkstemp_at(tmpl, 0, flags, || next(tmpl, flags)) }
     }
 }
 #[no_mangle]
-pub unsafe extern "C" fn mkstemp(tmpl: *mut c_char) -> c_int {
-    unsafe { mkstemp_common(tmpl, 0, 0, 0) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn mkstemp64(tmpl: *mut c_char) -> c_int {
-    unsafe { mkstemp_common(tmpl, 0, 0, 0) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn mkostemp(tmpl: *mut c_char, flags: c_int) -> c_int {
-    unsafe { mkstemp_common(tmpl, 0, flags, 1) }
-}
-#[no_mangle]
-pub unsafe extern "C" fn mkostemp64(tmpl: *mut c_char, flags: c_int) -> c_int {
-    unsafe { mkstemp_common(tmpl, 0, flags, 1) }
-}
-#[no_mangle]
 pub unsafe extern "C" fn mkstemps(tmpl: *mut c_char, suffix: c_int) -> c_int {
-    unsafe { mkstemp_common(tmpl, suffix, 0, 2) }
+    let next = || real!(mkstemps: fn(*mut c_char, c_int) -> c_int)(tmpl, suffix);
+    unsafe { mkstemp_at(tmpl, suffix, 0, next) }
 }
 #[no_mangle]
 pub unsafe extern "C" fn mkostemps(tmpl: *mut c_char, suffix: c_int, flags: c_int) -> c_int {
-    unsafe { mkstemp_common(tmpl, suffix, flags, 3) }
+    let next = || real!(mkostemps: fn(*mut c_char, c_int, c_int) -> c_int)(tmpl, suffix, flags);
+    unsafe { mkstemp_at(tmpl, suffix, flags, next) }
 }
 #[no_mangle]
 pub unsafe extern "C" fn mkdtemp(tmpl: *mut c_char) -> *mut c_char {
