@@ -9,6 +9,12 @@ use crate::state::{self, config, is_dafs_fd, with, Res, Target, FR};
 
 pub(super) type Mode = libc::mode_t;
 
+/// The part of a mode that is not the file type: permissions, set-uid, set-gid, sticky.
+pub(super) const MODE_PERM_BITS: Mode = 0o7777;
+
+/// Nanoseconds per second (the protocol's times are nanoseconds since the epoch).
+pub(super) const NS_PER_SEC: i64 = 1_000_000_000;
+
 /// A path argument, classified.
 pub(super) enum P {
     /// Under a prefix: serve it (the guard is held until the value is dropped).

@@ -6,10 +6,17 @@ use std::ffi::{c_char, c_int, c_void};
 use dafs_proto::types::setattr_mask;
 use dafs_proto::{FileType, SetAttrs};
 
-use super::args::{classify, dafs_fd, neg, on_path, Mode, P};
+use super::args::{classify, dafs_fd, neg, on_path, Mode, MODE_PERM_BITS, NS_PER_SEC, P};
 use super::stat::path_attr;
 use crate::real::{ret, Entered};
 use crate::state::{config, err, is_dafs_fd, with, Target};
+
+/// chown's "leave unchanged" owner or group: `(uid_t)-1` / `(gid_t)-1`.
+const ID_UNCHANGED: u32 = u32::MAX;
+/// Nanoseconds per microsecond (utimes takes `timeval`s).
+const NS_PER_US: libc::c_long = 1000;
+/// A umask has only permission bits (umask(2) ignores the others).
+const UMASK_BITS: Mode = 0o777;
 
 /// Apply `set` to a path (following symlinks unless `nofollow`; the protocol has no
 /// way to change a symlink's own attributes: EOPNOTSUPP then).
@@ -34,16 +41,16 @@ fn setattr_fd(fd: c_int, set: SetAttrs) -> Result<c_int, c_int> {
 }
 
 fn chmod_set(mode: Mode) -> SetAttrs {
-    SetAttrs { mask: setattr_mask::MODE, mode: mode & 0o7777, ..Default::default() }
+    SetAttrs { mask: setattr_mask::MODE, mode: mode & MODE_PERM_BITS, ..Default::default() }
 }
 
 fn chown_set(uid: libc::uid_t, gid: libc::gid_t) -> SetAttrs {
     let mut s = SetAttrs::default();
-    if uid != u32::MAX {
+    if uid != ID_UNCHANGED {
         s.mask |= setattr_mask::UID;
         s.uid = uid;
     }
-    if gid != u32::MAX {
+    if gid != ID_UNCHANGED {
         s.mask |= setattr_mask::GID;
         s.gid = gid;
     }
@@ -68,10 +75,10 @@ unsafe fn times_set(times: *const libc::timespec) -> Result<SetAttrs, c_int> {
         match x.tv_nsec {
             libc::UTIME_OMIT => {}
             libc::UTIME_NOW => s.mask |= now,
-            n if !(0..1_000_000_000).contains(&n) => return Err(libc::EINVAL),
+            n if !(0..NS_PER_SEC).contains(&n) => return Err(libc::EINVAL),
             n => {
                 s.mask |= set;
-                let ns = x.tv_sec.saturating_mul(1_000_000_000).saturating_add(n);
+                let ns = x.tv_sec.saturating_mul(NS_PER_SEC).saturating_add(n);
                 if i == 0 {
                     s.atime_ns = ns
                 } else {
@@ -205,8 +212,8 @@ pub unsafe extern "C" fn utimes(path: *const c_char, tv: *const libc::timeval) -
                 // SAFETY: the caller's two timevals.
                 let v = unsafe { std::slice::from_raw_parts(tv, 2) };
                 [
-                    libc::timespec { tv_sec: v[0].tv_sec, tv_nsec: v[0].tv_usec * 1000 },
-                    libc::timespec { tv_sec: v[1].tv_sec, tv_nsec: v[1].tv_usec * 1000 },
+                    libc::timespec { tv_sec: v[0].tv_sec, tv_nsec: v[0].tv_usec * NS_PER_US },
+                    libc::timespec { tv_sec: v[1].tv_sec, tv_nsec: v[1].tv_usec * NS_PER_US },
                 ]
             });
             let p = ts.as_ref().map(|a| a.as_ptr()).unwrap_or(std::ptr::null());
@@ -241,7 +248,7 @@ pub unsafe extern "C" fn umask(mask: Mode) -> Mode {
     let old = real!(umask: fn(Mode) -> Mode)(mask);
     if let Some(_g) = Entered::enter() {
         if !config().mounts.is_empty() {
-            with(|st| st.umask = mask & 0o777);
+            with(|st| st.umask = mask & UMASK_BITS);
         }
     }
     old

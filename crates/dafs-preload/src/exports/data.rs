@@ -131,8 +131,14 @@ interpose! {
     }
 }
 
+/// The most iovecs one call takes (Linux's UIO_MAXIOV; more is EINVAL, as from the
+/// kernel).
+const IOVECS_MAX: c_int = 1024;
+/// The preadv2/pwritev2 offset that means "at the file offset" (and moves it).
+const OFFSET_CURRENT: i64 = -1;
+
 unsafe fn iovs<'a>(iov: *const libc::iovec, cnt: c_int) -> Result<&'a [libc::iovec], c_int> {
-    if !(0..=1024).contains(&cnt) {
+    if !(0..=IOVECS_MAX).contains(&cnt) {
         return Err(libc::EINVAL);
     }
     if cnt == 0 {
@@ -236,7 +242,7 @@ unsafe fn v2(
     if flags & RWF_NOWAIT != 0 {
         return neg(libc::EOPNOTSUPP) as isize;
     }
-    let at = if off == -1 { None } else { Some(off) };
+    let at = if off == OFFSET_CURRENT { None } else { Some(off) };
     ret_ssize(if write {
         unsafe { do_writev(fd, iov, cnt, at) }
     } else {

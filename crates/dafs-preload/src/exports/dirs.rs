@@ -9,6 +9,9 @@ use super::open::do_open;
 use crate::real::{ret, set_errno, Entered};
 use crate::state::{self, with, DirStream, Target, DIRS_OPEN};
 
+/// The longest name a `dirent`'s `d_name` holds (256 bytes with the terminating NUL).
+const NAME_BYTES_MAX: usize = libc::NAME_MAX as usize;
+
 fn new_stream(fd: c_int) -> Result<*mut libc::DIR, c_int> {
     with(|st| {
         let id = st.ofd_id(fd)?;
@@ -86,7 +89,7 @@ fn next_entry(d: *mut libc::DIR) -> Option<*mut libc::dirent64> {
         e.d_ino = ino;
         e.d_off = s.pos as i64;
         e.d_type = ty;
-        let n = name.len().min(255);
+        let n = name.len().min(NAME_BYTES_MAX);
         for (dst, src) in e.d_name.iter_mut().zip(name[..n].iter()) {
             *dst = *src as c_char;
         }
@@ -219,17 +222,19 @@ unsafe fn scandir_dafs(
             free_all(&out);
             return neg(libc::ENOMEM);
         }
+        // SAFETY: `e` is non-null and points to a zeroed dirent64 we just allocated.
         let d = unsafe { &mut *e };
         d.d_ino = *ino;
         d.d_off = i as i64 + 1;
         d.d_type = *ty;
         d.d_reclen = std::mem::size_of::<libc::dirent64>() as u16;
-        for (dst, src) in d.d_name.iter_mut().zip(name.iter().take(255)) {
+        for (dst, src) in d.d_name.iter_mut().zip(name.iter().take(NAME_BYTES_MAX)) {
             *dst = *src as c_char;
         }
         if let Some(f) = filter {
             // SAFETY: the caller's filter on a valid entry.
             if unsafe { f(e) } == 0 {
+                // SAFETY: allocated above with calloc, not handed out: freed once.
                 unsafe { libc::free(e.cast()) };
                 continue;
             }
@@ -260,6 +265,8 @@ unsafe fn scandir_dafs(
         free_all(&out);
         return neg(libc::ENOMEM);
     }
+    // SAFETY: `arr` has room for out.len() pointers (checked non-null above); `list` is
+    // the caller's out-pointer.
     unsafe {
         std::ptr::copy_nonoverlapping(out.as_ptr(), arr, out.len());
         *list = arr;

@@ -29,12 +29,16 @@ unsafe fn exec_env(
     let mut own: Vec<CString> = Vec::new();
     let mut ptrs: Vec<*const c_char> = Vec::new();
     let mut p = envp;
-    while !p.is_null() && unsafe { !(*p).is_null() } {
-        let e = unsafe { CStr::from_ptr(*p) }.to_bytes();
-        if !e.starts_with(b"DAFS_PRELOAD_FDS=") && !e.starts_with(b"DAFS_PRELOAD_CWD=") {
-            ptrs.push(unsafe { *p });
+    // SAFETY: `envp` is the caller's NULL-terminated array of NUL-terminated strings
+    // (execve's contract): `p` stays within it.
+    unsafe {
+        while !p.is_null() && !(*p).is_null() {
+            let e = CStr::from_ptr(*p).to_bytes();
+            if !e.starts_with(b"DAFS_PRELOAD_FDS=") && !e.starts_with(b"DAFS_PRELOAD_CWD=") {
+                ptrs.push(*p);
+            }
+            p = p.add(1);
         }
-        p = unsafe { p.add(1) };
     }
     if let Some(f) = fds {
         own.push(CString::new(format!("{}={f}", state::FDS_ENV)).ok()?);
@@ -47,13 +51,16 @@ unsafe fn exec_env(
     Some((own, ptrs))
 }
 
+/// The execute bits (owner, group, other): a file with none of them cannot be exec'd.
+const EXEC_BITS: u32 = 0o111;
+
 /// A program stored under a prefix cannot be exec'd by the kernel: copy it into an
 /// anonymous memory file and exec that (argv[0] is kept). The memory file stays open
 /// (not close-on-exec) so that a `#!` script's interpreter can read it via /dev/fd.
 fn stage_program(t: &Target) -> Result<CString, c_int> {
     let data = on_path(t, |c, p| {
         let a = c.stat(p)?;
-        if !a.is_dir() && a.mode & 0o111 == 0 {
+        if !a.is_dir() && a.mode & EXEC_BITS == 0 {
             return err(libc::EACCES);
         }
         if a.is_dir() {
@@ -149,7 +156,7 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
 }
 /// dup2/close file actions recorded per `posix_spawn_file_actions_t` (by address), so
 /// that posix_spawn can describe the dafs descriptors the new program will have.
-/// (actions object address, [(from, to)]); `from == -1`: close(to).
+/// (actions object address, [(from, to)]); `from == CLOSE_ACTION`: close(to).
 type Recorded = Vec<(usize, Vec<(c_int, c_int)>)>;
 static FILE_ACTIONS: std::sync::Mutex<Recorded> = std::sync::Mutex::new(Vec::new());
 
@@ -209,7 +216,7 @@ pub unsafe extern "C" fn posix_spawn_file_actions_addclose(
         fa, fd,
     );
     if r == 0 {
-        fa_record(fa as usize, Some((-1, fd)));
+        fa_record(fa as usize, Some((state::CLOSE_ACTION, fd)));
     }
     r
 }

@@ -8,13 +8,21 @@ use super::args::{dafs_fd, neg};
 use crate::real::ret;
 use crate::state::{err, with};
 
+/// F_SETLKW waits by polling, with the bounds of `Client::lock_wait` (the protocol has no
+/// lock-granted notice), but without holding the process-wide lock while it sleeps. The
+/// first retry comes soon, for a lock that is handed over quickly...
+const LOCK_RETRY_WAIT_MIN: Duration = Duration::from_micros(100);
+/// ...and the wait doubles up to this, so a lock released later is noticed within about
+/// this much time without keeping the server busy.
+const LOCK_RETRY_WAIT_MAX: Duration = Duration::from_millis(10);
+
 pub(super) fn do_lock(fd: c_int, cmd: c_int, fl: *mut libc::flock) -> Result<c_int, c_int> {
     if fl.is_null() {
         return Err(libc::EFAULT);
     }
     // SAFETY: the caller's struct flock.
     let l = unsafe { &mut *fl };
-    let mut backoff = Duration::from_micros(100);
+    let mut backoff = LOCK_RETRY_WAIT_MIN;
     loop {
         let r = with(|st| {
             let r = st.with_ofd(fd, |c, o| {
@@ -75,7 +83,7 @@ pub(super) fn do_lock(fd: c_int, cmd: c_int, fl: *mut libc::flock) -> Result<c_i
             // F_SETLKW: wait (without holding the process-wide lock) and retry.
             Err(libc::EAGAIN) if cmd == libc::F_SETLKW => {
                 std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(Duration::from_millis(10));
+                backoff = (backoff * 2).min(LOCK_RETRY_WAIT_MAX);
             }
             r => return r,
         }
@@ -85,6 +93,7 @@ pub(super) fn do_lock(fd: c_int, cmd: c_int, fl: *mut libc::flock) -> Result<c_i
 /// lockf: glibc implements it with an internal fcntl no interposer sees, so it is
 /// mapped here onto the same POSIX locks (from the current offset, `len` bytes).
 fn do_lockf(fd: c_int, cmd: c_int, len: i64) -> Result<c_int, c_int> {
+    // SAFETY: `struct flock` is plain integers: all zeroes is a valid value.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_whence = libc::SEEK_CUR as i16;
     fl.l_start = 0;
@@ -126,6 +135,7 @@ interpose! {
 #[no_mangle]
 pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
     if let Some(_g) = dafs_fd(fd) {
+        // SAFETY: `struct flock` is plain integers: all zeroes is a valid value.
         let mut fl: libc::flock = unsafe { std::mem::zeroed() };
         fl.l_whence = libc::SEEK_SET as i16;
         let cmd = if op & libc::LOCK_NB != 0 { libc::F_SETLK } else { libc::F_SETLKW };
@@ -155,7 +165,7 @@ pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
 fn flock_any(fd: c_int, cmd: c_int, fl: libc::flock) -> Result<c_int, c_int> {
     // An exclusive flock on a read-only descriptor: take it through the description
     // directly, without fcntl's access-mode check.
-    let mut backoff = Duration::from_micros(100);
+    let mut backoff = LOCK_RETRY_WAIT_MIN;
     loop {
         let r = with(|st| {
             let r = st.with_ofd(fd, |c, o| {
@@ -171,7 +181,7 @@ fn flock_any(fd: c_int, cmd: c_int, fl: libc::flock) -> Result<c_int, c_int> {
         match r {
             Err(libc::EAGAIN) if cmd == libc::F_SETLKW => {
                 std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(Duration::from_millis(10));
+                backoff = (backoff * 2).min(LOCK_RETRY_WAIT_MAX);
             }
             Err(libc::EAGAIN) => return Err(libc::EWOULDBLOCK),
             r => return r,

@@ -4,7 +4,7 @@
 /// twins (`pread`/`pread64`, `stat`/`stat64`, ...) and other symbols that differ only
 /// in their name (`fsync`/`fdatasync`, `posix_spawn`/`posix_spawnp`).
 ///
-/// ```ignore
+/// ```text
 /// interpose! {
 ///     /// Documentation, for every name.
 ///     fn pread | pread64 (fd: c_int, buf: *mut c_void, n: usize, off: i64) -> isize

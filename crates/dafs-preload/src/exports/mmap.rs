@@ -6,6 +6,10 @@ use super::data::do_read;
 use crate::real::{errno, set_errno, Entered};
 use crate::state::{is_dafs_fd, with, Kind};
 
+/// mmap offsets are multiples of the page size: 4 KiB on x86_64 (and the usual aarch64
+/// kernels).
+const MMAP_OFFSET_ALIGN_BYTES: i64 = 4096;
+
 interpose! {
     /// mmap of a dafs file. A private mapping (MAP_PRIVATE) is emulated: anonymous memory
     /// filled with the file's bytes at map time, then given the requested protection —
@@ -32,7 +36,7 @@ interpose! {
             if flags & libc::MAP_TYPE != libc::MAP_PRIVATE {
                 return fail(libc::ENODEV);
             }
-            if len == 0 || off < 0 || off % 4096 != 0 {
+            if len == 0 || off < 0 || off % MMAP_OFFSET_ALIGN_BYTES != 0 {
                 return fail(libc::EINVAL);
             }
             let readable = with(|st| {
@@ -65,6 +69,7 @@ interpose! {
             while done < len {
                 match do_read(
                     fd,
+                    // SAFETY: done < len: within our fresh mapping of `len` bytes.
                     unsafe { (p as *mut u8).add(done) },
                     len - done,
                     Some(off + done as i64),
@@ -72,6 +77,7 @@ interpose! {
                     Ok(0) => break,
                     Ok(n) => done += n,
                     Err(e) => {
+                        // SAFETY: our mapping, not handed out yet.
                         unsafe { libc::munmap(p, len) };
                         return fail(e);
                     }
@@ -80,6 +86,7 @@ interpose! {
             // SAFETY: our fresh mapping of `len` bytes.
             if unsafe { libc::mprotect(p, len, prot) } != 0 {
                 let e = errno();
+                // SAFETY: our mapping, not handed out yet.
                 unsafe { libc::munmap(p, len) };
                 return fail(e);
             }

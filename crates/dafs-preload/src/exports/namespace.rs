@@ -7,7 +7,7 @@ use dafs_client::Error;
 use dafs_proto::types::access_mask;
 use dafs_proto::{FileType, Status};
 
-use super::args::{classify, neg, on_path, resolve_in, Mode, P};
+use super::args::{classify, neg, on_path, resolve_in, Mode, MODE_PERM_BITS, P};
 use crate::real::{ret, ret_ssize, Entered};
 use crate::state::{config, err, is_dafs_fd, with, Target};
 
@@ -63,7 +63,7 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: Mode) 
                 if p == config().mounts[t.mount].base {
                     return err(libc::EEXIST);
                 }
-                Ok(c.mkdir(p, mode & !um & 0o7777).map(|_| 0)?)
+                Ok(c.mkdir(p, mode & !um & MODE_PERM_BITS).map(|_| 0)?)
             }))
         }
         P::Err(e) => neg(e),

@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_int};
 use dafs_client::Error;
 use dafs_proto::{FileType, Status};
 
-use super::args::{classify, dafs_fd, neg, Mode, P};
+use super::args::{classify, dafs_fd, neg, Mode, MODE_PERM_BITS, P};
 use super::stdio::std_changed;
 use crate::real::{errno, ret, Entered};
 use crate::state::{self, config, err, open_options, with, Kind, Ofd, Target};
@@ -48,7 +48,7 @@ pub(super) fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_i
                 }
                 return Ok((Kind::Dir, true, fh, None));
             }
-            match c.open(rel, open_options(flags, mode & !umask & 0o7777, true)) {
+            match c.open(rel, open_options(flags, mode & !umask & MODE_PERM_BITS, true)) {
                 Ok(f) if f.attr.is_dir() => {
                     let fh = f.fh;
                     let _ = c.close(f);

@@ -5,9 +5,23 @@ use std::ffi::{c_char, c_int};
 
 use dafs_proto::{Attr, FileType};
 
-use super::args::{classify, dafs_fd, neg, on_path, Mode, P};
+use super::args::{classify, dafs_fd, neg, on_path, Mode, MODE_PERM_BITS, NS_PER_SEC, P};
 use crate::real::ret;
 use crate::state::{is_dafs_fd, with, Target};
+
+/// Major device number of dafs files (0xdaf reads "daf"); the minor number tells the
+/// server's file systems apart.
+const DEV_MAJOR: u32 = 0xdaf;
+/// Linux minor numbers have 20 bits (the kernel's MINORBITS): the fsid is cut to that.
+const DEV_MINOR_MASK: u32 = 0xfffff;
+/// The preferred I/O size reported (`st_blksize`): programs size their buffers by it
+/// (cp, stdio), and each request to the server is a network round trip, so larger
+/// requests than a local disk's 4 KiB pay off.
+const IO_SIZE_PREFERRED_BYTES: u32 = 65536;
+/// `st_blocks` counts 512-byte units whatever the file system's block size.
+const STAT_BLOCK_BYTES: u64 = 512;
+/// The size of the kernel's `struct statx`.
+const STATX_BYTES: usize = 256;
 
 fn type_bits(t: FileType) -> Mode {
     match t {
@@ -23,7 +37,7 @@ fn type_bits(t: FileType) -> Mode {
 
 /// Device number reported for dafs files: major 0xdaf, minor from the server's fsid.
 fn dev_of(a: &Attr) -> (u32, u32) {
-    (0xdaf, (a.fsid as u32) & 0xfffff)
+    (DEV_MAJOR, (a.fsid as u32) & DEV_MINOR_MASK)
 }
 
 unsafe fn fill_stat(a: &Attr, st: *mut libc::stat) {
@@ -34,20 +48,20 @@ unsafe fn fill_stat(a: &Attr, st: *mut libc::stat) {
     let (ma, mi) = dev_of(a);
     s.st_dev = libc::makedev(ma, mi);
     s.st_ino = a.fileid;
-    s.st_mode = type_bits(a.ftype) | (a.mode & 0o7777);
+    s.st_mode = type_bits(a.ftype) | (a.mode & MODE_PERM_BITS);
     s.st_nlink = a.nlink as _;
     s.st_uid = a.uid;
     s.st_gid = a.gid;
     s.st_rdev = a.rdev;
     s.st_size = a.size as i64;
-    s.st_blksize = 65536;
-    s.st_blocks = a.used.div_ceil(512) as i64;
-    s.st_atime = a.atime_ns.div_euclid(1_000_000_000);
-    s.st_atime_nsec = a.atime_ns.rem_euclid(1_000_000_000);
-    s.st_mtime = a.mtime_ns.div_euclid(1_000_000_000);
-    s.st_mtime_nsec = a.mtime_ns.rem_euclid(1_000_000_000);
-    s.st_ctime = a.ctime_ns.div_euclid(1_000_000_000);
-    s.st_ctime_nsec = a.ctime_ns.rem_euclid(1_000_000_000);
+    s.st_blksize = IO_SIZE_PREFERRED_BYTES as _;
+    s.st_blocks = a.used.div_ceil(STAT_BLOCK_BYTES) as i64;
+    s.st_atime = a.atime_ns.div_euclid(NS_PER_SEC);
+    s.st_atime_nsec = a.atime_ns.rem_euclid(NS_PER_SEC);
+    s.st_mtime = a.mtime_ns.div_euclid(NS_PER_SEC);
+    s.st_mtime_nsec = a.mtime_ns.rem_euclid(NS_PER_SEC);
+    s.st_ctime = a.ctime_ns.div_euclid(NS_PER_SEC);
+    s.st_ctime_nsec = a.ctime_ns.rem_euclid(NS_PER_SEC);
 }
 
 /// `struct statx` (linux/stat.h), 256 bytes.
@@ -81,30 +95,26 @@ pub struct Statx {
     stx_dev_minor: u32,
     _spare2: [u64; 14],
 }
-const _: () = assert!(std::mem::size_of::<Statx>() == 256);
+const _: () = assert!(std::mem::size_of::<Statx>() == STATX_BYTES);
 
 fn ts(ns: i64) -> StatxTs {
-    StatxTs {
-        tv_sec: ns.div_euclid(1_000_000_000),
-        tv_nsec: ns.rem_euclid(1_000_000_000) as u32,
-        _r: 0,
-    }
+    StatxTs { tv_sec: ns.div_euclid(NS_PER_SEC), tv_nsec: ns.rem_euclid(NS_PER_SEC) as u32, _r: 0 }
 }
 
 unsafe fn fill_statx(a: &Attr, out: *mut Statx) {
     let (ma, mi) = dev_of(a);
     let v = Statx {
-        stx_mask: 0x7ff, // STATX_BASIC_STATS
-        stx_blksize: 65536,
+        stx_mask: libc::STATX_BASIC_STATS,
+        stx_blksize: IO_SIZE_PREFERRED_BYTES,
         stx_attributes: 0,
         stx_nlink: a.nlink,
         stx_uid: a.uid,
         stx_gid: a.gid,
-        stx_mode: (type_bits(a.ftype) | (a.mode & 0o7777)) as u16,
+        stx_mode: (type_bits(a.ftype) | (a.mode & MODE_PERM_BITS)) as u16,
         _spare0: 0,
         stx_ino: a.fileid,
         stx_size: a.size,
-        stx_blocks: a.used.div_ceil(512),
+        stx_blocks: a.used.div_ceil(STAT_BLOCK_BYTES),
         stx_attributes_mask: 0,
         stx_atime: ts(a.atime_ns),
         stx_btime: ts(0),

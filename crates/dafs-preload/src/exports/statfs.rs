@@ -7,12 +7,21 @@ use super::args::{classify, dafs_fd, neg, on_path, P};
 use crate::real::ret;
 use crate::state::{with, Target};
 
+/// The block size reported when the server's is smaller (or 0): every block count is
+/// divided by it, and no file system has blocks smaller than a 512-byte sector.
+const FS_BLOCK_BYTES_MIN: u32 = 512;
+/// `f_type`: "dAFS" in ASCII, in the manner of the kernel's `*_SUPER_MAGIC` numbers.
+const DAFS_SUPER_MAGIC: i64 = 0x6441_4653;
+/// `_PC_FILESIZEBITS`: sizes and offsets are 64-bit in the protocol.
+const FILE_SIZE_BITS: libc::c_long = 64;
+
 fn fill_statfs(s: &dafs_proto::FsStat, out: *mut libc::statfs) {
     // SAFETY: the caller's out-buffer.
     let o = unsafe { &mut *out };
+    // SAFETY: a C struct of integers: all zeroes is a valid value.
     *o = unsafe { std::mem::zeroed() };
-    let bs = s.block_size.max(512) as u64;
-    o.f_type = 0x6441_4653; // "dAFS"
+    let bs = s.block_size.max(FS_BLOCK_BYTES_MIN) as u64;
+    o.f_type = DAFS_SUPER_MAGIC as _;
     o.f_bsize = bs as _;
     o.f_frsize = bs as _;
     o.f_blocks = s.total_bytes / bs;
@@ -26,8 +35,9 @@ fn fill_statfs(s: &dafs_proto::FsStat, out: *mut libc::statfs) {
 fn fill_statvfs(s: &dafs_proto::FsStat, out: *mut libc::statvfs) {
     // SAFETY: the caller's out-buffer.
     let o = unsafe { &mut *out };
+    // SAFETY: a C struct of integers: all zeroes is a valid value.
     *o = unsafe { std::mem::zeroed() };
-    let bs = s.block_size.max(512) as u64;
+    let bs = s.block_size.max(FS_BLOCK_BYTES_MIN) as u64;
     o.f_bsize = bs;
     o.f_frsize = bs;
     o.f_blocks = s.total_bytes / bs;
@@ -92,7 +102,7 @@ fn conf_value(name: c_int, name_max: u32) -> libc::c_long {
     match name {
         libc::_PC_NAME_MAX => name_max as libc::c_long,
         libc::_PC_PATH_MAX => libc::PATH_MAX as libc::c_long,
-        libc::_PC_FILESIZEBITS => 64,
+        libc::_PC_FILESIZEBITS => FILE_SIZE_BITS,
         // SAFETY: a static path.
         _ => unsafe {
             real!(pathconf: fn(*const c_char, c_int) -> libc::c_long)(c"/".as_ptr(), name)

@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
-use super::args::{classify, dafs_fd, P};
+use super::args::{classify, dafs_fd, Mode, P};
 use super::data::{lseek64, read, write};
 use super::open::{close, do_open};
 use crate::real::{errno, set_errno, Entered};
@@ -44,6 +44,7 @@ unsafe extern "C" fn ck_seek(c: *mut c_void, off: *mut i64, whence: c_int) -> c_
     if r < 0 {
         return -1;
     }
+    // SAFETY: `off` is glibc's in/out offset of the seek callback (read above).
     unsafe { *off = r };
     0
 }
@@ -56,6 +57,12 @@ unsafe extern "C" fn ck_close(c: *mut c_void) -> c_int {
 /// dafs descriptor in its place makes `fileno()` (and so `fstat(fileno(f))`, which
 /// e.g. the linker does) work. Verified against a real FILE before the first use.
 const FILENO_OFFSET: usize = 112;
+/// What glibc keeps as the descriptor of a cookie stream (it has none).
+const COOKIE_FILENO: c_int = -2;
+/// fopen creates files readable and writable by everyone, before the umask (POSIX).
+const FOPEN_CREATE_MODE: Mode = 0o666;
+/// Descriptors 0, 1 and 2: the standard streams.
+const STD_FDS: c_int = 3;
 
 fn fileno_offset_ok() -> bool {
     static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -89,6 +96,8 @@ unsafe fn cookie_stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
         seek: Some(ck_seek),
         close: Some(ck_close),
     };
+    // SAFETY: the callbacks match fopencookie's prototypes; the cookie is a plain
+    // number, never dereferenced; `mode` is the caller's string.
     let fp = unsafe { fopencookie(fd as usize as *mut c_void, mode, io) };
     set_fileno(fp, fd);
     fp
@@ -99,7 +108,7 @@ fn set_fileno(fp: *mut libc::FILE, fd: c_int) {
         // SAFETY: fp is a cookie FILE; FILENO_OFFSET was checked against glibc.
         unsafe {
             let p = (fp as *mut u8).add(FILENO_OFFSET) as *mut c_int;
-            if *p == -2 {
+            if *p == COOKIE_FILENO {
                 *p = fd;
             }
         }
@@ -144,7 +153,7 @@ unsafe fn fopen_path(
                 set_errno(libc::EINVAL);
                 return std::ptr::null_mut();
             };
-            match do_open(&t, flags, 0o666) {
+            match do_open(&t, flags, FOPEN_CREATE_MODE) {
                 Ok(fd) => {
                     let fp = unsafe { cookie_stream(fd, mode) };
                     if fp.is_null() {
@@ -218,8 +227,9 @@ unsafe extern "C" fn ck_keep(_c: *mut c_void) -> c_int {
 
 /// Standard streams replaced while descriptor 0, 1 or 2 is a dafs descriptor: the
 /// original FILE (to put back) per descriptor. Only touched with the state lock held.
-struct StdSwap([Option<usize>; 3]);
-static STD_SWAP: std::sync::Mutex<StdSwap> = std::sync::Mutex::new(StdSwap([None; 3]));
+struct StdSwap([Option<usize>; STD_FDS as usize]);
+static STD_SWAP: std::sync::Mutex<StdSwap> =
+    std::sync::Mutex::new(StdSwap([None; STD_FDS as usize]));
 
 /// Keep `stdin`/`stdout`/`stderr` usable when descriptor 0, 1 or 2 is (or stops being)
 /// a dafs descriptor — after an exec that handed one over (`prog < /dafs/in` in a
@@ -229,7 +239,7 @@ static STD_SWAP: std::sync::Mutex<StdSwap> = std::sync::Mutex::new(StdSwap([None
 /// not own the descriptor), and the original stream is put back afterwards.
 fn sync_std_streams() {
     let mut sw = STD_SWAP.lock().unwrap_or_else(|e| e.into_inner());
-    for fd in 0..3 {
+    for fd in 0..STD_FDS {
         let dafs = is_dafs_fd(fd);
         // SAFETY: the standard stream variables of the program (copy-relocated
         // globals, so the program sees the change); streams we created are freed
@@ -260,7 +270,7 @@ fn sync_std_streams() {
                         continue;
                     }
                     set_fileno(fp, fd);
-                    if fd == 2 {
+                    if fd == libc::STDERR_FILENO {
                         libc::setvbuf(fp, std::ptr::null_mut(), libc::_IONBF, 0);
                     }
                     sw.0[fd as usize] = Some(*slot as usize);
@@ -282,7 +292,7 @@ fn sync_std_streams() {
 }
 
 pub(super) fn adopt_std_streams() {
-    if config().mounts.is_empty() || !(0..3).any(is_dafs_fd) {
+    if config().mounts.is_empty() || !(0..STD_FDS).any(is_dafs_fd) {
         return;
     }
     if let Some(_g) = Entered::enter() {
@@ -292,7 +302,7 @@ pub(super) fn adopt_std_streams() {
 
 /// After a descriptor change that may involve 0, 1 or 2.
 pub(super) fn std_changed(fd: c_int) {
-    if (0..3).contains(&fd) {
+    if (0..STD_FDS).contains(&fd) {
         sync_std_streams();
     }
 }

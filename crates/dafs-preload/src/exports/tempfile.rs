@@ -2,10 +2,20 @@
 
 use std::ffi::{c_char, c_int, CStr};
 
-use super::args::{classify, neg, on_path, P};
+use super::args::{classify, neg, on_path, Mode, P};
 use super::open::do_open;
 use crate::real::{ret, set_errno};
 use crate::state::{config, Target};
+
+/// The "XXXXXX" a template ends with (before its suffix), replaced by the name.
+const TEMPLATE_X: &[u8; 6] = b"XXXXXX";
+/// Names tried before giving up with EEXIST: with 62^6 possible names, this many
+/// collisions in a row means the names are not what collides.
+const NAME_ATTEMPTS_MAX: usize = 100;
+/// mkstemp creates the file readable and writable by its owner only (POSIX).
+const MKSTEMP_MODE: Mode = 0o600;
+/// mkdtemp creates the directory for its owner only (POSIX).
+const MKDTEMP_MODE: Mode = 0o700;
 
 /// mkstemp and friends with a template under a prefix: glibc creates the file with an
 /// internal open no interposer sees, so the names are generated here (same alphabet,
@@ -20,42 +30,43 @@ unsafe fn mktemp_dafs(
     // SAFETY: the caller's writable, NUL-terminated template.
     let bytes = unsafe { CStr::from_ptr(tmpl) }.to_bytes().len();
     let suffix = suffix.max(0) as usize;
-    if bytes < 6 + suffix {
+    let xs = TEMPLATE_X.len();
+    if bytes < xs + suffix {
         return Err(libc::EINVAL);
     }
-    let start = bytes - suffix - 6;
+    let start = bytes - suffix - xs;
     // SAFETY: as above.
     let x = unsafe { std::slice::from_raw_parts_mut(tmpl as *mut u8, bytes) };
-    if &x[start..start + 6] != b"XXXXXX" {
+    if &x[start..start + xs] != TEMPLATE_X {
         return Err(libc::EINVAL);
     }
     const ALPHA: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     let vstart = t.vpath.len() - (bytes - start);
-    for _ in 0..100 {
-        let mut r = [0u8; 6];
+    for _ in 0..NAME_ATTEMPTS_MAX {
+        let mut r = [0u8; TEMPLATE_X.len()];
         // SAFETY: getrandom into a local buffer (no blocking flag needed for 6 bytes).
-        if unsafe { libc::getrandom(r.as_mut_ptr().cast(), 6, 0) } != 6 {
+        if unsafe { libc::getrandom(r.as_mut_ptr().cast(), r.len(), 0) } != r.len() as isize {
             return Err(libc::EIO);
         }
-        for (d, b) in x[start..start + 6].iter_mut().zip(r) {
+        for (d, b) in x[start..start + xs].iter_mut().zip(r) {
             *d = ALPHA[b as usize % ALPHA.len()];
         }
         let mut vpath = t.vpath.clone();
         vpath.replace_range(
-            vstart..vstart + 6,
-            std::str::from_utf8(&x[start..start + 6]).unwrap_or("XXXXXX"),
+            vstart..vstart + xs,
+            std::str::from_utf8(&x[start..start + xs]).unwrap_or("XXXXXX"),
         );
         let Some((mount, rel)) = crate::paths::split_mount(&config().mounts, &vpath) else {
             return Err(libc::EINVAL);
         };
         let t2 = Target { mount, rel, vpath };
         let r = if dir {
-            on_path(&t2, |c, p| Ok(c.mkdir(p, 0o700).map(|_| 0)?))
+            on_path(&t2, |c, p| Ok(c.mkdir(p, MKDTEMP_MODE).map(|_| 0)?))
         } else {
             do_open(
                 &t2,
                 libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | (flags & !libc::O_ACCMODE),
-                0o600,
+                MKSTEMP_MODE,
             )
         };
         match r {

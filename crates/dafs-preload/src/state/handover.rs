@@ -19,6 +19,9 @@ const ENTRY_FIELDS: usize = 5;
 pub const FDS_ENV: &str = "DAFS_PRELOAD_FDS";
 /// The virtual working directory a new program starts in.
 pub const CWD_ENV: &str = "DAFS_PRELOAD_CWD";
+/// The `from` of a recorded `close(to)` file action in [`State::exec_fds`]'s `actions`
+/// (the source of a real dup2 is never negative).
+pub const CLOSE_ACTION: c_int = -1;
 
 /// Paths travel hex-encoded: the entry separators may occur in a path.
 fn hex(s: &str) -> String {
@@ -38,7 +41,7 @@ impl State {
     /// The DAFS_PRELOAD_FDS value describing the descriptors an exec keeps
     /// (`fd:kind:flags:offset:hexpath`, comma separated), or None.
     /// `actions`: posix_spawn file actions to apply first, in order: (from, to) is
-    /// dup2(from, to), (-1, fd) is close(fd).
+    /// dup2(from, to), ([`CLOSE_ACTION`], fd) is close(fd).
     pub fn exec_fds(&self, actions: &[(c_int, c_int)]) -> Option<String> {
         let mut v: Vec<String> = Vec::new();
         let mut table: HashMap<c_int, (u64, bool)> =

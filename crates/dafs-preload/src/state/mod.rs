@@ -36,7 +36,7 @@ pub use cwd::CWD;
 pub use dirs::DirStream;
 pub use fdmap::{is_dafs_fd, is_internal_fd, DIRS_OPEN};
 pub use fds::real_close;
-pub use handover::{CWD_ENV, FDS_ENV};
+pub use handover::{CLOSE_ACTION, CWD_ENV, FDS_ENV};
 pub use ofd::{open_options, Kind, Ofd};
 pub use resolve::{resolve, Res, Target};
 pub use vfork::{in_vfork_child, vfork_note, VFORK_USED};
