@@ -31,9 +31,11 @@
 //! - `state`: one process-wide state under one mutex (the client is `Send`, not `Sync`):
 //!   per mount a lazily connected client; descriptors → shared open file descriptions
 //!   (refcounted like the kernel's: `dup` shares the offset); directory streams; the
-//!   virtual working directory.
-//! - `exports`: the `#[no_mangle]` functions (about 150 symbols, including the glibc
-//!   2.36 `64`/`__*_2`/`__xstat` variants real binaries import).
+//!   virtual working directory. One module per concern under `state/`.
+//! - `exports`: the `#[no_mangle]` functions (about 165 symbols, including the glibc
+//!   2.36 `64`/`__*_2`/`__xstat` variants real binaries import), one module per family
+//!   of functions under `exports/`; symbols that differ only in their name or C struct
+//!   type are defined once, by `interpose!`.
 //!
 //! Descriptors handed out are real kernel descriptors: an `O_PATH` open of `/dev/null`
 //! reserves the number (so it never collides with anything the kernel hands out), and

@@ -10,8 +10,6 @@ pub fn sym(name: &'static str) -> usize {
     unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) as usize }
 }
 
-/// A symbol every glibc we support exports is missing: nothing sensible can continue.
-#[cold]
 /// The address of the next definition of `name` (NUL-terminated), looked up once and
 /// kept in `cache`; a libc without it is a fatal configuration error.
 pub fn cached_sym(cache: &std::sync::atomic::AtomicUsize, name: &'static str) -> usize {
@@ -27,6 +25,8 @@ pub fn cached_sym(cache: &std::sync::atomic::AtomicUsize, name: &'static str) ->
     p
 }
 
+/// A symbol every glibc we support exports is missing: nothing sensible can continue.
+#[cold]
 pub fn missing(name: &str) -> ! {
     let msg = format!("dafs-preload: libc has no `{name}`\n");
     // SAFETY: writing a buffer we own to stderr.

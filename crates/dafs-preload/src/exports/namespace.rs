@@ -1,0 +1,343 @@
+//! The namespace: removing, creating, renaming and linking names, symbolic links, and
+//! access checks.
+
+use std::ffi::{c_char, c_int, CStr, CString};
+
+use dafs_client::Error;
+use dafs_proto::types::access_mask;
+use dafs_proto::{FileType, Status};
+
+use super::args::{classify, neg, on_path, resolve_in, Mode, MODE_PERM_BITS, P};
+use crate::real::{ret, ret_ssize, Entered};
+use crate::state::{config, err, is_dafs_fd, with, Target};
+
+#[no_mangle]
+pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
+    unsafe { unlinkat(libc::AT_FDCWD, path, 0) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
+    match unsafe { classify(dirfd, path) } {
+        P::Dafs(t, _g) => ret(on_path(&t, |c, p| {
+            if flags & libc::AT_REMOVEDIR != 0 {
+                c.rmdir(p)?;
+            } else {
+                match c.remove(p) {
+                    Err(Error::Status(Status::IsDir)) | Err(Error::Status(Status::Perm))
+                        if c.lstat(p).map(|a| a.is_dir()).unwrap_or(false) =>
+                    {
+                        return err(libc::EISDIR)
+                    }
+                    r => r?,
+                }
+            }
+            Ok(0)
+        })),
+        P::Err(e) => neg(e),
+        P::Local(p, _k) if dirfd == libc::AT_FDCWD && flags == 0 => {
+            real!(unlink: fn(*const c_char) -> c_int)(p)
+        }
+        P::Local(p, _k) => {
+            real!(unlinkat: fn(c_int, *const c_char, c_int) -> c_int)(dirfd, p, flags)
+        }
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
+    match unsafe { classify(libc::AT_FDCWD, path) } {
+        P::Dafs(t, _g) => ret(on_path(&t, |c, p| Ok(c.rmdir(p).map(|_| 0)?))),
+        P::Err(e) => neg(e),
+        P::Local(p, _k) => real!(rmdir: fn(*const c_char) -> c_int)(p),
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkdir(path: *const c_char, mode: Mode) -> c_int {
+    unsafe { mkdirat(libc::AT_FDCWD, path, mode) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: Mode) -> c_int {
+    match unsafe { classify(dirfd, path) } {
+        P::Dafs(t, _g) => {
+            let um = with(|st| st.umask);
+            ret(on_path(&t, |c, p| {
+                if p == config().mounts[t.mount].base {
+                    return err(libc::EEXIST);
+                }
+                Ok(c.mkdir(p, mode & !um & MODE_PERM_BITS).map(|_| 0)?)
+            }))
+        }
+        P::Err(e) => neg(e),
+        P::Local(p, _k) if dirfd == libc::AT_FDCWD => {
+            real!(mkdir: fn(*const c_char, Mode) -> c_int)(p, mode)
+        }
+        P::Local(p, _k) => real!(mkdirat: fn(c_int, *const c_char, Mode) -> c_int)(dirfd, p, mode),
+    }
+}
+
+/// Two-path operations: both dafs on one mount, both local, or EXDEV.
+enum P2 {
+    Dafs(Target, Target, Entered),
+    Local(*const c_char, *const c_char, Option<CString>, Option<CString>),
+    Err(c_int),
+}
+
+unsafe fn classify2(d1: c_int, p1: *const c_char, d2: c_int, p2: *const c_char) -> P2 {
+    let Some(g) = Entered::enter() else { return P2::Local(p1, p2, None, None) };
+    let a = unsafe { resolve_in(d1, p1) };
+    let b = unsafe { resolve_in(d2, p2) };
+    let local = |r: Result<Option<Target>, Result<CString, c_int>>, p: *const c_char| match r {
+        Err(Ok(abs)) => (abs.as_ptr(), Some(abs)),
+        _ => (p, None),
+    };
+    match (a, b) {
+        (Err(Err(e)), _) | (_, Err(Err(e))) => P2::Err(e),
+        (Ok(Some(x)), Ok(Some(y))) if x.mount == y.mount => P2::Dafs(x, y, g),
+        (a @ (Ok(None) | Err(Ok(_))), b @ (Ok(None) | Err(Ok(_)))) => {
+            let (x, kx) = local(a, p1);
+            let (y, ky) = local(b, p2);
+            P2::Local(x, y, kx, ky)
+        }
+        _ => P2::Err(libc::EXDEV),
+    }
+}
+
+fn do_rename(a: &Target, b: &Target, flags: u32) -> Result<c_int, c_int> {
+    if flags & !libc::RENAME_NOREPLACE != 0 {
+        return Err(libc::EINVAL);
+    }
+    on_path(a, |c, from| {
+        if flags & libc::RENAME_NOREPLACE != 0 && c.lstat(&b.rel).is_ok() {
+            return err(libc::EEXIST);
+        }
+        c.rename(from, &b.rel)?;
+        Ok(0)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
+    match unsafe { classify2(libc::AT_FDCWD, old, libc::AT_FDCWD, new) } {
+        P2::Dafs(a, b, _g) => ret(do_rename(&a, &b, 0)),
+        P2::Err(e) => neg(e),
+        P2::Local(x, y, _a, _b) => real!(rename: fn(*const c_char, *const c_char) -> c_int)(x, y),
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn renameat(
+    od: c_int,
+    old: *const c_char,
+    nd: c_int,
+    new: *const c_char,
+) -> c_int {
+    match unsafe { classify2(od, old, nd, new) } {
+        P2::Dafs(a, b, _g) => ret(do_rename(&a, &b, 0)),
+        P2::Err(e) => neg(e),
+        P2::Local(x, y, _a, _b) => {
+            real!(renameat: fn(c_int, *const c_char, c_int, *const c_char) -> c_int)(od, x, nd, y)
+        }
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn renameat2(
+    od: c_int,
+    old: *const c_char,
+    nd: c_int,
+    new: *const c_char,
+    flags: u32,
+) -> c_int {
+    match unsafe { classify2(od, old, nd, new) } {
+        P2::Dafs(a, b, _g) => ret(do_rename(&a, &b, flags)),
+        P2::Err(e) => neg(e),
+        P2::Local(x, y, _a, _b) => {
+            real!(renameat2: fn(c_int, *const c_char, c_int, *const c_char, u32) -> c_int)(
+                od, x, nd, y, flags,
+            )
+        }
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn link(old: *const c_char, new: *const c_char) -> c_int {
+    match unsafe { classify2(libc::AT_FDCWD, old, libc::AT_FDCWD, new) } {
+        P2::Dafs(a, b, _g) => ret(on_path(&a, |c, p| Ok(c.link(p, &b.rel).map(|_| 0)?))),
+        P2::Err(e) => neg(e),
+        P2::Local(x, y, _a, _b) => real!(link: fn(*const c_char, *const c_char) -> c_int)(x, y),
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn linkat(
+    od: c_int,
+    old: *const c_char,
+    nd: c_int,
+    new: *const c_char,
+    flags: c_int,
+) -> c_int {
+    match unsafe { classify2(od, old, nd, new) } {
+        P2::Dafs(a, b, _g) => ret(on_path(&a, |c, p| Ok(c.link(p, &b.rel).map(|_| 0)?))),
+        P2::Err(e) => neg(e),
+        P2::Local(x, y, _a, _b) => {
+            real!(linkat: fn(c_int, *const c_char, c_int, *const c_char, c_int) -> c_int)(
+                od, x, nd, y, flags,
+            )
+        }
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn symlink(target: *const c_char, path: *const c_char) -> c_int {
+    unsafe { symlinkat(target, libc::AT_FDCWD, path) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn symlinkat(
+    target: *const c_char,
+    dirfd: c_int,
+    path: *const c_char,
+) -> c_int {
+    match unsafe { classify(dirfd, path) } {
+        P::Dafs(t, _g) => {
+            let tg = unsafe { CStr::from_ptr(target) }.to_string_lossy().into_owned();
+            ret(on_path(&t, |c, p| Ok(c.symlink(&tg, p).map(|_| 0)?)))
+        }
+        P::Err(e) => neg(e),
+        P::Local(p, _k) if dirfd == libc::AT_FDCWD => {
+            real!(symlink: fn(*const c_char, *const c_char) -> c_int)(target, p)
+        }
+        P::Local(p, _k) => {
+            real!(symlinkat: fn(*const c_char, c_int, *const c_char) -> c_int)(target, dirfd, p)
+        }
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn readlink(path: *const c_char, buf: *mut c_char, size: usize) -> isize {
+    unsafe { readlinkat(libc::AT_FDCWD, path, buf, size) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn readlinkat(
+    dirfd: c_int,
+    path: *const c_char,
+    buf: *mut c_char,
+    size: usize,
+) -> isize {
+    match unsafe { classify(dirfd, path) } {
+        P::Dafs(t, _g) => ret_ssize(on_path(&t, |c, p| {
+            if c.lstat(p)?.ftype != FileType::Symlink {
+                return err(libc::EINVAL);
+            }
+            let v = c.readlink(p)?;
+            let n = v.len().min(size);
+            // SAFETY: the caller's buffer of `size` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast(), n) };
+            Ok(n)
+        })),
+        P::Err(e) => ret_ssize(Err(e)),
+        P::Local(p, _k)
+            if dirfd == libc::AT_FDCWD
+                && unsafe { CStr::from_ptr(p) }.to_bytes().starts_with(b"/proc/") =>
+        {
+            let target = Entered::enter()
+                .and_then(|_g| proc_fd_target(unsafe { CStr::from_ptr(p) }.to_bytes()));
+            match target {
+                Some(v) => {
+                    let n = v.len().min(size);
+                    // SAFETY: the caller's buffer of `size` bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), buf.cast(), n) };
+                    n as isize
+                }
+                None => {
+                    real!(readlink: fn(*const c_char, *mut c_char, usize) -> isize)(p, buf, size)
+                }
+            }
+        }
+        P::Local(p, _k) if dirfd == libc::AT_FDCWD => {
+            real!(readlink: fn(*const c_char, *mut c_char, usize) -> isize)(p, buf, size)
+        }
+        P::Local(p, _k) => {
+            real!(readlinkat: fn(c_int, *const c_char, *mut c_char, usize) -> isize)(
+                dirfd, p, buf, size,
+            )
+        }
+    }
+}
+
+/// `/proc/self/fd/N` (or `/proc/<own pid>/fd/N`) for a dafs descriptor N names its
+/// virtual path (the kernel would say /dev/null, the placeholder).
+fn proc_fd_target(path: &[u8]) -> Option<String> {
+    let rest = path.strip_prefix(b"/proc/")?;
+    let slash = rest.iter().position(|&b| b == b'/')?;
+    let (who, rest) = rest.split_at(slash);
+    // SAFETY: getpid has no preconditions.
+    if who != b"self"
+        && who != b"thread-self"
+        && who != unsafe { libc::getpid() }.to_string().as_bytes()
+    {
+        return None;
+    }
+    let n: c_int = std::str::from_utf8(rest.strip_prefix(b"/fd/")?).ok()?.parse().ok()?;
+    if !is_dafs_fd(n) {
+        return None;
+    }
+    with(|st| st.ofd_id(n).ok().map(|id| st.ofds[&id].vpath.clone()))
+}
+
+fn do_access(t: &Target, mode: c_int, follow: bool) -> Result<c_int, c_int> {
+    if mode & !(libc::R_OK | libc::W_OK | libc::X_OK) != 0 {
+        return Err(libc::EINVAL);
+    }
+    on_path(t, |c, p| {
+        if follow {
+            c.stat(p)?;
+        } else {
+            c.lstat(p)?;
+        }
+        if mode == libc::F_OK {
+            return Ok(0);
+        }
+        let mut mask = 0;
+        if mode & libc::R_OK != 0 {
+            mask |= access_mask::READ;
+        }
+        if mode & libc::W_OK != 0 {
+            mask |= access_mask::WRITE;
+        }
+        if mode & libc::X_OK != 0 {
+            mask |= access_mask::EXECUTE;
+        }
+        if c.access(p, mask)? & mask == mask {
+            Ok(0)
+        } else {
+            err(libc::EACCES)
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn access(path: *const c_char, mode: c_int) -> c_int {
+    match unsafe { classify(libc::AT_FDCWD, path) } {
+        P::Dafs(t, _g) => ret(do_access(&t, mode, true)),
+        P::Err(e) => neg(e),
+        P::Local(p, _k) => real!(access: fn(*const c_char, c_int) -> c_int)(p, mode),
+    }
+}
+#[no_mangle]
+pub unsafe extern "C" fn faccessat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: c_int,
+    flags: c_int,
+) -> c_int {
+    match unsafe { classify(dirfd, path) } {
+        P::Dafs(t, _g) => ret(do_access(&t, mode, flags & libc::AT_SYMLINK_NOFOLLOW == 0)),
+        P::Err(e) => neg(e),
+        P::Local(p, _k) => {
+            real!(faccessat: fn(c_int, *const c_char, c_int, c_int) -> c_int)(dirfd, p, mode, flags)
+        }
+    }
+}
+interpose! {
+    /// eaccess is glibc's other name for euidaccess.
+    fn euidaccess | eaccess => euidaccess (path: *const c_char, mode: c_int) -> c_int where next {
+        match unsafe { classify(libc::AT_FDCWD, path) } {
+            P::Dafs(t, _g) => ret(do_access(&t, mode, true)),
+            P::Err(e) => neg(e),
+            P::Local(p, _k) => next(p, mode),
+        }
+    }
+}
