@@ -40,7 +40,7 @@ pub struct UmountArgs {
 }
 
 pub fn umount(a: &UmountArgs) -> Result<(), Fail> {
-    dafs_fuse::unmount(&a.mountpoint, a.lazy).map_err(|e| Fail(1, e))
+    dafs_fuse::unmount(&a.mountpoint, a.lazy).map_err(|e| Fail(1, e.to_string()))
 }
 
 pub fn mount(
@@ -50,7 +50,7 @@ pub fn mount(
 ) -> Result<(), Fail> {
     let mut opts = dafs_fuse::MountOptions::default();
     for o in &a.options {
-        opts.parse_list(o).map_err(|e| Fail(2, e))?;
+        opts.parse_list(o).map_err(|e| Fail(2, e.to_string()))?;
     }
     let (target, path) =
         dafs_client::parse_url(&a.url).map_err(|e| Fail(2, format!("{}: {e}", a.url)))?;
@@ -81,7 +81,7 @@ pub fn mount(
             detach_stdio();
         }
     })
-    .map_err(|e| Fail(1, e))
+    .map_err(|e| Fail(1, e.to_string()))
 }
 
 /// Start this same command again without a terminal, wait for it to report the mount

@@ -1,0 +1,86 @@
+//! [`DafsFs`], the FUSE file system over one DAFS session: its state and the helpers
+//! every family of operations uses. The kernel's requests are answered in `ops`
+//! (the `fuser::Filesystem` implementation); what they share lives beside it:
+//! `handles` (an inode's working handle, looked up again when the server says STALE),
+//! `session` (failures and a new session after a server restart), `namespace` (new
+//! objects), `file` (open files and writes), `dir` (paged directory listings) and
+//! `xattr` (extended attributes over named attributes).
+
+mod dir;
+mod file;
+mod handles;
+mod namespace;
+mod ops;
+mod session;
+mod xattr;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use dafs_client::dafs_proto::{Attr, FileHandle};
+use dafs_client::{Client, Error};
+use fuser::ReplyEntry;
+
+use crate::convert::file_attr;
+use crate::inode::{InodeTable, Node};
+use crate::options::MountOptions;
+use dir::OpenDir;
+use file::OpenFile;
+
+/// Largest kernel write (and read) request: the kernel splits larger I/O. 1 MiB keeps
+/// large sequential I/O on the client's direct (RDMA-style) path without making small
+/// writes wait for a huge buffer.
+pub const MAX_IO_BYTES: u32 = 1 << 20;
+
+/// The FUSE file system over one DAFS session.
+pub struct DafsFs {
+    c: Client,
+    ttl: Duration,
+    /// The inodes the kernel knows.
+    inodes: InodeTable,
+    /// Open files by the handle number the kernel was given.
+    opens: HashMap<u64, OpenFile>,
+    /// Open directories by the handle number the kernel was given.
+    dirs: HashMap<u64, OpenDir>,
+    /// The next handle number for an open file or directory (one sequence for both).
+    next_fh: u64,
+    /// Logged once: after the connection is lost every request fails the same way.
+    reported_dead: bool,
+    export: String,
+    /// When a new session was last tried for a dead client (at most once a second).
+    last_recovery: Option<Instant>,
+}
+
+impl DafsFs {
+    /// A file system serving `c`'s export.
+    pub fn new(mut c: Client, opts: &MountOptions) -> Result<DafsFs, Error> {
+        let root = c.root_handle();
+        let attr = c.getattr(root)?;
+        Ok(DafsFs {
+            c,
+            ttl: opts.attr_ttl,
+            inodes: InodeTable::new(root, attr),
+            opens: HashMap::new(),
+            dirs: HashMap::new(),
+            next_fh: 1,
+            reported_dead: false,
+            export: opts.export.clone(),
+            last_recovery: None,
+        })
+    }
+
+    fn node(&self, ino: u64) -> Result<&Node, i32> {
+        self.inodes.get(ino).ok_or(libc::ESTALE)
+    }
+
+    fn entry(&mut self, parent: u64, name: &[u8], fh: FileHandle, attr: Attr, reply: ReplyEntry) {
+        let ino = self.inodes.remember(parent, name, fh, attr);
+        reply.entry(&self.ttl, &file_attr(ino, &attr), 0);
+    }
+
+    fn new_fh(&mut self) -> u64 {
+        let fh = self.next_fh;
+        self.next_fh += 1;
+        fh
+    }
+}

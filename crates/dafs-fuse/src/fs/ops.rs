@@ -1,0 +1,652 @@
+//! The kernel's requests: the `fuser::Filesystem` implementation, one method per FUSE
+//! operation, in families: lookup and attributes, namespace, file I/O, directories,
+//! file system statistics, extended attributes.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use dafs_client::dafs_proto::types::{nattr_flags, setattr_mask};
+use dafs_client::dafs_proto::{FileType as DType, SetAttrs};
+use fuser::{
+    Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+};
+
+use super::dir::OpenDir;
+use super::file::OpenFile;
+use super::xattr::{nattr_name, USER_PREFIX, XATTR_VALUE_MAX_BYTES};
+use super::{DafsFs, MAX_IO_BYTES};
+use crate::convert::{file_attr, is_stale, time_ns, MODE_PERM_BITS};
+
+/// Smallest block size reported by statfs: a server reporting 0 (or less than a
+/// sector) would leave block counts meaningless (or divide by zero).
+const STATFS_BLOCK_BYTES_MIN: u32 = 512;
+
+impl Filesystem for DafsFs {
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
+        if let Err(nearest) = config.set_max_write(MAX_IO_BYTES) {
+            let _ = config.set_max_write(nearest);
+        }
+        let _ = config.set_max_readahead(MAX_IO_BYTES);
+        // Timestamps are nanoseconds end to end.
+        let _ = config.set_time_granularity(Duration::from_nanos(1));
+        Ok(())
+    }
+
+    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let n = name.as_bytes();
+        match self.in_dir(parent, |c, d| c.lookup_at(d, n, false)) {
+            Ok((fh, attr)) => self.entry(parent, n, fh, attr, reply),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
+        self.inodes.forget(ino, nlookup);
+    }
+
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
+        if let Some(of) = fh.and_then(|fh| self.opens.get(&fh)) {
+            let h = of.file.fh;
+            match self.c.getattr(h) {
+                Ok(a) => {
+                    if let Some(n) = self.inodes.get_mut(ino) {
+                        n.attr = a;
+                    }
+                    return reply.attr(&self.ttl, &file_attr(ino, &a));
+                }
+                // Recycled by the server, or deleted: the inode's own handle (looked up
+                // again by name if need be) tells which, below.
+                Err(e) if is_stale(&e) => {}
+                Err(e) => {
+                    let e = self.fail(&e);
+                    return reply.error(e);
+                }
+            }
+        }
+        match self.with_fh(ino, |c, h| c.getattr(h)) {
+            Ok(a) => {
+                if let Some(n) = self.inodes.get_mut(ino) {
+                    n.attr = a;
+                }
+                reply.attr(&self.ttl, &file_attr(ino, &a))
+            }
+            // A file deleted while still open (fstat(2) need not say which open it
+            // comes from): what we last knew, with no links.
+            Err(libc::ESTALE) if self.opens.values().any(|o| o.ino == ino) => {
+                match self.inodes.get(ino) {
+                    Some(n) => {
+                        let mut a = n.attr;
+                        a.nlink = 0;
+                        reply.attr(&Duration::ZERO, &file_attr(ino, &a))
+                    }
+                    None => reply.error(libc::ESTALE),
+                }
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        let mut set = SetAttrs::default();
+        if let Some(m) = mode {
+            set.mask |= setattr_mask::MODE;
+            set.mode = m & MODE_PERM_BITS;
+        }
+        if let Some(u) = uid {
+            set.mask |= setattr_mask::UID;
+            set.uid = u;
+        }
+        if let Some(g) = gid {
+            set.mask |= setattr_mask::GID;
+            set.gid = g;
+        }
+        if let Some(s) = size {
+            set.mask |= setattr_mask::SIZE;
+            set.size = s;
+        }
+        match atime {
+            Some(TimeOrNow::Now) => set.mask |= setattr_mask::ATIME_NOW,
+            Some(TimeOrNow::SpecificTime(t)) => match time_ns(t) {
+                Ok(ns) => {
+                    set.mask |= setattr_mask::ATIME;
+                    set.atime_ns = ns;
+                }
+                Err(e) => return reply.error(e),
+            },
+            None => {}
+        }
+        match mtime {
+            Some(TimeOrNow::Now) => set.mask |= setattr_mask::MTIME_NOW,
+            Some(TimeOrNow::SpecificTime(t)) => match time_ns(t) {
+                Ok(ns) => {
+                    set.mask |= setattr_mask::MTIME;
+                    set.mtime_ns = ns;
+                }
+                Err(e) => return reply.error(e),
+            },
+            None => {}
+        }
+        let r = if set.mask == 0 {
+            // Only ctime (or flags) asked for: nothing DAFS can set; answer the attributes.
+            self.with_fh(ino, |c, h| c.getattr(h))
+        } else {
+            self.do_setattr(ino, fh, set)
+        };
+        match r {
+            Ok(a) => {
+                if let Some(n) = self.inodes.get_mut(ino) {
+                    n.attr = a;
+                }
+                reply.attr(&self.ttl, &file_attr(ino, &a))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+        match self.with_fh(ino, |c, h| c.readlink_handle(h)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // DAFS creates regular files and directories only: device nodes, FIFOs and
+        // sockets have no protocol counterpart.
+        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
+            return reply.error(libc::EPERM);
+        }
+        let n = name.as_bytes();
+        let perm = mode & !umask & MODE_PERM_BITS;
+        match self.in_dir(parent, |c, d| c.create_at(d, n, DType::Regular, perm, true)) {
+            Ok((fh, attr)) => {
+                let attr = self.fix_new(req, parent, fh, attr, Some(perm));
+                self.entry(parent, n, fh, attr, reply)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mkdir(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let n = name.as_bytes();
+        let perm = mode & !umask & MODE_PERM_BITS;
+        match self.in_dir(parent, |c, d| c.create_at(d, n, DType::Directory, perm, true)) {
+            Ok((fh, attr)) => {
+                let attr = self.fix_new(req, parent, fh, attr, Some(perm));
+                self.entry(parent, n, fh, attr, reply)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let n = name.as_bytes();
+        match self.in_dir(parent, |c, d| c.remove_at(d, n)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let n = name.as_bytes();
+        match self.in_dir(parent, |c, d| c.rmdir_at(d, n)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let n = link_name.as_bytes();
+        let t = target.as_os_str().as_bytes();
+        match self.in_dir(parent, |c, d| c.symlink_at(d, n, t)) {
+            Ok((fh, attr)) => {
+                let attr = self.fix_new(req, parent, fh, attr, None);
+                self.entry(parent, n, fh, attr, reply)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rename(
+        &mut self,
+        _req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        // RENAME_NOREPLACE / RENAME_EXCHANGE: DAFS RENAME always replaces, and emulating
+        // either with a lookup first would not be atomic against other clients. EINVAL
+        // is what rename2 callers (mv, cp) take as "not supported here" and fall back.
+        if flags != 0 {
+            return reply.error(libc::EINVAL);
+        }
+        let (from, to) = (name.as_bytes(), newname.as_bytes());
+        let to_dir = match self.dir_fh(newparent) {
+            Ok(h) => h,
+            Err(e) => return reply.error(e),
+        };
+        let r = self.in_dir(parent, |c, d| c.rename_at(d, from, to_dir, to));
+        let r = match r {
+            // The target directory's handle may be the stale one.
+            Err(libc::ESTALE) => match self.refresh(newparent, 0) {
+                Ok(to_dir) => self.in_dir(parent, |c, d| c.rename_at(d, from, to_dir, to)),
+                Err(e) => Err(e),
+            },
+            r => r,
+        };
+        match r {
+            Ok(()) => {
+                // Keep the moved inode's name current (for looking it up again later).
+                self.inodes.renamed(parent, from, newparent, to);
+                reply.ok()
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        newparent: u64,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let n = newname.as_bytes();
+        let dir = match self.dir_fh(newparent) {
+            Ok(h) => h,
+            Err(e) => return reply.error(e),
+        };
+        match self.with_fh(ino, |c, h| c.link_at(h, dir, n)) {
+            Ok(attr) => match self.inodes.get_mut(ino) {
+                // Same object, one more kernel lookup; its existing name stays the one
+                // used to look it up again.
+                Some(node) => {
+                    node.add_lookup();
+                    node.attr = attr;
+                    reply.entry(&self.ttl, &file_attr(ino, &attr), 0)
+                }
+                None => reply.error(libc::ESTALE),
+            },
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        let opts = Self::open_opts(flags);
+        match self.with_fh(ino, |c, h| c.open_handle(h, opts)) {
+            Ok(file) => {
+                let fh = self.new_fh();
+                if let Some(n) = self.inodes.get_mut(ino) {
+                    n.attr = file.attr;
+                }
+                self.opens.insert(
+                    fh,
+                    OpenFile {
+                        file,
+                        append: flags & libc::O_APPEND != 0
+                            && flags & libc::O_ACCMODE != libc::O_RDONLY,
+                        ino,
+                    },
+                );
+                // No FOPEN_KEEP_CACHE: the kernel drops this file's cached pages at every
+                // open, so an open sees what other clients wrote before it (close-to-open).
+                reply.opened(fh, 0)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock: Option<u64>,
+        reply: ReplyData,
+    ) {
+        let Some(of) = self.opens.get(&fh) else { return reply.error(libc::EBADF) };
+        let Ok(off) = u64::try_from(offset) else { return reply.error(libc::EINVAL) };
+        tracing::trace!(fh, offset, len = size, "read");
+        let mut buf = vec![0u8; size as usize];
+        match self.c.pread(&of.file, &mut buf, off) {
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => {
+                let e = self.fail(&e);
+                reply.error(e)
+            }
+        }
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        offset: i64,
+        data: &[u8],
+        _wflags: u32,
+        _flags: i32,
+        _lock: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        tracing::trace!(fh, offset, len = data.len(), "write");
+        match self.do_write(fh, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _lock_owner: u64,
+        reply: ReplyEmpty,
+    ) {
+        // Writes are write-through (each reached the server before write(2) returned),
+        // so close has nothing to send; only report a connection that died meanwhile.
+        if !self.opens.contains_key(&fh) {
+            return reply.error(libc::EBADF);
+        }
+        if self.c.is_dead() {
+            return reply.error(libc::EIO);
+        }
+        reply.ok()
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        _lock: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.opens.remove(&fh) {
+            Some(of) => match self.c.close(of.file) {
+                Ok(()) => reply.ok(),
+                Err(e) => {
+                    let e = self.fail(&e);
+                    reply.error(e)
+                }
+            },
+            None => reply.error(libc::EBADF),
+        }
+    }
+
+    fn fsync(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(of) = self.opens.get(&fh) else { return reply.error(libc::EBADF) };
+        match self.c.fsync(&of.file) {
+            Ok(()) => reply.ok(),
+            Err(e) => {
+                let e = self.fail(&e);
+                reply.error(e)
+            }
+        }
+    }
+
+    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        match self.with_fh(ino, |c, h| c.getattr(h)) {
+            Ok(a) if a.ftype != DType::Directory => reply.error(libc::ENOTDIR),
+            Ok(_) => {
+                let fh = self.new_fh();
+                self.dirs.insert(fh, OpenDir::new());
+                reply.opened(fh, 0)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectory,
+    ) {
+        match self.readdir_inner(ino, fh, offset, &mut reply) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn releasedir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        fh: u64,
+        _flags: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs.remove(&fh);
+        reply.ok()
+    }
+
+    fn fsyncdir(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _fh: u64,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Namespace operations are synchronous on the server (each returned after the
+        // server's file system call did); nothing is buffered here.
+        reply.ok()
+    }
+
+    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        match self.c.statfs() {
+            Ok(s) => {
+                let bs = u64::from(s.block_size.max(STATFS_BLOCK_BYTES_MIN));
+                reply.statfs(
+                    s.total_bytes / bs,
+                    s.free_bytes / bs,
+                    s.avail_bytes / bs,
+                    s.total_files,
+                    s.free_files,
+                    bs as u32,
+                    s.name_max,
+                    bs as u32,
+                )
+            }
+            Err(e) => {
+                let e = self.fail(&e);
+                reply.error(e)
+            }
+        }
+    }
+
+    fn setxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let Some(n) = nattr_name(name) else { return reply.error(libc::ENOTSUP) };
+        if value.len() > XATTR_VALUE_MAX_BYTES {
+            return reply.error(libc::E2BIG);
+        }
+        let mut f = 0;
+        if flags & libc::XATTR_CREATE != 0 {
+            f |= nattr_flags::CREATE;
+        }
+        if flags & libc::XATTR_REPLACE != 0 {
+            f |= nattr_flags::REPLACE;
+        }
+        match self.with_fh(ino, |c, h| c.set_nattr_handle(h, n, value, f)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
+        let Some(n) = nattr_name(name) else {
+            // security.capability is asked for on every write; "none" keeps writes working.
+            return reply.error(if name.as_bytes().starts_with(USER_PREFIX) {
+                libc::ENODATA
+            } else {
+                libc::ENOTSUP
+            });
+        };
+        match self.with_fh(ino, |c, h| c.get_nattr_handle(h, n)) {
+            Ok(v) if size == 0 => reply.size(v.len() as u32),
+            Ok(v) if v.len() > size as usize => reply.error(libc::ERANGE),
+            Ok(v) => reply.data(&v),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        match self.with_fh(ino, |c, h| c.list_nattr_handle(h)) {
+            Ok(names) => {
+                let mut out = Vec::new();
+                for n in names {
+                    out.extend_from_slice(USER_PREFIX);
+                    out.extend_from_slice(&n);
+                    out.push(0);
+                }
+                if size == 0 {
+                    reply.size(out.len() as u32)
+                } else if out.len() > size as usize {
+                    reply.error(libc::ERANGE)
+                } else {
+                    reply.data(&out)
+                }
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        let Some(n) = nattr_name(name) else {
+            return reply.error(if name.as_bytes().starts_with(USER_PREFIX) {
+                libc::ENODATA
+            } else {
+                libc::ENOTSUP
+            });
+        };
+        match self.with_fh(ino, |c, h| c.remove_nattr_handle(h, n)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn access(&mut self, _req: &Request<'_>, ino: u64, _mask: i32, reply: ReplyEmpty) {
+        // With default_permissions the kernel checks mode bits itself and does not ask;
+        // should it ask, the object's existence is what we can vouch for.
+        match self.with_fh(ino, |c, h| c.getattr(h)) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let n = name.as_bytes();
+        let perm = mode & !umask & MODE_PERM_BITS;
+        let opts =
+            Self::open_opts(flags).create(true).exclusive(flags & libc::O_EXCL != 0).mode(perm);
+        // A create may be O_RDONLY (open(O_CREAT|O_RDONLY)); DAFS OPEN with CREATE
+        // needs nothing more than READ, so the access mode stays as asked.
+        match self.in_dir(parent, |c, d| c.open_at(d, n, opts)) {
+            Ok(file) => {
+                let attr = self.fix_new(req, parent, file.fh, file.attr, Some(perm));
+                let ino = self.inodes.remember(parent, n, file.fh, attr);
+                let fh = self.new_fh();
+                self.opens.insert(
+                    fh,
+                    OpenFile {
+                        file,
+                        append: flags & libc::O_APPEND != 0
+                            && flags & libc::O_ACCMODE != libc::O_RDONLY,
+                        ino,
+                    },
+                );
+                reply.created(&self.ttl, &file_attr(ino, &attr), 0, fh, 0)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+}
