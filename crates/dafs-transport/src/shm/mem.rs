@@ -110,9 +110,15 @@ pub fn check_sealed(fd: BorrowedFd, len: usize) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Most descriptors one [`send_with_fds`] passes (a control record carries at most one).
+const SEND_FDS_MAX: usize = 2;
+/// Descriptors one [`recv_with_fds`] has room for: more than one record ever carries, so
+/// nothing a well-behaved peer sends is truncated.
+const RECV_FDS_MAX: usize = 4;
+
 /// Send `bytes` with optional descriptors on a unix stream socket (blocking until sent).
 pub fn send_with_fds(sock: BorrowedFd, bytes: &[u8], fds: &[BorrowedFd]) -> io::Result<()> {
-    let mut space = [0u8; rustix::cmsg_space!(ScmRights(2))];
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(SEND_FDS_MAX))];
     let mut cmsg = SendAncillaryBuffer::new(&mut space);
     if !fds.is_empty() && !cmsg.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -152,7 +158,7 @@ pub fn recv_with_fds(
     buf: &mut [u8],
     fds: &mut Vec<OwnedFd>,
 ) -> io::Result<usize> {
-    let mut space = [0u8; rustix::cmsg_space!(ScmRights(4))];
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(RECV_FDS_MAX))];
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
     loop {
         match rustix::net::recvmsg(
