@@ -63,9 +63,9 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView, PyTuple};
 // ---------------------------------------------------------------------------------------
 
 /// The client behind the `Mutex` in [`PyClient`]: used by one thread at a time, moved
-/// between threads by `allow_threads` (so it must be `Send`, which `Client` is; it need
-/// not be `Sync`). The pointers into registered memory it and its transports hold are
-/// `dafs_transport::MemPtr`s, whose one `unsafe impl Send` carries the argument.
+/// between threads by `allow_threads`, so it must be `Send` (which `Client` is, checked
+/// below) and need not be `Sync`. Nothing here declares `Send` itself: the argument for
+/// pointers into registered memory is made once, at `dafs_transport::MemPtr`.
 struct Conn(Client);
 
 const _: () = {
