@@ -5,39 +5,8 @@
 //! heap reference against the heap, nothing allocates, and there are no loops whose
 //! count comes from the wire except over byte ranges that were already bounds-checked.
 
+pub use crate::error::{BadValue, DecodeError, EncodeError};
 use crate::header::{write_header, Header, RawHeader, HEADER_LEN};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
-    #[error("message shorter than its header says")]
-    Short,
-    #[error("bad magic number")]
-    BadMagic,
-    #[error("unsupported protocol version {0}")]
-    BadVersion(u16),
-    #[error("unknown opcode {0}")]
-    UnknownOpcode(u16),
-    #[error("message of {0} bytes exceeds the maximum")]
-    TooBig(u64),
-    #[error("fixed part too short for the op")]
-    FixedShort,
-    #[error("fixed part longer than the op defines")]
-    Trailing,
-    #[error("heap reference out of bounds")]
-    BadRef,
-    #[error("invalid value: {0}")]
-    BadValue(&'static str),
-    #[error("not a {0}")]
-    WrongDirection(&'static str),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum EncodeError {
-    #[error("message of {len} bytes exceeds the maximum of {max}")]
-    TooBig { len: usize, max: usize },
-    #[error("field too long: {0}")]
-    FieldTooLong(&'static str),
-}
 
 /// Most heap fields one op carries (RENAME has two names; SYMLINK a name and a target).
 const HEAP_FIELDS_MAX: usize = 4;
@@ -167,7 +136,7 @@ impl<'a> Dec<'a> {
         let off = self.u32()? as usize;
         let len = self.u32()? as usize;
         if len > max_len {
-            return Err(DecodeError::BadValue("heap field too long"));
+            return Err(DecodeError::BadValue(BadValue::HeapFieldTooLong));
         }
         let end = off.checked_add(len).ok_or(DecodeError::BadRef)?;
         self.heap.get(off..end).ok_or(DecodeError::BadRef)
@@ -177,7 +146,7 @@ impl<'a> Dec<'a> {
         match self.u32()? {
             0 => Ok(false),
             1 => Ok(true),
-            _ => Err(DecodeError::BadValue("boolean")),
+            _ => Err(DecodeError::BadValue(BadValue::Boolean)),
         }
     }
     /// The op consumed exactly the fixed part.

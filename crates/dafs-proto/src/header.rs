@@ -17,13 +17,30 @@
 //!  44   4 reserved       must be zero
 //! ```
 
-use crate::codec::DecodeError;
+use crate::codec::{BadValue, DecodeError};
 use crate::status::{Opcode, Status};
 
 pub const MAGIC: u32 = 0x5346_4144;
 pub const PROTOCOL_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 48;
 pub const FLAG_REPLY: u32 = 1;
+
+/// Byte offset of each header field (the table above), so the parser, the writer and the
+/// reply cache's request digest agree on one layout.
+pub(crate) mod offset {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 4;
+    pub const OPCODE: usize = 6;
+    pub const FLAGS: usize = 8;
+    pub const STATUS: usize = 12;
+    pub const SESSION_ID: usize = 16;
+    pub const SLOT_ID: usize = 24;
+    pub const SEQUENCE_ID: usize = 28;
+    pub const HIGHEST_SLOT: usize = 32;
+    pub const FIXED_LEN: usize = 36;
+    pub const HEAP_LEN: usize = 40;
+    pub const RESERVED: usize = 44;
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
@@ -92,24 +109,24 @@ impl RawHeader {
         let u16_at = |o: usize| u16::from_le_bytes([buf[o], buf[o + 1]]);
         let u32_at = |o: usize| u32::from_le_bytes(buf[o..o + 4].try_into().unwrap());
         let u64_at = |o: usize| u64::from_le_bytes(buf[o..o + 8].try_into().unwrap());
-        if u32_at(0) != MAGIC {
+        if u32_at(offset::MAGIC) != MAGIC {
             return Err(DecodeError::BadMagic);
         }
-        let flags = u32_at(8);
-        if flags & !FLAG_REPLY != 0 || u32_at(44) != 0 {
-            return Err(DecodeError::BadValue("reserved header bits"));
+        let flags = u32_at(offset::FLAGS);
+        if flags & !FLAG_REPLY != 0 || u32_at(offset::RESERVED) != 0 {
+            return Err(DecodeError::BadValue(BadValue::ReservedHeaderBits));
         }
         Ok(RawHeader {
-            version: u16_at(4),
-            opcode_raw: u16_at(6),
+            version: u16_at(offset::VERSION),
+            opcode_raw: u16_at(offset::OPCODE),
             flags,
-            status_raw: u32_at(12),
-            session_id: u64_at(16),
-            slot_id: u32_at(24),
-            sequence_id: u32_at(28),
-            highest_slot: u32_at(32),
-            fixed_len: u32_at(36),
-            heap_len: u32_at(40),
+            status_raw: u32_at(offset::STATUS),
+            session_id: u64_at(offset::SESSION_ID),
+            slot_id: u32_at(offset::SLOT_ID),
+            sequence_id: u32_at(offset::SEQUENCE_ID),
+            highest_slot: u32_at(offset::HIGHEST_SLOT),
+            fixed_len: u32_at(offset::FIXED_LEN),
+            heap_len: u32_at(offset::HEAP_LEN),
         })
     }
 
@@ -120,10 +137,11 @@ impl RawHeader {
         }
         let opcode = Opcode::from_wire(self.opcode_raw)
             .ok_or(DecodeError::UnknownOpcode(self.opcode_raw))?;
-        let status = Status::from_wire(self.status_raw).ok_or(DecodeError::BadValue("status"))?;
+        let status =
+            Status::from_wire(self.status_raw).ok_or(DecodeError::BadValue(BadValue::Status))?;
         let is_reply = self.flags & FLAG_REPLY != 0;
         if !is_reply && status != Status::Ok {
-            return Err(DecodeError::BadValue("status in request"));
+            return Err(DecodeError::BadValue(BadValue::StatusInRequest));
         }
         Ok(Header {
             opcode,
@@ -140,17 +158,18 @@ impl RawHeader {
 /// Write a header into the first 48 bytes of `out`.
 pub(crate) fn write_header(out: &mut [u8], h: &Header, fixed_len: u32, heap_len: u32) {
     debug_assert!(out.len() >= HEADER_LEN);
-    out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-    out[4..6].copy_from_slice(&PROTOCOL_VERSION.to_le_bytes());
-    out[6..8].copy_from_slice(&h.opcode.to_wire().to_le_bytes());
+    let mut put = |at: usize, bytes: &[u8]| out[at..at + bytes.len()].copy_from_slice(bytes);
+    put(offset::MAGIC, &MAGIC.to_le_bytes());
+    put(offset::VERSION, &PROTOCOL_VERSION.to_le_bytes());
+    put(offset::OPCODE, &h.opcode.to_wire().to_le_bytes());
     let flags = if h.is_reply { FLAG_REPLY } else { 0 };
-    out[8..12].copy_from_slice(&flags.to_le_bytes());
-    out[12..16].copy_from_slice(&h.status.to_wire().to_le_bytes());
-    out[16..24].copy_from_slice(&h.session_id.to_le_bytes());
-    out[24..28].copy_from_slice(&h.slot_id.to_le_bytes());
-    out[28..32].copy_from_slice(&h.sequence_id.to_le_bytes());
-    out[32..36].copy_from_slice(&h.highest_slot.to_le_bytes());
-    out[36..40].copy_from_slice(&fixed_len.to_le_bytes());
-    out[40..44].copy_from_slice(&heap_len.to_le_bytes());
-    out[44..48].copy_from_slice(&0u32.to_le_bytes());
+    put(offset::FLAGS, &flags.to_le_bytes());
+    put(offset::STATUS, &h.status.to_wire().to_le_bytes());
+    put(offset::SESSION_ID, &h.session_id.to_le_bytes());
+    put(offset::SLOT_ID, &h.slot_id.to_le_bytes());
+    put(offset::SEQUENCE_ID, &h.sequence_id.to_le_bytes());
+    put(offset::HIGHEST_SLOT, &h.highest_slot.to_le_bytes());
+    put(offset::FIXED_LEN, &fixed_len.to_le_bytes());
+    put(offset::HEAP_LEN, &heap_len.to_le_bytes());
+    put(offset::RESERVED, &0u32.to_le_bytes());
 }

@@ -12,15 +12,18 @@
 //!
 //! The normative description is `docs/protocol.md`; this crate is its executable form.
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod codec;
+pub mod error;
 pub mod header;
 pub mod ops;
 pub mod session;
 pub mod status;
 pub mod types;
 
-pub use codec::DecodeError;
+pub use error::{BadValue, DecodeError, EncodeError};
 pub use header::{Header, HEADER_LEN, MAGIC, PROTOCOL_VERSION};
 pub use ops::{decode_reply, decode_request, encode_reply, encode_request, Reply, Request};
 pub use status::{Opcode, Status};

@@ -1,7 +1,7 @@
 //! Requests and replies: one variant per op (replies grouped by body shape), with
 //! encode/decode. The byte layout of every fixed part is listed in `docs/protocol.md`.
 
-use crate::codec::{Dec, DecodeError, Enc, EncodeError, Frame};
+use crate::codec::{BadValue, Dec, DecodeError, Enc, EncodeError, Frame};
 use crate::header::Header;
 use crate::limits;
 use crate::status::{Opcode, Status};
@@ -9,6 +9,8 @@ use crate::types::*;
 
 /// Size of nonces and proofs in the authentication exchange.
 pub const NONCE_LEN: usize = 32;
+/// Size of one group id in SET_CRED's packed group list (a little-endian u32).
+pub const GROUP_ID_LEN: usize = std::mem::size_of::<u32>();
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Request<'a> {
@@ -440,7 +442,7 @@ impl Request<'_> {
                 let slots = d.u32()?;
                 let auth = AuthMethod::from_wire(d.u32()?)?;
                 if d.u32()? != 0 {
-                    return Err(DecodeError::BadValue("session flags"));
+                    return Err(DecodeError::BadValue(BadValue::SessionFlags));
                 }
                 let client_id = d.heap(limits::CLIENT_ID_LEN_MAX)?;
                 SessionCreate { max_msg_size, slots, auth, client_id }
@@ -455,9 +457,9 @@ impl Request<'_> {
             Opcode::SetCred => {
                 let uid = d.u32()?;
                 let gid = d.u32()?;
-                let groups = d.heap(limits::CRED_GROUPS_MAX * 4)?;
-                if groups.len() % 4 != 0 {
-                    return Err(DecodeError::BadValue("group list length"));
+                let groups = d.heap(limits::CRED_GROUPS_MAX * GROUP_ID_LEN)?;
+                if !groups.len().is_multiple_of(GROUP_ID_LEN) {
+                    return Err(DecodeError::BadValue(BadValue::GroupListLength));
                 }
                 SetCred { uid, gid, groups }
             }
@@ -473,7 +475,7 @@ impl Request<'_> {
                 let path = d.heap(limits::PATH_LEN_MAX)?;
                 validate_path(path)?;
                 if path.is_empty() {
-                    return Err(DecodeError::BadValue("empty lookup path"));
+                    return Err(DecodeError::BadValue(BadValue::EmptyLookupPath));
                 }
                 Lookup { dir, path, follow }
             }
@@ -487,7 +489,7 @@ impl Request<'_> {
                 let mask = d.u32()?;
                 let _pad = d.u32()?;
                 if mask & !access_mask::ALL != 0 {
-                    return Err(DecodeError::BadValue("access mask"));
+                    return Err(DecodeError::BadValue(BadValue::AccessMask));
                 }
                 Access { fh, mask }
             }
@@ -495,11 +497,11 @@ impl Request<'_> {
                 let dir = FileHandle::dec(d)?;
                 let ftype = FileType::from_wire(d.u32()?)?;
                 if !matches!(ftype, FileType::Regular | FileType::Directory) {
-                    return Err(DecodeError::BadValue("create type"));
+                    return Err(DecodeError::BadValue(BadValue::CreateType));
                 }
                 let mode = d.u32()?;
-                if mode & !0o7777 != 0 {
-                    return Err(DecodeError::BadValue("mode bits"));
+                if mode & !MODE_PERMISSION_BITS != 0 {
+                    return Err(DecodeError::BadValue(BadValue::ModeBits));
                 }
                 let exclusive = d.bool32()?;
                 let _pad = d.u32()?;
@@ -512,21 +514,21 @@ impl Request<'_> {
                 if flags & !open_flags::ALL != 0
                     || flags & (open_flags::READ | open_flags::WRITE) == 0
                 {
-                    return Err(DecodeError::BadValue("open flags"));
+                    return Err(DecodeError::BadValue(BadValue::OpenFlags));
                 }
-                if mode & !0o7777 != 0 {
-                    return Err(DecodeError::BadValue("mode bits"));
+                if mode & !MODE_PERMISSION_BITS != 0 {
+                    return Err(DecodeError::BadValue(BadValue::ModeBits));
                 }
                 let n = d.heap(limits::NAME_LEN_MAX)?;
                 if !n.is_empty() {
                     validate_name(n)?;
                 } else if flags & open_flags::CREATE != 0 {
-                    return Err(DecodeError::BadValue("create without a name"));
+                    return Err(DecodeError::BadValue(BadValue::CreateWithoutName));
                 }
                 if flags & open_flags::UNLINKED != 0
                     && (flags & open_flags::CREATE == 0 || flags & open_flags::WRITE == 0)
                 {
-                    return Err(DecodeError::BadValue("create-unlinked needs CREATE and WRITE"));
+                    return Err(DecodeError::BadValue(BadValue::UnlinkedWithoutCreateWrite));
                 }
                 let key = d.heap(OPEN_KEY_MAX)?;
                 Open { fh, flags, mode, name: n, key }
@@ -552,7 +554,7 @@ impl Request<'_> {
                 let _pad = d.u32()?;
                 let region = RemoteRegion { key: d.u64()?, offset: d.u64()? };
                 if len > limits::DIRECT_LEN_MAX {
-                    return Err(DecodeError::BadValue("direct length"));
+                    return Err(DecodeError::BadValue(BadValue::DirectLength));
                 }
                 ReadDirect { open_id, offset, len, region }
             }
@@ -560,7 +562,7 @@ impl Request<'_> {
                 let (open_id, offset, len, stable) = (d.u64()?, d.u64()?, d.u32()?, d.bool32()?);
                 let region = RemoteRegion { key: d.u64()?, offset: d.u64()? };
                 if len > limits::DIRECT_LEN_MAX {
-                    return Err(DecodeError::BadValue("direct length"));
+                    return Err(DecodeError::BadValue(BadValue::DirectLength));
                 }
                 WriteDirect { open_id, offset, len, stable, region }
             }
@@ -585,7 +587,7 @@ impl Request<'_> {
                 let n = name(d)?;
                 let target = d.heap(limits::PATH_LEN_MAX)?;
                 if target.is_empty() || target.contains(&0) {
-                    return Err(DecodeError::BadValue("symlink target"));
+                    return Err(DecodeError::BadValue(BadValue::SymlinkTarget));
                 }
                 Symlink { dir, name: n, target }
             }
@@ -593,10 +595,10 @@ impl Request<'_> {
             Opcode::BatchIo => {
                 let (open_id, flags, count) = (d.u64()?, d.u32()?, d.u32()?);
                 if flags & !batch_flags::ERRORS_ONLY != 0 {
-                    return Err(DecodeError::BadValue("batch flags"));
+                    return Err(DecodeError::BadValue(BadValue::BatchFlags));
                 }
                 if count == 0 || count > BATCH_MAX {
-                    return Err(DecodeError::BadValue("batch count"));
+                    return Err(DecodeError::BadValue(BadValue::BatchCount));
                 }
                 let ios = d.heap(limits::MSG_SIZE_MAX as usize)?;
                 parse_batch(ios, count, limits::DIRECT_LEN_MAX as u64)?;
@@ -607,10 +609,10 @@ impl Request<'_> {
                 let _pad = d.u32()?;
                 let elements = d.heap(limits::MSG_SIZE_MAX as usize)?;
                 if count == 0 || count as usize > CHAIN_LEN_MAX {
-                    return Err(DecodeError::BadValue("chain length"));
+                    return Err(DecodeError::BadValue(BadValue::ChainLength));
                 }
                 if unpack_messages(elements, CHAIN_LEN_MAX)?.len() != count as usize {
-                    return Err(DecodeError::BadValue("chain count does not match its elements"));
+                    return Err(DecodeError::BadValue(BadValue::ChainCountMismatch));
                 }
                 Chain { count, elements }
             }
@@ -618,7 +620,7 @@ impl Request<'_> {
                 let (open_id, offset, len, hint) = (d.u64()?, d.u64()?, d.u64()?, d.u32()?);
                 let _pad = d.u32()?;
                 if hint > cache_hint::NO_REUSE {
-                    return Err(DecodeError::BadValue("cache hint"));
+                    return Err(DecodeError::BadValue(BadValue::CacheHint));
                 }
                 CacheHint { open_id, offset, len, hint }
             }
@@ -626,7 +628,7 @@ impl Request<'_> {
                 let (fh, offset, len, ltype) = (FileHandle::dec(d)?, d.u64()?, d.u64()?, d.u32()?);
                 let _pad = d.u32()?;
                 if ltype != lock_type::SHARED && ltype != lock_type::EXCLUSIVE {
-                    return Err(DecodeError::BadValue("lock type"));
+                    return Err(DecodeError::BadValue(BadValue::LockType));
                 }
                 if op == Opcode::Lock {
                     Lock { fh, offset, len, ltype }
@@ -652,7 +654,7 @@ impl Request<'_> {
                 if flags & !(nattr_flags::CREATE | nattr_flags::REPLACE) != 0
                     || flags == nattr_flags::CREATE | nattr_flags::REPLACE
                 {
-                    return Err(DecodeError::BadValue("named attribute flags"));
+                    return Err(DecodeError::BadValue(BadValue::NamedAttrFlags));
                 }
                 let name = d.heap(NATTR_NAME_MAX)?;
                 validate_nattr_name(name)?;
@@ -748,7 +750,7 @@ pub enum Reply<'a> {
         results: &'a [u8],
     },
     /// CHAIN: `executed` elements ran; `failed` is the index of the element that
-    /// failed (`u32::MAX` if none); `replies` packs the reply of every executed element.
+    /// failed ([`CHAIN_NONE_FAILED`] if none); `replies` packs the reply of every executed element.
     Chain {
         executed: u32,
         failed: u32,
@@ -971,13 +973,13 @@ impl Reply<'_> {
                 let direct_max = d.u32()?;
                 let batch_max = d.u32()?;
                 if batch_max > BATCH_MAX {
-                    return Err(DecodeError::BadValue("batch maximum"));
+                    return Err(DecodeError::BadValue(BadValue::BatchMax));
                 }
                 let server_nonce = d.array()?;
                 let host_id = d.array()?;
                 let shm_path = d.heap(limits::PATH_LEN_MAX)?;
                 if shm_path.contains(&0) {
-                    return Err(DecodeError::BadValue("shm path contains NUL"));
+                    return Err(DecodeError::BadValue(BadValue::ShmPathNul));
                 }
                 Reply::SessionCreate {
                     max_msg_size,
@@ -996,7 +998,7 @@ impl Reply<'_> {
                 let slots = d.u32()?;
                 let target_highest = d.u32()?;
                 if slots == 0 || slots > limits::SLOTS_MAX || target_highest >= slots {
-                    return Err(DecodeError::BadValue("bound session slots"));
+                    return Err(DecodeError::BadValue(BadValue::BoundSessionSlots));
                 }
                 Reply::SessionBind {
                     slots,
@@ -1011,7 +1013,7 @@ impl Reply<'_> {
                 let granted = d.u32()?;
                 let _pad = d.u32()?;
                 if granted & !access_mask::ALL != 0 {
-                    return Err(DecodeError::BadValue("access mask"));
+                    return Err(DecodeError::BadValue(BadValue::AccessMask));
                 }
                 Reply::Access { granted }
             }
@@ -1029,7 +1031,7 @@ impl Reply<'_> {
                 let eof = d.bool32()?;
                 let count = d.u32()?;
                 if count > limits::READDIR_ENTRIES_MAX {
-                    return Err(DecodeError::BadValue("readdir count"));
+                    return Err(DecodeError::BadValue(BadValue::ReaddirCount));
                 }
                 let entries = d.heap(limits::MSG_SIZE_MAX as usize)?;
                 // Validate the whole list now so users of the reply never see a bad entry.
@@ -1039,7 +1041,7 @@ impl Reply<'_> {
                     n += 1;
                 }
                 if n != count {
-                    return Err(DecodeError::BadValue("readdir count does not match entries"));
+                    return Err(DecodeError::BadValue(BadValue::ReaddirCountMismatch));
                 }
                 Reply::ReadDir { eof, count, entries }
             }
@@ -1049,7 +1051,7 @@ impl Reply<'_> {
                 let _pad = d.u32()?;
                 let results = d.heap(BATCH_MAX as usize * BatchResult::WIRE_LEN)?;
                 if BatchResult::parse_all(results)?.len() != count as usize {
-                    return Err(DecodeError::BadValue("batch result count"));
+                    return Err(DecodeError::BadValue(BadValue::BatchResultCount));
                 }
                 Reply::Batch { count, results }
             }
@@ -1059,10 +1061,10 @@ impl Reply<'_> {
                 if executed as usize > CHAIN_LEN_MAX
                     || unpack_messages(replies, CHAIN_LEN_MAX)?.len() != executed as usize
                 {
-                    return Err(DecodeError::BadValue("chain replies do not match"));
+                    return Err(DecodeError::BadValue(BadValue::ChainRepliesMismatch));
                 }
-                if failed != u32::MAX && failed + 1 != executed {
-                    return Err(DecodeError::BadValue("chain failure index"));
+                if failed != CHAIN_NONE_FAILED && failed + 1 != executed {
+                    return Err(DecodeError::BadValue(BadValue::ChainFailureIndex));
                 }
                 Reply::Chain { executed, failed, replies }
             }
@@ -1131,7 +1133,7 @@ pub fn decode_request(
     let frame = Frame::split(buf, max_len).map_err(|e| (None, e))?;
     let h = frame.raw.validate().map_err(|e| (None, e))?;
     if h.is_reply {
-        return Err((None, DecodeError::WrongDirection("request")));
+        return Err((None, DecodeError::NotARequest));
     }
     let mut d = Dec::new(frame.fixed, frame.heap);
     let req = Request::dec(h.opcode, &mut d).map_err(|e| (Some(h), e))?;
@@ -1146,7 +1148,7 @@ pub fn decode_reply(buf: &[u8], max_len: usize) -> Result<(Header, Reply<'_>), D
     let frame = Frame::split(buf, max_len)?;
     let h = frame.raw.validate()?;
     if !h.is_reply {
-        return Err(DecodeError::WrongDirection("reply"));
+        return Err(DecodeError::NotAReply);
     }
     if h.status != Status::Ok {
         if !frame.fixed.is_empty() || !frame.heap.is_empty() {
@@ -1155,7 +1157,7 @@ pub fn decode_reply(buf: &[u8], max_len: usize) -> Result<(Header, Reply<'_>), D
         return Ok((h, Reply::Error(h.status)));
     }
     if h.opcode.is_reserved() {
-        return Err(DecodeError::BadValue("success reply to a reserved op"));
+        return Err(DecodeError::BadValue(BadValue::SuccessReplyToReservedOp));
     }
     let mut d = Dec::new(frame.fixed, frame.heap);
     let r = Reply::dec(h.opcode, &mut d)?;

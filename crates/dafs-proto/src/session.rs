@@ -132,7 +132,7 @@ impl ServerSlots {
 /// body (the fixed part and the start of the heap): cheap on the data path, and enough
 /// to tell different requests apart in practice. `msg` is the whole request message.
 pub fn request_digest(msg: &[u8]) -> u64 {
-    use crate::header::HEADER_LEN;
+    use crate::header::{offset, HEADER_LEN};
     // Word-at-a-time multiply-rotate mixing (FxHash-like): ~40 multiplies for a full
     // span, so the data path does not notice it. Not a cryptographic hash: it tells a
     // client's mistakes apart, it does not defend against forgery (the session's
@@ -143,8 +143,10 @@ pub fn request_digest(msg: &[u8]) -> u64 {
     let body: &[u8] = if msg.len() < HEADER_LEN {
         msg
     } else {
-        mix(u16::from_le_bytes([msg[6], msg[7]]) as u64); // opcode
-        mix(u64::from_le_bytes(msg[36..44].try_into().unwrap())); // fixed and heap lengths
+        let at = |o: usize| u64::from_le_bytes(msg[o..o + 8].try_into().unwrap());
+        mix(u16::from_le_bytes([msg[offset::OPCODE], msg[offset::OPCODE + 1]]) as u64);
+        // FIXED_LEN and HEAP_LEN are adjacent u32s: both lengths in one word.
+        mix(at(offset::FIXED_LEN));
         &msg[HEADER_LEN..]
     };
     let span = &body[..body.len().min(DIGEST_SPAN)];
@@ -158,6 +160,9 @@ pub fn request_digest(msg: &[u8]) -> u64 {
     mix(u64::from_le_bytes(tail) ^ ((rest.len() as u64) << 56));
     h
 }
+
+// `request_digest` reads both lengths as one word.
+const _: () = assert!(crate::header::offset::HEAP_LEN == crate::header::offset::FIXED_LEN + 4);
 
 /// Body bytes covered by [`request_digest`].
 pub const DIGEST_SPAN: usize = 256;

@@ -1,6 +1,6 @@
 //! Value types that appear inside op bodies.
 
-use crate::codec::{Dec, DecodeError, Enc};
+use crate::codec::{BadValue, Dec, DecodeError, Enc};
 use crate::limits;
 
 /// An opaque, fixed-size file handle. Only the server that issued it interprets it;
@@ -50,12 +50,12 @@ impl FileType {
             5 => FileType::BlockDevice,
             6 => FileType::Fifo,
             7 => FileType::Socket,
-            _ => return Err(DecodeError::BadValue("file type")),
+            _ => return Err(DecodeError::BadValue(BadValue::FileType)),
         })
     }
     /// From the `S_IFMT` bits of a POSIX mode.
     pub fn from_mode(mode: u32) -> Self {
-        match mode & 0o170000 {
+        match mode & S_IFMT {
             0o040000 => FileType::Directory,
             0o120000 => FileType::Symlink,
             0o020000 => FileType::CharDevice,
@@ -78,6 +78,13 @@ impl FileType {
         }
     }
 }
+
+/// The file-type bits of a POSIX mode (`S_IFMT`).
+const S_IFMT: u32 = 0o170000;
+
+/// The permission bits of a POSIX mode (including set-uid, set-gid and sticky): the only
+/// mode bits the protocol carries, since the type travels separately.
+pub const MODE_PERMISSION_BITS: u32 = 0o7777;
 
 /// File attributes (88 bytes on the wire). Times are nanoseconds since the Unix epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,8 +127,8 @@ impl Attr {
     pub(crate) fn dec(d: &mut Dec) -> Result<Self, DecodeError> {
         let ftype = FileType::from_wire(d.u32()?)?;
         let mode = d.u32()?;
-        if mode & !0o7777 != 0 {
-            return Err(DecodeError::BadValue("mode bits"));
+        if mode & !MODE_PERMISSION_BITS != 0 {
+            return Err(DecodeError::BadValue(BadValue::ModeBits));
         }
         let a = Attr {
             ftype,
@@ -195,15 +202,15 @@ impl SetAttrs {
         };
         use setattr_mask::*;
         if s.mask & !ALL != 0 {
-            return Err(DecodeError::BadValue("setattr mask"));
+            return Err(DecodeError::BadValue(BadValue::SetAttrMask));
         }
         if s.mask & ATIME != 0 && s.mask & ATIME_NOW != 0
             || s.mask & MTIME != 0 && s.mask & MTIME_NOW != 0
         {
-            return Err(DecodeError::BadValue("setattr time and time-now both set"));
+            return Err(DecodeError::BadValue(BadValue::SetAttrTimeAndNow));
         }
-        if s.mask & MODE != 0 && s.mode & !0o7777 != 0 {
-            return Err(DecodeError::BadValue("mode bits"));
+        if s.mask & MODE != 0 && s.mode & !MODE_PERMISSION_BITS != 0 {
+            return Err(DecodeError::BadValue(BadValue::ModeBits));
         }
         Ok(s)
     }
@@ -274,6 +281,8 @@ pub const NATTR_VALUE_MAX: usize = 64 * 1024;
 pub const OPEN_KEY_MAX: usize = 64;
 /// Most elements of one chain.
 pub const CHAIN_LEN_MAX: usize = 16;
+/// A CHAIN reply's `failed` index when no element failed.
+pub const CHAIN_NONE_FAILED: u32 = u32::MAX;
 /// Most I/Os one BATCH_IO may carry, whatever the server negotiates.
 pub const BATCH_MAX: u32 = 256;
 /// Most file or memory segments of one batched I/O.
@@ -314,7 +323,7 @@ impl AuthMethod {
         match v {
             0 => Ok(AuthMethod::None),
             1 => Ok(AuthMethod::HmacSha256),
-            _ => Err(DecodeError::BadValue("auth method")),
+            _ => Err(DecodeError::BadValue(BadValue::AuthMethod)),
         }
     }
 }
@@ -334,13 +343,13 @@ pub struct FsStat {
 /// Check a single path component: 1..=255 bytes, no `/`, no NUL, not `.` or `..`.
 pub fn validate_name(name: &[u8]) -> Result<(), DecodeError> {
     if name.is_empty() || name.len() > limits::NAME_LEN_MAX {
-        return Err(DecodeError::BadValue("name length"));
+        return Err(DecodeError::BadValue(BadValue::NameLength));
     }
     if name == b"." || name == b".." {
-        return Err(DecodeError::BadValue("name is . or .."));
+        return Err(DecodeError::BadValue(BadValue::NameDotOrDotDot));
     }
     if name.iter().any(|&b| b == b'/' || b == 0) {
-        return Err(DecodeError::BadValue("name contains / or NUL"));
+        return Err(DecodeError::BadValue(BadValue::NameSlashOrNul));
     }
     Ok(())
 }
@@ -350,21 +359,25 @@ pub fn validate_name(name: &[u8]) -> Result<(), DecodeError> {
 /// directory and refuses any resolution that would leave the export.
 pub fn validate_path(path: &[u8]) -> Result<(), DecodeError> {
     if path.len() > limits::PATH_LEN_MAX {
-        return Err(DecodeError::BadValue("path length"));
+        return Err(DecodeError::BadValue(BadValue::PathLength));
     }
     if path.first() == Some(&b'/') {
-        return Err(DecodeError::BadValue("absolute path"));
+        return Err(DecodeError::BadValue(BadValue::AbsolutePath));
     }
     if path.contains(&0) {
-        return Err(DecodeError::BadValue("path contains NUL"));
+        return Err(DecodeError::BadValue(BadValue::PathNul));
     }
     for comp in path.split(|&b| b == b'/') {
         if comp.len() > limits::NAME_LEN_MAX {
-            return Err(DecodeError::BadValue("path component length"));
+            return Err(DecodeError::BadValue(BadValue::PathComponentLength));
         }
     }
     Ok(())
 }
+
+/// Packed lists (READDIR entries, chain elements) keep every item 8-byte aligned, so the
+/// fixed-size fields of each item can be read as aligned words.
+const WIRE_ALIGN: usize = 8;
 
 /// One READDIR entry. On the wire (in the reply heap), each entry is
 /// `cookie u64, fileid u64, ftype u32, name_len u32, name bytes`, padded to 8 bytes.
@@ -381,7 +394,7 @@ impl DirEntry<'_> {
     pub const FIXED_LEN: usize = 24;
     /// Bytes this entry occupies in the packed list.
     pub fn wire_len(name_len: usize) -> usize {
-        (Self::FIXED_LEN + name_len + 7) & !7
+        (Self::FIXED_LEN + name_len).next_multiple_of(WIRE_ALIGN)
     }
     /// Append to a packed entry list.
     pub fn pack(&self, out: &mut Vec<u8>) {
@@ -423,9 +436,10 @@ impl<'a> Iterator for DirEntries<'a> {
             let ftype = FileType::from_wire(u32::from_le_bytes(b[16..20].try_into().unwrap()))?;
             let name_len = u32::from_le_bytes(b[20..24].try_into().unwrap()) as usize;
             if name_len > limits::NAME_LEN_MAX {
-                return Err(DecodeError::BadValue("dir entry name length"));
+                return Err(DecodeError::BadValue(BadValue::DirEntryNameLength));
             }
-            let name = b.get(24..24 + name_len).ok_or(DecodeError::BadRef)?;
+            let name = b.get(DirEntry::FIXED_LEN..DirEntry::FIXED_LEN + name_len);
+            let name = name.ok_or(DecodeError::BadRef)?;
             validate_name(name)?;
             let step = DirEntry::wire_len(name_len).min(b.len());
             Ok((DirEntry { cookie, fileid, ftype, name }, step))
@@ -455,12 +469,22 @@ pub struct BatchIo {
     pub mem: Vec<(RemoteRegion, u64)>,
 }
 
+/// Packed batch layout (see [`BatchIo`]): per I/O a header, then file segments, then
+/// memory segments.
+const BATCH_IO_HEADER_LEN: usize = 16;
+const BATCH_FILE_SEGMENT_LEN: usize = 16;
+const BATCH_MEM_SEGMENT_LEN: usize = 24;
+/// The `kind` of a packed batched I/O.
+const BATCH_KIND_READ: u32 = 1;
+const BATCH_KIND_WRITE: u32 = 2;
+
 impl BatchIo {
     pub fn total(&self) -> u64 {
         self.file.iter().map(|s| s.1).sum()
     }
     pub fn pack(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(if self.write { 2u32 } else { 1u32 }).to_le_bytes());
+        let kind = if self.write { BATCH_KIND_WRITE } else { BATCH_KIND_READ };
+        out.extend_from_slice(&kind.to_le_bytes());
         out.extend_from_slice(&(self.file.len() as u32).to_le_bytes());
         out.extend_from_slice(&(self.mem.len() as u32).to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
@@ -483,43 +507,42 @@ pub fn parse_batch(mut b: &[u8], count: u32, io_len_max: u64) -> Result<Vec<Batc
     let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
     let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
     for _ in 0..count {
-        if b.len() < 16 {
+        if b.len() < BATCH_IO_HEADER_LEN {
             return Err(DecodeError::BadRef);
         }
         let write = match u32_at(b, 0) {
-            1 => false,
-            2 => true,
-            _ => return Err(DecodeError::BadValue("batch I/O kind")),
+            BATCH_KIND_READ => false,
+            BATCH_KIND_WRITE => true,
+            _ => return Err(DecodeError::BadValue(BadValue::BatchIoKind)),
         };
         let (nf, nm) = (u32_at(b, 4) as usize, u32_at(b, 8) as usize);
         if nf == 0 || nm == 0 || nf > BATCH_SEGMENTS_MAX || nm > BATCH_SEGMENTS_MAX {
-            return Err(DecodeError::BadValue("batch segment count"));
+            return Err(DecodeError::BadValue(BadValue::BatchSegmentCount));
         }
-        let need = 16 + nf * 16 + nm * 24;
+        let mem_start = BATCH_IO_HEADER_LEN + nf * BATCH_FILE_SEGMENT_LEN;
+        let need = mem_start + nm * BATCH_MEM_SEGMENT_LEN;
         if b.len() < need {
             return Err(DecodeError::BadRef);
         }
         let mut io = BatchIo { write, file: Vec::with_capacity(nf), mem: Vec::with_capacity(nm) };
         let (mut ft, mut mt) = (0u64, 0u64);
         for i in 0..nf {
-            let o = 16 + i * 16;
+            let o = BATCH_IO_HEADER_LEN + i * BATCH_FILE_SEGMENT_LEN;
             let (off, len) = (u64_at(b, o), u64_at(b, o + 8));
             off.checked_add(len)
                 .filter(|e| *e <= i64::MAX as u64)
-                .ok_or(DecodeError::BadValue("batch file range"))?;
-            ft = ft.checked_add(len).ok_or(DecodeError::BadValue("batch length"))?;
+                .ok_or(DecodeError::BadValue(BadValue::BatchFileRange))?;
+            ft = ft.checked_add(len).ok_or(DecodeError::BadValue(BadValue::BatchLength))?;
             io.file.push((off, len));
         }
         for i in 0..nm {
-            let o = 16 + nf * 16 + i * 24;
+            let o = mem_start + i * BATCH_MEM_SEGMENT_LEN;
             let (key, off, len) = (u64_at(b, o), u64_at(b, o + 8), u64_at(b, o + 16));
-            mt = mt.checked_add(len).ok_or(DecodeError::BadValue("batch length"))?;
+            mt = mt.checked_add(len).ok_or(DecodeError::BadValue(BadValue::BatchLength))?;
             io.mem.push((RemoteRegion { key, offset: off }, len));
         }
         if ft != mt || ft > io_len_max {
-            return Err(DecodeError::BadValue(
-                "batch file and memory lengths differ or exceed the maximum",
-            ));
+            return Err(DecodeError::BadValue(BadValue::BatchLengthsMismatch));
         }
         out.push(io);
         b = &b[need..];
@@ -547,7 +570,7 @@ impl BatchResult {
     }
     pub fn parse_all(b: &[u8]) -> Result<Vec<BatchResult>, DecodeError> {
         if !b.len().is_multiple_of(Self::WIRE_LEN) {
-            return Err(DecodeError::BadValue("batch results length"));
+            return Err(DecodeError::BadValue(BadValue::BatchResultsLength));
         }
         b.chunks_exact(Self::WIRE_LEN)
             .map(|c| {
@@ -556,7 +579,7 @@ impl BatchResult {
                     status: crate::Status::from_wire(u32::from_le_bytes(
                         c[4..8].try_into().unwrap(),
                     ))
-                    .ok_or(DecodeError::BadValue("status"))?,
+                    .ok_or(DecodeError::BadValue(BadValue::Status))?,
                     count: u64::from_le_bytes(c[8..16].try_into().unwrap()),
                 })
             })
@@ -564,13 +587,16 @@ impl BatchResult {
     }
 }
 
+/// Bytes before each packed message: `len u32, pad u32`.
+const PACKED_MSG_HEADER_LEN: usize = 8;
+
 /// Pack messages one after another: `len u32, pad u32, bytes` padded to 8 (chains).
 pub fn pack_messages<'a>(msgs: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<u8>) {
     for m in msgs {
         out.extend_from_slice(&(m.len() as u32).to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
         out.extend_from_slice(m);
-        out.resize(out.len() + ((8 - m.len() % 8) % 8), 0);
+        out.resize(out.len() + (m.len().next_multiple_of(WIRE_ALIGN) - m.len()), 0);
     }
 }
 
@@ -579,16 +605,16 @@ pub fn unpack_messages(mut b: &[u8], max: usize) -> Result<Vec<&[u8]>, DecodeErr
     let mut out = Vec::new();
     while !b.is_empty() {
         if out.len() == max {
-            return Err(DecodeError::BadValue("too many packed messages"));
+            return Err(DecodeError::BadValue(BadValue::TooManyPackedMessages));
         }
-        if b.len() < 8 {
+        if b.len() < PACKED_MSG_HEADER_LEN {
             return Err(DecodeError::BadRef);
         }
         let len = u32::from_le_bytes(b[0..4].try_into().unwrap()) as usize;
-        let padded = len.checked_add(7).ok_or(DecodeError::BadRef)? & !7;
-        let m = b.get(8..8 + len).ok_or(DecodeError::BadRef)?;
-        out.push(m);
-        b = b.get(8 + padded..).unwrap_or(&[]);
+        let padded = len.checked_next_multiple_of(WIRE_ALIGN).ok_or(DecodeError::BadRef)?;
+        let m = b.get(PACKED_MSG_HEADER_LEN..PACKED_MSG_HEADER_LEN + len);
+        out.push(m.ok_or(DecodeError::BadRef)?);
+        b = b.get(PACKED_MSG_HEADER_LEN + padded..).unwrap_or(&[]);
     }
     Ok(out)
 }
@@ -597,7 +623,7 @@ pub fn unpack_messages(mut b: &[u8], max: usize) -> Result<Vec<&[u8]>, DecodeErr
 /// (0x21..=0x7e).
 pub fn validate_nattr_name(n: &[u8]) -> Result<(), DecodeError> {
     if n.is_empty() || n.len() > NATTR_NAME_MAX || n.iter().any(|&c| !(0x21..0x7f).contains(&c)) {
-        return Err(DecodeError::BadValue("named attribute name"));
+        return Err(DecodeError::BadValue(BadValue::NamedAttrName));
     }
     Ok(())
 }

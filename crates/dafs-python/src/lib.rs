@@ -7,8 +7,8 @@
 //!
 //! # Threads, the GIL and the client lock
 //!
-//! `dafs_client::Client` is not `Sync` (and, formally, not `Send`; see [`Conn`]). It
-//! lives in a `Mutex` inside `_Client`. Blocking calls (connect, open, pread, pwrite,
+//! `dafs_client::Client` is `Send` but not `Sync`. It lives in a `Mutex` inside
+//! `_Client`. Blocking calls (connect, open, pread, pwrite,
 //! metadata, waiting for completions) release the GIL and take the lock inside
 //! `allow_threads`; short non-blocking calls (submit, poll, region access) take the lock
 //! with the GIL held. Rules that keep this deadlock-free:
@@ -51,7 +51,7 @@ use dafs_client::dafs_proto::{Attr, SetAttrs, Status};
 use dafs_client::{
     CgId, Client, ClientConfig, Completion, Error, IoBuf, OpenOptions, Provider, RegionId,
 };
-use dafs_transport::TransportError;
+use dafs_transport::{MemPtr, TransportError};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyConnectionError, PyOSError, PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -62,41 +62,18 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView, PyTuple};
 // The client, made movable between threads
 // ---------------------------------------------------------------------------------------
 
-/// A `Client` that may move between threads (it is only ever used by one at a time: it
-/// sits behind the `Mutex` in [`PyClient`]).
+/// The client behind the `Mutex` in [`PyClient`]: used by one thread at a time, moved
+/// between threads by `allow_threads`, so it must be `Send` (which `Client` is, checked
+/// below) and need not be `Sync`. Nothing here declares `Send` itself: the argument for
+/// pointers into registered memory is made once, at `dafs_transport::MemPtr`.
 struct Conn(Client);
 
-// SAFETY: `Client` is `!Send` only because (1) it holds a `Box<dyn ClientTransport>` and
-// the trait has no `Send` bound, and (2) it and the TCP transport hold raw pointers to
-// registered memory (the client's region table; `TcpClient`'s registry and the
-// `ClientRecv::Put` placement cursor). A `Conn` is only made by `Client::connect`, whose
-// transport is a `TcpClient` or a `ShmClient`. `ShmClient` is `Send` (checked at compile
-// time below). Every raw pointer names process-wide memory that is not tied to a thread
-// — the transport's own allocations, or Python buffers kept exported by the `Region`
-// objects that registered them — exactly the case `dafs-transport` already declares
-// `Send` for its output queue (`unsafe impl Send for Out`). Neither the client nor the
-// transports use thread-locals, `Rc` or thread-affine OS resources (sockets, memfds and
-// mappings are process-wide). `Client` is not `Sync` and never needs to be: every access
-// goes through the mutex in `PyClient`, so one thread at a time.
-unsafe impl Send for Conn {}
-
-#[allow(dead_code)]
-fn _shm_transport_is_send() {
-    fn is_send<T: Send>() {}
+const _: () = {
+    const fn is_send<T: Send>() {}
+    is_send::<Conn>();
     is_send::<dafs_transport::shm::ShmClient>();
-}
-
-/// A raw pointer moved into an `allow_threads` closure (see the SAFETY notes at the uses).
-#[derive(Clone, Copy)]
-struct SendPtr(*mut u8);
-// SAFETY: only a pointer value; the memory it names is kept alive by an exported buffer
-// for as long as the closure runs.
-unsafe impl Send for SendPtr {}
-impl SendPtr {
-    fn get(self) -> *mut u8 {
-        self.0
-    }
-}
+    is_send::<dafs_transport::tcp::TcpClient>();
+};
 
 struct Inner {
     c: Conn,
@@ -210,6 +187,18 @@ fn byte_buffer(obj: &Bound<'_, PyAny>, writable: bool, what: &str) -> PyResult<P
         return Err(PyBufferError::new_err(format!("{what}: the buffer must be C-contiguous")));
     }
     Ok(buf)
+}
+
+/// The memory of an exported buffer, as a [`MemPtr`]: a pointer that may move into an
+/// `allow_threads` closure. Valid while the `PyBuffer` is held (see the SAFETY notes at
+/// the uses).
+fn buffer_mem(pb: &PyBuffer<u8>) -> PyResult<MemPtr> {
+    let len = pb.len_bytes();
+    match MemPtr::new(pb.buf_ptr() as *mut u8, len) {
+        Some(m) => Ok(m),
+        None if len == 0 => Ok(MemPtr::empty()),
+        None => Err(PyBufferError::new_err("the buffer exports no memory")),
+    }
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -703,12 +692,12 @@ impl PyClient {
         if len == 0 {
             return Ok(0);
         }
-        let ptr = SendPtr(pb.buf_ptr() as *mut u8);
+        let mem = buffer_mem(&pb)?;
         let r = self.run_nogil(py, move |inner| {
             let f = inner.files.get(&fid).ok_or_else(bad_fid)?;
             // SAFETY: `pb` keeps the buffer exported (alive, not resizable) until after
             // this closure returns; it is writable, C-contiguous and `len` bytes long.
-            let s = unsafe { std::slice::from_raw_parts_mut(ptr.get(), len) };
+            let s = unsafe { mem.as_mut_slice() };
             inner.c.0.pread(f, s, offset)
         })?;
         drop(pb);
@@ -728,11 +717,11 @@ impl PyClient {
         if len == 0 {
             return Ok(0);
         }
-        let ptr = SendPtr(pb.buf_ptr() as *mut u8);
+        let mem = buffer_mem(&pb)?;
         let r = self.run_nogil(py, move |inner| {
             let f = inner.files.get(&fid).ok_or_else(bad_fid)?;
             // SAFETY: `pb` keeps the buffer exported until after this closure returns.
-            let s = unsafe { std::slice::from_raw_parts(ptr.get() as *const u8, len) };
+            let s = unsafe { mem.as_slice() };
             inner.c.0.pwrite(f, s, offset)
         })?;
         drop(pb);
@@ -745,12 +734,11 @@ impl PyClient {
     /// atomic on its own.
     fn append(&self, py: Python<'_>, fid: u64, data: &Bound<'_, PyAny>) -> PyResult<u64> {
         let pb = byte_buffer(data, false, "write()")?;
-        let len = pb.len_bytes();
-        let ptr = SendPtr(pb.buf_ptr() as *mut u8);
+        let mem = buffer_mem(&pb)?;
         let r = self.run_nogil(py, move |inner| {
             let f = inner.files.get(&fid).ok_or_else(bad_fid)?;
             // SAFETY: `pb` keeps the buffer exported until after this closure returns.
-            let s = unsafe { std::slice::from_raw_parts(ptr.get() as *const u8, len) };
+            let s = unsafe { mem.as_slice() };
             let max = inner.c.0.max_io_size();
             let mut first = None;
             for piece in s.chunks(max.max(1)) {

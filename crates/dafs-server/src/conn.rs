@@ -987,7 +987,7 @@ impl Conn {
                 let fd = of.fd.as_fd();
                 let n = self
                     .t
-                    .put(region, len as usize, &mut |buf| fsops::pread_full(fd, buf, offset))
+                    .put(region, len as usize, &mut |dst| dst.pread_from(fd, offset))
                     .map_err(placement_status)?;
                 sh.stats.bytes_read.fetch_add(n as u64, Relaxed);
                 sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
@@ -1346,9 +1346,10 @@ impl Conn {
                             }
                         }
                     } else {
-                        match self.t.put(mr, piece as usize, &mut |buf| {
-                            fsops::pread_full(fd.as_fd(), buf, at)
-                        }) {
+                        match self
+                            .t
+                            .put(mr, piece as usize, &mut |dst| dst.pread_from(fd.as_fd(), at))
+                        {
                             Ok(n) => {
                                 results[i].1 += n as u64;
                                 if (n as u64) < piece {
@@ -1620,19 +1621,22 @@ fn placement_status(e: PutError) -> Status {
 
 /// pwrite, or — for an append-mode open — an atomic append: under the file's append
 /// lock, at the end of file. Returns (bytes, offset written at).
-fn write_at(
+fn write_at<'a>(
     fd: std::os::fd::BorrowedFd,
-    data: &[u8],
+    data: impl Into<dafs_transport::PlacementSrc<'a>>,
     offset: u64,
     append: Option<&Mutex<()>>,
 ) -> Result<(usize, u64), Status> {
+    // A source, not a `&[u8]`: with shared memory the bytes are the client's, which it
+    // may write meanwhile; `pwrite_to` lets the kernel copy them without a reference.
+    let data = data.into();
     match append {
-        None => Ok((fsops::pwrite_full(fd, data, offset).map_err(fsops::io_st)?, offset)),
+        None => Ok((data.pwrite_to(fd, offset).map_err(fsops::io_st)?, offset)),
         Some(lock) => {
             let _g = lock.lock().unwrap_or_else(|e| e.into_inner());
             let end = fsops::fstat(fd)?.st_size as u64;
             check_range(end, data.len() as u64)?;
-            Ok((fsops::pwrite_full(fd, data, end).map_err(fsops::io_st)?, end))
+            Ok((data.pwrite_to(fd, end).map_err(fsops::io_st)?, end))
         }
     }
 }

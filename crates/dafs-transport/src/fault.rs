@@ -22,6 +22,9 @@ use std::time::Duration;
 
 use crate::{Access, ClientTransport, TransportError, TransportStats, Wait};
 
+/// Fault probabilities are in parts per million.
+const PPM_SCALE: u64 = 1_000_000;
+
 /// Probabilities, each in parts per million per call.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FaultPlan {
@@ -124,7 +127,7 @@ impl FaultyTransport {
         self.ctl.counts()
     }
 
-    /// splitmix64: tiny, fast, and deterministic (no dependency needed for test faults).
+    /// splitmix64 (its published constants): tiny, fast, and deterministic (no dependency needed for test faults).
     fn next(&mut self) -> u64 {
         self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.rng;
@@ -137,7 +140,7 @@ impl FaultyTransport {
         if self.quiet_calls > 0 || ppm == 0 {
             return false;
         }
-        self.next() % 1_000_000 < ppm as u64
+        self.next() % PPM_SCALE < ppm as u64
     }
 
     fn tick(&mut self) {

@@ -15,6 +15,11 @@
 //! written straight from the region.
 
 pub const FRAME_HEADER_LEN: usize = 32;
+/// GET_RESP's `key` field: the bytes follow.
+pub const GET_RESP_OK: u64 = 0;
+/// GET_RESP's `key` field: the client refused (the GET named memory not registered for
+/// remote read); no payload.
+pub const GET_RESP_REFUSED: u64 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameKind {

@@ -15,6 +15,8 @@
 
 pub mod fault;
 pub mod frame;
+pub mod mem_ptr;
+pub mod placement;
 pub mod registry;
 pub mod shm;
 pub mod tcp;
@@ -25,6 +27,8 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 pub use dafs_proto::RemoteRegion;
+pub use mem_ptr::MemPtr;
+pub use placement::{PlacementDst, PlacementSrc};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -61,17 +65,24 @@ impl TransportError {
     }
 }
 
+/// Idle time before the first TCP keepalive probe.
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+/// Time between unanswered keepalive probes.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// Unanswered probes after which the kernel declares the peer dead.
+pub const KEEPALIVE_PROBES: u32 = 3;
+
 /// Turn on TCP keepalive probes on a connected socket: a peer that vanished without
 /// closing (host crash, network partition) is detected after about
-/// `idle + count x interval` (here 30 s + 3 x 10 s) even when nothing is being sent, so
+/// `idle + probes x interval` (here 30 s + 3 x 10 s) even when nothing is being sent, so
 /// a server parks (and eventually expires) the session of a client that is gone, and a
 /// waiting client notices a server that is gone.
 pub fn set_tcp_keepalive(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
     use rustix::net::sockopt;
     sockopt::set_socket_keepalive(fd, true)?;
-    sockopt::set_tcp_keepidle(fd, Duration::from_secs(30))?;
-    sockopt::set_tcp_keepintvl(fd, Duration::from_secs(10))?;
-    sockopt::set_tcp_keepcnt(fd, 3)?;
+    sockopt::set_tcp_keepidle(fd, KEEPALIVE_IDLE)?;
+    sockopt::set_tcp_keepintvl(fd, KEEPALIVE_INTERVAL)?;
+    sockopt::set_tcp_keepcnt(fd, KEEPALIVE_PROBES)?;
     Ok(())
 }
 
@@ -204,25 +215,27 @@ pub trait ServerConn: Send {
     /// Queue one message (ordered after every placement queued before it).
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError>;
     /// Place up to `len` bytes into the client's region. `fill` writes the data into the
-    /// buffer it is given (for shared memory: the client's memory itself) and returns how
-    /// many bytes it produced; that many are placed. Returns the count placed.
+    /// `len`-byte destination it is given (for shared memory: the client's memory itself,
+    /// which is why it is a [`PlacementDst`] and not a `&mut [u8]`) and returns how many
+    /// bytes it produced; that many are placed. Returns the count placed.
     fn put(
         &mut self,
         region: RemoteRegion,
         len: usize,
-        fill: &mut dyn FnMut(&mut [u8]) -> std::io::Result<usize>,
+        fill: &mut dyn FnMut(&mut PlacementDst<'_>) -> std::io::Result<usize>,
     ) -> Result<usize, PutError>;
     /// Start pulling `len` bytes from the client's region; completion arrives as
     /// [`ServerEvent::Pulled`] with this `tag`.
     fn pull(&mut self, region: RemoteRegion, len: usize, tag: u64) -> Result<(), TransportError>;
     /// Pull synchronously when the provider can reach client memory directly: `consume`
-    /// sees the client's bytes in place (shared memory: no copy). `Ok(None)` means the
+    /// gets the client's bytes in place (shared memory: no copy) as a [`PlacementSrc`],
+    /// not a `&[u8]`, since the client may write them meanwhile. `Ok(None)` means the
     /// provider cannot; use [`ServerConn::pull`].
     fn pull_sync(
         &mut self,
         _region: RemoteRegion,
         _len: usize,
-        _consume: &mut dyn FnMut(&[u8]) -> std::io::Result<usize>,
+        _consume: &mut dyn FnMut(PlacementSrc<'_>) -> std::io::Result<usize>,
     ) -> Result<Option<usize>, PutError> {
         Ok(None)
     }

@@ -4,18 +4,20 @@
 
 use std::collections::HashMap;
 
+use crate::mem_ptr::MemPtr;
 use crate::{Access, TransportError};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Registration {
-    pub ptr: *mut u8,
-    pub len: usize,
+    pub mem: MemPtr,
     pub access: Access,
     /// Memory the registry allocated itself (freed on deregister).
     pub owned: bool,
 }
 
-/// Bounded registration table.
+/// Bounded registration table. `Send` without ceremony: its pointers are [`MemPtr`]s,
+/// and the memory it allocated itself (`owned`) is plain heap, freed by whichever thread
+/// drops or deregisters it, like a `Box`.
 #[derive(Debug)]
 pub struct Registry {
     regions: HashMap<u64, Registration>,
@@ -48,12 +50,11 @@ impl Registry {
         if self.regions.len() >= self.max_regions {
             return Err(TransportError::RegistrationLimit);
         }
-        if ptr.is_null() || len == 0 || (ptr as usize).checked_add(len).is_none() {
-            return Err(TransportError::BadRegion);
-        }
+        let mem = MemPtr::new(ptr, len).filter(|m| !m.is_empty());
+        let mem = mem.ok_or(TransportError::BadRegion)?;
         let key = self.next_key;
         self.next_key = self.next_key.wrapping_add(1).max(1);
-        self.regions.insert(key, Registration { ptr, len, access, owned });
+        self.regions.insert(key, Registration { mem, access, owned });
         Ok(key)
     }
 
@@ -63,34 +64,30 @@ impl Registry {
             // SAFETY: owned regions were allocated by `alloc_owned` with this layout.
             unsafe {
                 std::alloc::dealloc(
-                    r.ptr,
-                    std::alloc::Layout::from_size_align(r.len, PAGE).unwrap(),
+                    r.mem.as_ptr(),
+                    std::alloc::Layout::from_size_align(r.mem.len(), PAGE).unwrap(),
                 )
             };
         }
         Ok(r)
     }
 
-    /// Resolve `{key, offset, len}` for the given access to a pointer inside the region.
+    /// Resolve `{key, offset, len}` for the given access to the range it names inside
+    /// the region.
     pub fn resolve(
         &self,
         key: u64,
         offset: u64,
         len: usize,
         write: bool,
-    ) -> Result<*mut u8, TransportError> {
+    ) -> Result<MemPtr, TransportError> {
         let r = self.regions.get(&key).ok_or(TransportError::BadRegion)?;
         let allowed = if write { r.access.remote_write } else { r.access.remote_read };
         if !allowed {
             return Err(TransportError::BadRegion);
         }
         let off = usize::try_from(offset).map_err(|_| TransportError::BadRegion)?;
-        let end = off.checked_add(len).ok_or(TransportError::BadRegion)?;
-        if end > r.len {
-            return Err(TransportError::BadRegion);
-        }
-        // SAFETY: off <= end <= r.len, so the result stays inside the registered range.
-        Ok(unsafe { r.ptr.add(off) })
+        r.mem.range(off, len).ok_or(TransportError::BadRegion)
     }
 
     pub fn len(&self) -> usize {
@@ -162,6 +159,7 @@ mod tests {
         assert!(r.resolve(k, 0, 1, true).is_err(), "deregistered");
         let (k2, p) = r.alloc_owned(8192, Access::READ_WRITE).unwrap();
         assert_eq!(p as usize % PAGE, 0);
+        assert_eq!(r.resolve(k2, 4096, 10, true).unwrap().addr(), p as usize + 4096);
         assert!(r.resolve(k2, 4096, 4096, false).is_ok());
         for _ in 0..3 {
             r.alloc_owned(10, Access::READ_WRITE).unwrap();

@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use dafs_proto::limits;
 
-use crate::frame::{FrameHeader, FrameKind, FRAME_HEADER_LEN};
+use crate::frame::{FrameHeader, FrameKind, FRAME_HEADER_LEN, GET_RESP_OK, GET_RESP_REFUSED};
+use crate::mem_ptr::MemPtr;
+use crate::placement::PlacementDst;
 use crate::registry::Registry;
 use crate::tls::{classify, Io, TlsClientOptions, TlsLink};
 use crate::wait::{sleep_on_fd, spin_budget_from_env};
@@ -34,6 +36,11 @@ const POOL_MAX: usize = 16;
 const RECV_CHUNK: usize = 64 * 1024;
 /// Most iovecs handed to one writev.
 const IOV_MAX: usize = 32;
+/// A TLS record starts with its content type and the protocol's major version (3 since
+/// SSL 3.0): what a TLS server sends a plaintext client is an alert or a handshake record.
+const TLS_RECORD_ALERT: u8 = 0x15;
+const TLS_RECORD_HANDSHAKE: u8 = 0x16;
+const TLS_RECORD_VERSION_MAJOR: u8 = 3;
 
 /// One unit of queued output.
 enum Out {
@@ -49,25 +56,19 @@ enum Out {
     /// Bytes inside a registered region (client GET_RESP). Valid while the request that
     /// caused the GET is in flight: the client library pins the region until then.
     Mem {
-        ptr: *const u8,
-        len: usize,
+        mem: MemPtr,
         pos: usize,
     },
 }
-
-// SAFETY: `Out::Mem` points into registered memory whose lifetime the registration
-// contract guarantees; the queue moves with its connection, never shared.
-unsafe impl Send for Out {}
 
 impl Out {
     fn remaining(&self) -> &[u8] {
         match self {
             Out::Header { bytes, pos } => &bytes[*pos..],
             Out::Owned { buf, len, pos } => &buf[*pos..*len],
-            // SAFETY: see `Out::Mem`; pos <= len.
-            Out::Mem { ptr, len, pos } => unsafe {
-                std::slice::from_raw_parts(ptr.add(*pos), len - pos)
-            },
+            // SAFETY: see `Out::Mem`: the registration contract keeps the region valid,
+            // and unwritten, while the request that caused the GET is in flight.
+            Out::Mem { mem, pos } => unsafe { mem.skip(*pos).as_slice() },
         }
     }
     fn advance(&mut self, n: usize) {
@@ -204,16 +205,17 @@ fn take_buf(pool: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
 
 enum ClientRecv {
     Header,
-    Msg { buf: Vec<u8>, len: usize, got: usize },
-    Put { ptr: *mut u8, len: usize, got: usize },
+    Msg {
+        buf: Vec<u8>,
+        len: usize,
+        got: usize,
+    },
+    /// A placement being received straight into registered memory.
+    Put {
+        dst: MemPtr,
+        got: usize,
+    },
 }
-
-// SAFETY: the raw pointers a TcpClient holds (placement targets in `ClientRecv::Put`,
-// registry entries, queued `Out::Mem`) point into memory the registration contract keeps
-// valid; they are used only by whichever single thread currently owns the client.
-unsafe impl Send for TcpClient {}
-// SAFETY: as above; registrations move with the registry's owner.
-unsafe impl Send for crate::registry::Registry {}
 
 /// Client endpoint of the TCP provider.
 pub struct TcpClient {
@@ -345,7 +347,8 @@ impl TcpClient {
     /// A plaintext client talking to a TLS server receives a TLS alert record (or a
     /// handshake record) instead of a frame header: say so rather than "closed".
     fn explain_plaintext_refusal(&self, e: TransportError) -> TransportError {
-        let looks_tls = self.hdr.buf[1] == 3 && matches!(self.hdr.buf[0], 0x15 | 0x16);
+        let looks_tls = self.hdr.buf[1] == TLS_RECORD_VERSION_MAJOR
+            && matches!(self.hdr.buf[0], TLS_RECORD_ALERT | TLS_RECORD_HANDSHAKE);
         if self.tls.is_none()
             && self.stats.msgs_received == 0
             && looks_tls
@@ -383,17 +386,18 @@ impl TcpClient {
                         return Ok(Some(buf));
                     }
                 }
-                ClientRecv::Put { ptr, len, got } => {
-                    // SAFETY: (ptr, len) was resolved against the registry for remote write;
-                    // the registration contract keeps it valid and unaliased while the
-                    // request naming it is in flight.
-                    let dst = unsafe { std::slice::from_raw_parts_mut(ptr.add(*got), *len - *got) };
-                    let Some(n) = read_some(&mut Io::new(&self.sock, &mut self.tls), dst)? else {
+                ClientRecv::Put { dst, got } => {
+                    // SAFETY: `dst` was resolved against the registry for remote write; the
+                    // registration contract keeps it valid and untouched by the application
+                    // while the request naming it is in flight, and the slice ends before
+                    // the next loop iteration.
+                    let rest = unsafe { dst.skip(*got).as_mut_slice() };
+                    let Some(n) = read_some(&mut Io::new(&self.sock, &mut self.tls), rest)? else {
                         return Ok(None);
                     };
                     *got += n;
-                    if *got == *len {
-                        self.stats.placed_bytes += *len as u64;
+                    if *got == dst.len() {
+                        self.stats.placed_bytes += dst.len() as u64;
                         self.recv_state = ClientRecv::Header;
                     }
                 }
@@ -425,9 +429,9 @@ impl TcpClient {
                     ));
                 }
                 match self.registry.resolve(fh.key, fh.offset, len, true) {
-                    Ok(ptr) => {
+                    Ok(dst) => {
                         if len > 0 {
-                            self.recv_state = ClientRecv::Put { ptr, len, got: 0 };
+                            self.recv_state = ClientRecv::Put { dst, got: 0 };
                         }
                     }
                     Err(_) => {
@@ -445,16 +449,16 @@ impl TcpClient {
                     return Err(TransportError::Protocol("pull larger than the direct maximum"));
                 }
                 match self.registry.resolve(fh.key, fh.offset, len, false) {
-                    Ok(ptr) => {
+                    Ok(mem) => {
                         let h = FrameHeader {
                             kind: FrameKind::GetResp,
                             len: fh.len,
-                            key: 0,
+                            key: GET_RESP_OK,
                             offset: 0,
                             tag: fh.tag,
                         };
                         self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
-                        self.out.push(Out::Mem { ptr, len, pos: 0 });
+                        self.out.push(Out::Mem { mem, pos: 0 });
                         self.stats.pulled_bytes += len as u64;
                     }
                     Err(_) => {
@@ -462,7 +466,7 @@ impl TcpClient {
                         let h = FrameHeader {
                             kind: FrameKind::GetResp,
                             len: 0,
-                            key: 1,
+                            key: GET_RESP_REFUSED,
                             offset: 0,
                             tag: fh.tag,
                         };
@@ -768,7 +772,7 @@ impl ServerConn for TcpServerConn {
                                 ));
                             };
                             self.pull_bytes -= want;
-                            if fh.key != 0 {
+                            if fh.key != GET_RESP_OK {
                                 if len != 0 {
                                     return Err(TransportError::Protocol(
                                         "refused GET_RESP with payload",
@@ -864,13 +868,13 @@ impl ServerConn for TcpServerConn {
         &mut self,
         region: RemoteRegion,
         len: usize,
-        fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+        fill: &mut dyn FnMut(&mut PlacementDst<'_>) -> io::Result<usize>,
     ) -> Result<usize, PutError> {
         if len > limits::DIRECT_LEN_MAX as usize {
             return Err(TransportError::TooBig { len, max: limits::DIRECT_LEN_MAX as usize }.into());
         }
         let mut buf = take_buf(&mut self.pool, len);
-        let n = match fill(&mut buf[..len]) {
+        let n = match fill(&mut PlacementDst::from_slice(&mut buf[..len])) {
             Ok(n) => n.min(len),
             Err(e) => {
                 self.recycle(buf);

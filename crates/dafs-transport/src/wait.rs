@@ -10,6 +10,14 @@ use rustix::event::{poll, PollFd, PollFlags};
 
 /// Default spin budget before sleeping; overridable with `DAFS_SPIN_US`.
 pub const SPIN_DEFAULT: Duration = Duration::from_micros(50);
+/// A budget growing back from zero starts here (doubling from zero would stay zero).
+const SPIN_REGROW_FROM: Duration = Duration::from_micros(2);
+/// A budget halved below this is turned off (zero) at once, instead of being halved on
+/// through sub-microsecond spins.
+const SPIN_BUDGET_MIN: Duration = Duration::from_micros(1);
+/// Spin iterations between [`WaitSteps::spin_check`]s: the check may cost a syscall, an
+/// iteration (a look at a ring) far less, so it runs on every 1024th only.
+const SPIN_CHECK_EVERY: u32 = 1024;
 
 pub fn spin_budget_from_env() -> Duration {
     std::env::var("DAFS_SPIN_US")
@@ -82,10 +90,10 @@ impl AdaptiveSpin {
     /// Record how long a wait took in total (spin plus sleep).
     pub fn record(&mut self, waited: Duration) {
         if waited <= self.max {
-            self.cur = (self.cur * 2).max(Duration::from_micros(2)).min(self.max);
+            self.cur = (self.cur * 2).max(SPIN_REGROW_FROM).min(self.max);
         } else {
             self.cur /= 2;
-            if self.cur < Duration::from_micros(1) {
+            if self.cur < SPIN_BUDGET_MIN {
                 self.cur = Duration::ZERO;
             }
         }
@@ -152,7 +160,7 @@ pub fn wait_for_message<W: WaitSteps>(
         }
         if now < spin_end {
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(1024) {
+            if spins.is_multiple_of(SPIN_CHECK_EVERY) {
                 w.spin_check()?;
             }
             spin_pause();

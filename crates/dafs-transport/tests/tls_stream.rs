@@ -107,12 +107,8 @@ fn placements_and_pulls_through_tiny_socket_buffers() {
     let data = pattern(N, 3);
 
     // Server: a 6 MiB placement, then a reply message, queued at once.
-    let placed = conn
-        .put(RemoteRegion { key, offset: 0 }, N, &mut |b| {
-            b.copy_from_slice(&data);
-            Ok(b.len())
-        })
-        .unwrap();
+    let placed =
+        conn.put(RemoteRegion { key, offset: 0 }, N, &mut |b| Ok(b.copy_from(&data))).unwrap();
     assert_eq!(placed, N);
     conn.send(b"reply after the placement").unwrap();
     assert!(!conn.flush().unwrap(), "6 MiB cannot fit in the socket buffers");

@@ -1,6 +1,7 @@
 //! The unsafe corner of the shared-memory provider: mappings, sealed memfds, rings over
 //! shared memory, descriptor passing and cross-process copies. Everything else in the
-//! provider is safe code over these types.
+//! provider is safe code over these types, except where it sets the rings up and where
+//! the server lends its mapping of a client region to a placement (`put`, `pull_sync`).
 //!
 //! Trust: the peer can write anything into shared memory at any time. Every value read
 //! from it (ring indices, record lengths) is validated before use, message bytes are
@@ -19,6 +20,8 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags,
 };
 
+use crate::mem_ptr::MemPtr;
+
 pub const PAGE: usize = 4096;
 
 pub fn round_up_page(n: usize) -> Option<usize> {
@@ -26,14 +29,14 @@ pub fn round_up_page(n: usize) -> Option<usize> {
 }
 
 /// A shared, read-write mapping of (part of) a memfd. Unmapped on drop.
+///
+/// `Send` through [`MemPtr`]: the mapping belongs to the process, not to a thread, and is
+/// unmapped by whichever thread drops its owner. This crate reaches the bytes only
+/// through raw pointers (atomics for ring indices, raw copies and the kernel for data),
+/// never through references, since the peer process may write them at any time.
 pub struct Mapping {
-    ptr: *mut u8,
-    len: usize,
+    mem: MemPtr,
 }
-
-// SAFETY: a Mapping is plain memory; concurrent access across processes is handled by
-// the ring protocol (atomics) or is the DMA-like contract of registered regions.
-unsafe impl Send for Mapping {}
 
 impl Mapping {
     /// Map `len` bytes of `fd` shared read-write.
@@ -52,48 +55,35 @@ impl Mapping {
                 0,
             )?
         };
-        Ok(Mapping { ptr: ptr as *mut u8, len })
+        let mem = MemPtr::new(ptr.cast(), len).expect("mmap returns a non-null, in-range mapping");
+        Ok(Mapping { mem })
     }
     pub fn ptr(&self) -> *mut u8 {
-        self.ptr
+        self.mem.as_ptr()
     }
     pub fn len(&self) -> usize {
-        self.len
+        self.mem.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.mem.is_empty()
     }
 
-    /// The bytes `[off, off+len)`, bounds-checked.
-    pub fn range(&self, off: u64, len: usize) -> Option<*mut u8> {
-        let off = usize::try_from(off).ok()?;
-        let end = off.checked_add(len)?;
-        if end > self.len {
-            return None;
-        }
-        // SAFETY: off <= end <= self.len: inside the mapping.
-        Some(unsafe { self.ptr.add(off) })
+    /// The whole mapping, as a range valid while `self` lives.
+    pub fn mem(&self) -> MemPtr {
+        self.mem
     }
 
-    /// A mutable view of `[off, off+len)`.
-    ///
-    /// # Safety
-    /// The caller must not create overlapping views that live at the same time; the
-    /// peer process may still write the memory concurrently (DMA semantics: the bytes
-    /// are data, never trusted structure).
-    // A view of shared memory handed out from &self is the point of this type: the
-    // caller's unsafe contract (above) replaces the borrow checker's guarantee.
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn slice_mut(&self, off: u64, len: usize) -> Option<&mut [u8]> {
-        self.range(off, len).map(|p| std::slice::from_raw_parts_mut(p, len))
+    /// The bytes `[off, off+len)`, bounds-checked; valid while `self` lives.
+    pub fn range(&self, off: u64, len: usize) -> Option<MemPtr> {
+        self.mem.range(usize::try_from(off).ok()?, len)
     }
 }
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: ptr/len came from our own mmap and are unmapped exactly once.
+        // SAFETY: the range came from our own mmap and is unmapped exactly once.
         unsafe {
-            let _ = rustix::mm::munmap(self.ptr as *mut _, self.len);
+            let _ = rustix::mm::munmap(self.mem.as_ptr().cast(), self.mem.len());
         }
     }
 }
@@ -120,9 +110,15 @@ pub fn check_sealed(fd: BorrowedFd, len: usize) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Most descriptors one [`send_with_fds`] passes (a control record carries at most one).
+const SEND_FDS_MAX: usize = 2;
+/// Descriptors one [`recv_with_fds`] has room for: more than one record ever carries, so
+/// nothing a well-behaved peer sends is truncated.
+const RECV_FDS_MAX: usize = 4;
+
 /// Send `bytes` with optional descriptors on a unix stream socket (blocking until sent).
 pub fn send_with_fds(sock: BorrowedFd, bytes: &[u8], fds: &[BorrowedFd]) -> io::Result<()> {
-    let mut space = [0u8; rustix::cmsg_space!(ScmRights(2))];
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(SEND_FDS_MAX))];
     let mut cmsg = SendAncillaryBuffer::new(&mut space);
     if !fds.is_empty() && !cmsg.push(SendAncillaryMessage::ScmRights(fds)) {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -162,7 +158,7 @@ pub fn recv_with_fds(
     buf: &mut [u8],
     fds: &mut Vec<OwnedFd>,
 ) -> io::Result<usize> {
-    let mut space = [0u8; rustix::cmsg_space!(ScmRights(4))];
+    let mut space = [0u8; rustix::cmsg_space!(ScmRights(RECV_FDS_MAX))];
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
     loop {
         match rustix::net::recvmsg(
@@ -220,24 +216,30 @@ pub fn vm_read(pid: i32, local: &mut [u8], remote_addr: u64) -> io::Result<usize
 /// `consumer_sleeping u32 @128`. Separate cache lines so the two sides don't false-share.
 pub const RING_HEADER_LEN: usize = 256;
 pub const RING_DATA_OFFSET: usize = PAGE;
+/// Offsets of the ring header's fields (see above).
+const HEAD_OFFSET: usize = 0;
+const TAIL_OFFSET: usize = 64;
+const SLEEPING_OFFSET: usize = 128;
+/// A record is `len u32, pad u32`, then the message, padded to 8 bytes.
 const REC_HDR: u64 = 8;
+/// Records are 8-byte aligned, so a record header never straddles the ring's end.
+const REC_ALIGN: u64 = 8;
+/// Record length meaning "skip to the start of the ring" (the record did not fit before
+/// the end).
 const PAD_RECORD: u32 = u32::MAX;
 
 pub fn ring_area_len(cap: usize) -> usize {
     RING_DATA_OFFSET + 2 * cap
 }
 
-/// One direction of the ring pair. Holds raw pointers into a [`Mapping`] that the owner
-/// keeps alive for as long as the Ring exists.
+/// One direction of the ring pair. Holds ranges of a [`Mapping`] that the owner keeps
+/// alive for as long as the Ring exists (`Send` through [`MemPtr`]).
 pub struct Ring {
-    hdr: *mut u8,
-    data: *mut u8,
+    hdr: MemPtr,
+    data: MemPtr,
     cap: u64,
     max_record: usize,
 }
-
-// SAFETY: see Mapping; the ring is used by one thread of each process.
-unsafe impl Send for Ring {}
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Pop {
@@ -252,24 +254,27 @@ impl Ring {
     /// `area` must be a mapping of at least `ring_area_len(cap)` bytes that outlives the Ring.
     pub unsafe fn new(area: &Mapping, index: usize, cap: usize, max_record: usize) -> Ring {
         assert!(cap.is_power_of_two() && area.len() >= ring_area_len(cap) && index < 2);
+        let range = |off, len| area.mem().range(off, len).expect("checked against ring_area_len");
         Ring {
-            hdr: area.ptr().add(index * RING_HEADER_LEN),
-            data: area.ptr().add(RING_DATA_OFFSET + index * cap),
+            hdr: range(index * RING_HEADER_LEN, RING_HEADER_LEN),
+            data: range(RING_DATA_OFFSET + index * cap, cap),
             cap: cap as u64,
             max_record,
         }
     }
     fn head(&self) -> &AtomicU64 {
-        // SAFETY: 8-aligned (page-aligned mapping + 0), inside the header, lives as long as self.
-        unsafe { &*(self.hdr as *const AtomicU64) }
+        // SAFETY: 8-aligned (page-aligned mapping + a multiple of 64), inside the header,
+        // lives as long as self (`Ring::new`'s contract). Both processes access it only
+        // atomically, so a shared reference to an atomic is sound.
+        unsafe { &*(self.hdr.as_ptr().add(HEAD_OFFSET) as *const AtomicU64) }
     }
     fn tail(&self) -> &AtomicU64 {
-        // SAFETY: as above, offset 64.
-        unsafe { &*(self.hdr.add(64) as *const AtomicU64) }
+        // SAFETY: as in `head`.
+        unsafe { &*(self.hdr.as_ptr().add(TAIL_OFFSET) as *const AtomicU64) }
     }
     fn sleeping(&self) -> &AtomicU32 {
-        // SAFETY: as above, offset 128.
-        unsafe { &*(self.hdr.add(128) as *const AtomicU32) }
+        // SAFETY: as in `head`.
+        unsafe { &*(self.hdr.as_ptr().add(SLEEPING_OFFSET) as *const AtomicU32) }
     }
 
     /// Producer: append one record. Ok(false) if there is no room now.
@@ -280,7 +285,7 @@ impl Ring {
         if tail > head || head - tail > self.cap {
             return Err("ring indices corrupted by peer");
         }
-        let need = REC_HDR + ((msg.len() as u64 + 7) & !7);
+        let need = REC_HDR + (msg.len() as u64).next_multiple_of(REC_ALIGN);
         let pos = head & (self.cap - 1);
         let to_end = self.cap - pos;
         let pad = if to_end < need { to_end } else { 0 };
@@ -291,17 +296,20 @@ impl Ring {
         if pad > 0 {
             // SAFETY: pos + 8 <= cap (records are 8-aligned and pos < cap).
             unsafe {
-                std::ptr::write_volatile(self.data.add(pos as usize) as *mut u32, PAD_RECORD)
+                std::ptr::write_volatile(
+                    self.data.as_ptr().add(pos as usize) as *mut u32,
+                    PAD_RECORD,
+                )
             };
             h += pad;
         }
         let p = (h & (self.cap - 1)) as usize;
         // SAFETY: room was checked: p + need <= cap.
         unsafe {
-            std::ptr::write_volatile(self.data.add(p) as *mut u32, msg.len() as u32);
+            std::ptr::write_volatile(self.data.as_ptr().add(p) as *mut u32, msg.len() as u32);
             std::ptr::copy_nonoverlapping(
                 msg.as_ptr(),
-                self.data.add(p + REC_HDR as usize),
+                self.data.as_ptr().add(p + REC_HDR as usize),
                 msg.len(),
             );
         }
@@ -325,13 +333,15 @@ impl Ring {
                 return Err("truncated ring record");
             }
             // SAFETY: pos + 8 <= cap.
-            let len = unsafe { std::ptr::read_volatile(self.data.add(pos as usize) as *const u32) };
+            let len = unsafe {
+                std::ptr::read_volatile(self.data.as_ptr().add(pos as usize) as *const u32)
+            };
             if len == PAD_RECORD {
                 self.tail().store(tail + (self.cap - pos), Ordering::Release);
                 continue;
             }
             let len = len as usize;
-            let need = REC_HDR + ((len as u64 + 7) & !7);
+            let need = REC_HDR + (len as u64).next_multiple_of(REC_ALIGN);
             if len == 0 || len > self.max_record || pos + need > self.cap || need > head - tail {
                 return Err("bad ring record length");
             }
@@ -341,7 +351,7 @@ impl Ring {
             // before interpreting, so later writes by the peer cannot change what we decode.
             unsafe {
                 std::ptr::copy_nonoverlapping(
-                    self.data.add(pos as usize + REC_HDR as usize),
+                    self.data.as_ptr().add(pos as usize + REC_HDR as usize),
                     out.as_mut_ptr(),
                     len,
                 );

@@ -26,6 +26,8 @@ use std::time::{Duration, Instant};
 
 use dafs_proto::limits;
 
+use crate::mem_ptr::MemPtr;
+use crate::placement::{PlacementDst, PlacementSrc};
 use crate::wait::{sleep_on_fd, spin_budget_from_env};
 use crate::{
     Access, ClientTransport, PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener,
@@ -38,7 +40,13 @@ use mem::{Mapping, Pop, Ring};
 pub const RING_CAP: usize = 16 * 1024 * 1024;
 /// Most regions one client may register with one server connection.
 pub const REGIONS_MAX: usize = 4096;
+/// Message buffers kept for reuse per endpoint (no allocation in steady state).
+const POOL_MAX: usize = 16;
+/// How long a client waits for the server to acknowledge a registration or
+/// deregistration (a live server answers at once; this only bounds a stuck one).
+const REGISTER_ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Bytes of one control record.
 const REC: usize = 32;
 const K_DOORBELL: u32 = 1;
 const K_HELLO: u32 = 2;
@@ -47,6 +55,18 @@ const K_REG_FD: u32 = 4;
 const K_REG_VM: u32 = 5;
 const K_DEREG: u32 = 6;
 const K_REG_ACK: u32 = 7;
+
+/// HELLO_ACK `a`: the server took the rings / refused the ring geometry.
+const HELLO_OK: u64 = 0;
+const HELLO_REFUSED: u64 = 1;
+/// REG_ACK `b`: registered (or deregistered) / refused / the server's region limit.
+const REG_OK: u64 = 0;
+const REG_REFUSED: u64 = 1;
+const REG_LIMIT: u64 = 2;
+
+/// Access bits of a registration record's `aux`.
+const ACCESS_REMOTE_WRITE: u32 = 1;
+const ACCESS_REMOTE_READ: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Ctl {
@@ -83,10 +103,11 @@ impl Ctl {
 }
 
 fn access_bits(a: Access) -> u32 {
-    (a.remote_write as u32) | ((a.remote_read as u32) << 1)
+    let bit = |on: bool, b: u32| if on { b } else { 0 };
+    bit(a.remote_write, ACCESS_REMOTE_WRITE) | bit(a.remote_read, ACCESS_REMOTE_READ)
 }
 fn access_from(b: u32) -> Access {
-    Access { remote_write: b & 1 != 0, remote_read: b & 2 != 0 }
+    Access { remote_write: b & ACCESS_REMOTE_WRITE != 0, remote_read: b & ACCESS_REMOTE_READ != 0 }
 }
 
 /// Reads 32-byte records (and any descriptors) from a non-blocking unix socket.
@@ -154,12 +175,8 @@ enum ClientRegion {
     /// A sealed memfd we allocated and mapped; the server maps it too.
     Memfd { _map: Mapping, fd: OwnedFd, len: usize },
     /// Application memory, reached by the server with process_vm_*.
-    Vm { ptr: *mut u8, len: usize, access: Access },
+    Vm { mem: MemPtr, access: Access },
 }
-
-// SAFETY: the mappings and rings a ShmClient holds are plain shared memory used by the
-// one thread that currently owns the client.
-unsafe impl Send for ShmClient {}
 
 /// Client endpoint of the shared-memory provider.
 pub struct ShmClient {
@@ -215,7 +232,7 @@ impl ShmClient {
             stats: TransportStats::default(),
         };
         let ack = me.wait_ctl(K_HELLO_ACK, Instant::now() + timeout)?;
-        if ack.a != 0 {
+        if ack.a != HELLO_OK {
             return Err(TransportError::Protocol("server refused the shared-memory connection"));
         }
         Ok(me)
@@ -240,13 +257,13 @@ impl ShmClient {
     }
 
     fn register_ack(&mut self, key: u64) -> Result<(), TransportError> {
-        let ack = self.wait_ctl(K_REG_ACK, Instant::now() + Duration::from_secs(10))?;
+        let ack = self.wait_ctl(K_REG_ACK, Instant::now() + REGISTER_ACK_TIMEOUT)?;
         if ack.a != key {
             return Err(TransportError::Protocol("registration ack for another key"));
         }
         match ack.b {
-            0 => Ok(()),
-            2 => Err(TransportError::RegistrationLimit),
+            REG_OK => Ok(()),
+            REG_LIMIT => Err(TransportError::RegistrationLimit),
             _ => Err(TransportError::NotRegistrable),
         }
     }
@@ -346,7 +363,7 @@ impl ClientTransport for ShmClient {
     }
 
     fn recycle(&mut self, buf: Vec<u8>) {
-        if self.pool.len() < 16 {
+        if self.pool.len() < POOL_MAX {
             self.pool.push(buf);
         }
     }
@@ -361,9 +378,8 @@ impl ClientTransport for ShmClient {
         len: usize,
         access: Access,
     ) -> Result<u64, TransportError> {
-        if ptr.is_null() || len == 0 {
-            return Err(TransportError::BadRegion);
-        }
+        let mem = MemPtr::new(ptr, len).filter(|m| !m.is_empty());
+        let mem = mem.ok_or(TransportError::BadRegion)?;
         if self.regions.len() >= REGIONS_MAX {
             return Err(TransportError::RegistrationLimit);
         }
@@ -371,11 +387,11 @@ impl ClientTransport for ShmClient {
         self.next_key += 1;
         send_ctl(
             &self.sock,
-            Ctl::new(K_REG_VM, access_bits(access), key, ptr as u64, len as u64),
+            Ctl::new(K_REG_VM, access_bits(access), key, mem.addr() as u64, len as u64),
             None,
         )?;
         self.register_ack(key)?;
-        self.regions.insert(key, ClientRegion::Vm { ptr, len, access });
+        self.regions.insert(key, ClientRegion::Vm { mem, access });
         self.stats.vm_registrations += 1;
         Ok(key)
     }
@@ -445,9 +461,13 @@ impl ClientTransport for ShmClient {
                     self.register_ack(key)?;
                     continue;
                 }
-                ClientRegion::Vm { ptr, len, access } => {
-                    Ctl::new(K_REG_VM, access_bits(*access), key, *ptr as u64, *len as u64)
-                }
+                ClientRegion::Vm { mem, access } => Ctl::new(
+                    K_REG_VM,
+                    access_bits(*access),
+                    key,
+                    mem.addr() as u64,
+                    mem.len() as u64,
+                ),
             };
             send_ctl(&self.sock, ctl, None)?;
             self.register_ack(key)?;
@@ -593,7 +613,8 @@ impl ShmServerConn {
                     .ok_or(TransportError::Protocol("HELLO without a ring memfd"))?;
                 let cap = c.a as usize;
                 if cap != RING_CAP || c.b as usize != mem::ring_area_len(cap) {
-                    let _ = send_ctl(&self.sock, Ctl::new(K_HELLO_ACK, 0, 1, 0, 0), None);
+                    let hello_ack = Ctl::new(K_HELLO_ACK, 0, HELLO_REFUSED, 0, 0);
+                    let _ = send_ctl(&self.sock, hello_ack, None);
                     return Err(TransportError::Protocol("unsupported ring geometry"));
                 }
                 mem::check_sealed(fd.as_fd(), c.b as usize).map_err(TransportError::Protocol)?;
@@ -604,47 +625,47 @@ impl ShmServerConn {
                 let (c2s, s2c) =
                     unsafe { (Ring::new(&area, 0, cap, max), Ring::new(&area, 1, cap, max)) };
                 self.rings = Some(Rings { c2s, s2c, _area: area });
-                send_ctl(&self.sock, Ctl::new(K_HELLO_ACK, 0, 0, 0, 0), None)
+                send_ctl(&self.sock, Ctl::new(K_HELLO_ACK, 0, HELLO_OK, 0, 0), None)
             }
             K_REG_FD | K_REG_VM => {
                 let key = c.a;
                 let access = access_from(c.aux);
                 let status =
                     if self.regions.len() >= REGIONS_MAX {
-                        2
+                        REG_LIMIT
                     } else if self.regions.contains_key(&key) || key == 0 {
-                        1
+                        REG_REFUSED
                     } else if c.kind == K_REG_FD {
                         let len = c.b as usize;
                         match self.ctl.take_fd().filter(|_| len > 0) {
-                            None => 1,
+                            None => REG_REFUSED,
                             Some(fd) => match mem::round_up_page(len).ok_or("bad length").and_then(
                                 |maplen| mem::check_sealed(fd.as_fd(), maplen).map(|_| maplen),
                             ) {
-                                Err(_) => 1,
+                                Err(_) => REG_REFUSED,
                                 Ok(maplen) => match Mapping::map(fd.as_fd(), maplen) {
                                     Ok(m) => {
                                         self.regions
                                             .insert(key, (ServerRegion::Mapped(m, len), access));
-                                        0
+                                        REG_OK
                                     }
-                                    Err(_) => 1,
+                                    Err(_) => REG_REFUSED,
                                 },
                             },
                         }
                     } else {
                         let (addr, len) = (c.b, c.c as usize);
                         if len == 0 || addr.checked_add(len as u64).is_none() {
-                            1
+                            REG_REFUSED
                         } else {
                             self.regions.insert(key, (ServerRegion::Vm { addr, len }, access));
-                            0
+                            REG_OK
                         }
                     };
                 send_ctl(&self.sock, Ctl::new(K_REG_ACK, 0, key, status, 0), None)
             }
             K_DEREG => {
-                let status = if self.regions.remove(&c.a).is_some() { 0 } else { 1 };
+                let status = if self.regions.remove(&c.a).is_some() { REG_OK } else { REG_REFUSED };
                 send_ctl(&self.sock, Ctl::new(K_REG_ACK, 0, c.a, status, 0), None)
             }
             _ => Err(TransportError::Protocol("unknown control record")),
@@ -741,7 +762,7 @@ impl ServerConn for ShmServerConn {
     }
 
     fn recycle(&mut self, buf: Vec<u8>) {
-        if self.pool.len() < 16 {
+        if self.pool.len() < POOL_MAX {
             self.pool.push(buf);
         }
     }
@@ -760,16 +781,19 @@ impl ServerConn for ShmServerConn {
         &mut self,
         region: RemoteRegion,
         len: usize,
-        fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+        fill: &mut dyn FnMut(&mut PlacementDst<'_>) -> io::Result<usize>,
     ) -> Result<usize, PutError> {
         let pid = self.pid;
         match self.resolve(region, len, true)? {
             ServerRegion::Mapped(m, _) => {
-                // SAFETY: bounds checked by resolve; this is the only live view; the client
-                // may write concurrently, which only affects its own data.
-                let dst =
-                    unsafe { m.slice_mut(region.offset, len) }.ok_or(TransportError::BadRegion)?;
-                let n = fill(dst).map_err(PutError::Fill)?;
+                let mem = m.range(region.offset, len).ok_or(TransportError::BadRegion)?;
+                // SAFETY: `mem` lies inside the mapping (checked by resolve and range), which
+                // stays mapped while `m` is borrowed here, i.e. for the whole call (the
+                // client's memfd is sealed against shrinking, so the pages cannot vanish).
+                // No reference to it is ever made: the client may write it concurrently,
+                // which can only change the bytes it receives.
+                let mut dst = unsafe { PlacementDst::shared(mem) };
+                let n = fill(&mut dst).map_err(PutError::Fill)?;
                 Ok(n.min(len))
             }
             ServerRegion::Vm { addr, .. } => {
@@ -778,7 +802,8 @@ impl ServerConn for ShmServerConn {
                 if staging.len() < len {
                     staging.resize(len, 0);
                 }
-                let res = fill(&mut staging[..len]).map_err(PutError::Fill).and_then(|n| {
+                let mut dst = PlacementDst::from_slice(&mut staging[..len]);
+                let res = fill(&mut dst).map_err(PutError::Fill).and_then(|n| {
                     let n = n.min(len);
                     match mem::vm_write(pid, &staging[..n], addr) {
                         Ok(w) if w == n => Ok(n),
@@ -795,14 +820,16 @@ impl ServerConn for ShmServerConn {
         &mut self,
         region: RemoteRegion,
         len: usize,
-        consume: &mut dyn FnMut(&[u8]) -> io::Result<usize>,
+        consume: &mut dyn FnMut(PlacementSrc<'_>) -> io::Result<usize>,
     ) -> Result<Option<usize>, PutError> {
         let pid = self.pid;
         match self.resolve(region, len, false)? {
             ServerRegion::Mapped(m, _) => {
-                // SAFETY: bounds checked; read-only use of the bytes.
-                let src =
-                    unsafe { m.slice_mut(region.offset, len) }.ok_or(TransportError::BadRegion)?;
+                let mem = m.range(region.offset, len).ok_or(TransportError::BadRegion)?;
+                // SAFETY: as in `put`: inside a mapping that outlives the call, and never
+                // referenced, so the client writing it meanwhile only changes the bytes
+                // `consume` takes.
+                let src = unsafe { PlacementSrc::shared(mem) };
                 Ok(Some(consume(src).map_err(PutError::Fill)?))
             }
             ServerRegion::Vm { addr, .. } => {
@@ -812,7 +839,9 @@ impl ServerConn for ShmServerConn {
                     staging.resize(len, 0);
                 }
                 let res = match mem::vm_read(pid, &mut staging[..len], addr) {
-                    Ok(r) if r == len => consume(&staging[..len]).map(Some).map_err(PutError::Fill),
+                    Ok(r) if r == len => consume(PlacementSrc::from_slice(&staging[..len]))
+                        .map(Some)
+                        .map_err(PutError::Fill),
                     _ => Err(PutError::Transport(TransportError::BadRegion)),
                 };
                 self.staging = staging;
@@ -824,7 +853,7 @@ impl ServerConn for ShmServerConn {
     fn pull(&mut self, region: RemoteRegion, len: usize, tag: u64) -> Result<(), TransportError> {
         let mut buf = Vec::new();
         let r = self.pull_sync(region, len, &mut |src| {
-            buf.extend_from_slice(src);
+            src.append_to(&mut buf);
             Ok(src.len())
         });
         let data = match r {
@@ -846,7 +875,7 @@ impl ServerConn for ShmServerConn {
             pushed = true;
             let m = self.overflow.pop_front().unwrap();
             self.overflow_bytes -= m.len();
-            if self.pool.len() < 16 {
+            if self.pool.len() < POOL_MAX {
                 self.pool.push(m);
             }
         }
