@@ -185,8 +185,8 @@ fn stats_json(sh: &Shared) -> Value {
         snap.fields().into_iter().map(|(n, _, v)| (n.to_string(), json!(v))).collect();
     json!({
         "counters": counters,
-        "sessions_live": sh.sessions_live.load(Relaxed),
-        "connections_live": sh.connections_live.load(Relaxed),
+        "sessions_live": sh.sessions_live.get(),
+        "connections_live": sh.connections_live.get(),
         "fenced": sh.sessions.fenced_list(),
     })
 }
@@ -202,9 +202,9 @@ pub fn metrics_text(sh: &Shared) -> String {
         (
             "sessions_live",
             "Sessions holding state (bound or parked).",
-            sh.sessions_live.load(Relaxed) as u64,
+            sh.sessions_live.get() as u64,
         ),
-        ("connections_live", "Connections open now.", sh.connections_live.load(Relaxed) as u64),
+        ("connections_live", "Connections open now.", sh.connections_live.get() as u64),
         (
             "sessions_parked",
             "Sessions waiting for their client to reconnect.",

@@ -17,6 +17,7 @@ mod conn;
 pub mod cred;
 pub mod fsops;
 pub mod handles;
+pub mod live;
 pub mod locks;
 mod nattr;
 pub mod openstate;
@@ -24,7 +25,7 @@ pub mod sessions;
 pub mod stats;
 
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -39,6 +40,7 @@ use tracing::{error, info, warn};
 
 pub use config::{Export, ServerConfig, TlsServerOptions};
 use conn::{Conn, ConnFate, Scratch};
+use live::LiveCount;
 pub use stats::StatsSnapshot;
 
 /// State shared by all threads.
@@ -51,11 +53,11 @@ pub struct Shared {
     pub open_table: openstate::OpenTable,
     pub stats: stats::ServerStats,
     /// Sessions holding state (bound to a connection or parked for their lease).
-    pub sessions_live: AtomicUsize,
+    pub sessions_live: LiveCount,
     /// Every session, bound or parked; fenced clients.
     pub(crate) sessions: sessions::SessionTable<conn::Session>,
     /// Connections open now (bounded by `connections_max`).
-    pub connections_live: AtomicUsize,
+    pub connections_live: LiveCount,
     /// This host's identity, offered to clients for the same-host check.
     pub host_id: [u8; 16],
     /// Socket path of the shared-memory provider ("" if disabled).
@@ -113,7 +115,7 @@ impl ServerHandle {
         self.shared.stats.snapshot()
     }
     pub fn sessions_live(&self) -> usize {
-        self.shared.sessions_live.load(Relaxed)
+        self.shared.sessions_live.get()
     }
     /// Fence a client id (or a prefix ending in '*'): its sessions end, and it cannot
     /// create or bind sessions until unfenced. Returns the sessions affected.
@@ -189,9 +191,9 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
         locks: Default::default(),
         open_table: Default::default(),
         stats: Default::default(),
-        sessions_live: AtomicUsize::new(0),
+        sessions_live: LiveCount::new("live sessions"),
         sessions: Default::default(),
-        connections_live: AtomicUsize::new(0),
+        connections_live: LiveCount::new("live connections"),
         host_id: dafs_transport::shm::host_id(),
         shm_path,
         shutdown: AtomicBool::new(false),
@@ -328,14 +330,13 @@ fn accept_loop(
             }
             for c in got {
                 sh.stats.connections_accepted.fetch_add(1, Relaxed);
-                if sh.connections_live.load(Relaxed) >= sh.cfg.connections_max {
+                if !sh.connections_live.try_acquire(sh.cfg.connections_max) {
                     // Closed at once: a flood of connections cannot exhaust descriptors or
                     // memory. The client sees the connection close before any reply.
                     sh.stats.limit_refusals.fetch_add(1, Relaxed);
                     warn!(peer = %c.peer(), limit = sh.cfg.connections_max, "connection refused: connections_max reached");
                     continue;
                 }
-                sh.connections_live.fetch_add(1, Relaxed);
                 let link = &links[next % links.len()];
                 next += 1;
                 link.inbox.lock().unwrap().push(c);
@@ -433,7 +434,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                     ) {
                         warn!("cannot watch new connection: {e}");
                         free.push(idx);
-                        sh.connections_live.fetch_sub(1, Relaxed);
+                        sh.connections_live.release();
                         continue;
                     }
                     let mut c = Conn::new(t);
@@ -478,7 +479,7 @@ fn close_conn(
         let _ = poll.registry().deregister(&mut SourceFd(&fd));
         c.close(sh);
         sh.stats.connections_closed.fetch_add(1, Relaxed);
-        sh.connections_live.fetch_sub(1, Relaxed);
+        sh.connections_live.release();
         free.push(idx);
     }
 }

@@ -79,6 +79,8 @@ impl Conn {
                     }
                 }
             }
+            // One completion per pull issued: one more would be a transport bug.
+            assert!(b.pulls_left > 0, "pull completion for a batch with no pulls left");
             b.pulls_left -= 1;
             if b.pulls_left > 0 {
                 return ConnFate::Keep;

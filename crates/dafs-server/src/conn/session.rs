@@ -73,5 +73,5 @@ pub(crate) fn release_session(sh: &Shared, s: Session, why: &str) {
         // A create-unlinked file never published vanishes with its descriptor.
     }
     s.info.connected.store(false, Relaxed);
-    sh.sessions_live.fetch_sub(1, Relaxed);
+    sh.sessions_live.release();
 }

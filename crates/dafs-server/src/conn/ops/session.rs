@@ -81,8 +81,7 @@ impl Conn {
         }
         let client_name = String::from_utf8_lossy(client_id).into_owned();
         self.admit_client(sh, &client_name)?;
-        if sh.sessions_live.fetch_add(1, Relaxed) >= sh.cfg.sessions_max {
-            sh.sessions_live.fetch_sub(1, Relaxed);
+        if !sh.sessions_live.try_acquire(sh.cfg.sessions_max) {
             return Err(Status::Limit);
         }
         let max_msg = max_msg.min(sh.cfg.msg_size_max);
