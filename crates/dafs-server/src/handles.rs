@@ -19,6 +19,12 @@ use dafs_proto::{FileHandle, Status};
 
 use crate::fsops;
 
+/// Smallest handle table (`handles_max`). One request may need several handles to stay
+/// resolvable at once (a rename's two directories, a link's file and directory), so the
+/// table must not recycle them under it; `scripts/test-fuse.sh` runs at this size to
+/// keep the STALE-and-retry path busy.
+pub const HANDLES_MIN: usize = 16;
+
 #[derive(Debug)]
 struct Entry {
     fd: Arc<OwnedFd>,
@@ -63,7 +69,7 @@ fn check_word(b: &[u8]) -> u32 {
 
 impl HandleTable {
     pub fn new(instance: u64, max: usize) -> Self {
-        assert!(max >= 16);
+        assert!(max >= HANDLES_MIN);
         HandleTable {
             inner: Mutex::new(Inner {
                 entries: Vec::new(),

@@ -15,6 +15,7 @@ pub mod admin;
 pub mod config;
 mod conn;
 pub mod cred;
+mod error;
 pub mod fsops;
 pub mod handles;
 pub mod live;
@@ -40,6 +41,7 @@ use tracing::{error, info, warn};
 
 pub use config::{Export, ServerConfig, TlsServerOptions};
 use conn::{Conn, ConnFate, Scratch};
+pub use error::{ConfigError, StartError};
 use live::LiveCount;
 pub use stats::StatsSnapshot;
 
@@ -157,7 +159,7 @@ const LISTENER: Token = Token(0);
 const SHM_LISTENER: Token = Token(1);
 
 /// Start the server: bind, open the exports, spawn the acceptor and the workers.
-pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
+pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     cfg.validate()?;
     let mut roots = Vec::new();
     for e in &cfg.exports {
@@ -166,21 +168,22 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|err| format!("cannot open export {}: {err}", e.path.display()))?;
+        .map_err(|err| StartError::OpenExport { path: e.path.clone(), source: err.into() })?;
         roots.push(fd);
     }
     raise_fd_limit();
     let mut instance = [0u8; 8];
-    getrandom::getrandom(&mut instance).map_err(|e| e.to_string())?;
+    getrandom::getrandom(&mut instance).map_err(StartError::Random)?;
     let mut listener = TcpListener::bind(&cfg.listen)
-        .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+        .map_err(|e| StartError::Listen { addr: cfg.listen.clone(), source: e })?;
     if let Some(t) = &cfg.tls {
-        listener.set_tls(t.build().map_err(|e| format!("TLS: {e}"))?);
+        listener.set_tls(t.build().map_err(StartError::Tls)?);
     }
     let local_addr = listener.local_addr();
     let mut shm_listener = match &cfg.shm_socket {
         Some(p) => Some(
-            ShmListener::bind(p).map_err(|e| format!("cannot listen on {}: {e}", p.display()))?,
+            ShmListener::bind(p)
+                .map_err(|e| StartError::Listen { addr: p.display().to_string(), source: e })?,
         ),
         None => None,
     };
@@ -204,8 +207,9 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
     let mut threads = Vec::new();
     let mut links = Vec::new();
     for i in 0..shared.cfg.workers {
-        let poll = Poll::new().map_err(|e| e.to_string())?;
-        let waker = Waker::new(poll.registry(), WAKER).map_err(|e| e.to_string())?;
+        let poll = Poll::new().map_err(StartError::io("cannot create a worker's event loop"))?;
+        let waker = Waker::new(poll.registry(), WAKER)
+            .map_err(StartError::io("cannot create a worker's waker"))?;
         let link = Arc::new(WorkerLink { inbox: Mutex::new(Vec::new()), waker });
         links.push(link.clone());
         let sh = shared.clone();
@@ -213,23 +217,26 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
             std::thread::Builder::new()
                 .name(format!("dafsd-worker-{i}"))
                 .spawn(move || worker_loop(sh, poll, link))
-                .map_err(|e| e.to_string())?,
+                .map_err(StartError::io("cannot start a worker thread"))?,
         );
     }
 
     let _ = shared.links.set(links.clone());
-    let apoll = Poll::new().map_err(|e| e.to_string())?;
+    let apoll = Poll::new().map_err(StartError::io("cannot create the acceptor's event loop"))?;
     apoll
         .registry()
         .register(listener.mio(), LISTENER, Interest::READABLE)
-        .map_err(|e| e.to_string())?;
+        .map_err(StartError::io("cannot watch the listening socket"))?;
     if let Some(l) = shm_listener.as_mut() {
         apoll
             .registry()
             .register(l.mio(), SHM_LISTENER, Interest::READABLE)
-            .map_err(|e| e.to_string())?;
+            .map_err(StartError::io("cannot watch the shared-memory socket"))?;
     }
-    let acceptor_waker = Arc::new(Waker::new(apoll.registry(), WAKER).map_err(|e| e.to_string())?);
+    let acceptor_waker = Arc::new(
+        Waker::new(apoll.registry(), WAKER)
+            .map_err(StartError::io("cannot create the acceptor's waker"))?,
+    );
     {
         let sh = shared.clone();
         let links = links.clone();
@@ -237,31 +244,33 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
             std::thread::Builder::new()
                 .name("dafsd-accept".into())
                 .spawn(move || accept_loop(sh, apoll, listener, shm_listener, links))
-                .map_err(|e| e.to_string())?,
+                .map_err(StartError::io("cannot start the acceptor thread"))?,
         );
     }
     if let Some(path) = shared.cfg.admin_socket.clone() {
         let l = admin::bind_admin_socket(&path)
-            .map_err(|e| format!("cannot listen on admin socket {}: {e}", path.display()))?;
+            .map_err(|e| StartError::AdminSocket { path: path.clone(), source: e })?;
         let sh = shared.clone();
         threads.push(
             std::thread::Builder::new()
                 .name("dafsd-admin".into())
                 .spawn(move || admin::admin_loop(sh, l, path))
-                .map_err(|e| e.to_string())?,
+                .map_err(StartError::io("cannot start the admin thread"))?,
         );
     }
     let mut metrics_addr = None;
     if let Some(addr) = shared.cfg.metrics_listen.clone() {
         let l = std::net::TcpListener::bind(&addr)
-            .map_err(|e| format!("cannot listen on metrics address {addr}: {e}"))?;
-        metrics_addr = Some(l.local_addr().map_err(|e| e.to_string())?.to_string());
+            .map_err(|e| StartError::Metrics { addr: addr.clone(), source: e })?;
+        let bound =
+            l.local_addr().map_err(StartError::io("cannot read the metrics listener's address"))?;
+        metrics_addr = Some(bound.to_string());
         let sh = shared.clone();
         threads.push(
             std::thread::Builder::new()
                 .name("dafsd-metrics".into())
                 .spawn(move || admin::metrics_loop(sh, l))
-                .map_err(|e| e.to_string())?,
+                .map_err(StartError::io("cannot start the metrics thread"))?,
         );
     }
     info!(addr = %local_addr, tls = shared.cfg.tls.is_some(), shm = %shared.shm_path, exports = shared.cfg.exports.len(), workers = shared.cfg.workers, "dafsd listening");
