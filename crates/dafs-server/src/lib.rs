@@ -158,6 +158,17 @@ const WAKER: Token = Token(usize::MAX);
 const LISTENER: Token = Token(0);
 const SHM_LISTENER: Token = Token(1);
 
+/// How often the acceptor looks for sessions whose lease has passed; also its poll
+/// timeout, so it notices shutdown within this much even without a wake-up.
+const LEASE_REAP_INTERVAL: Duration = Duration::from_millis(250);
+/// Longest a worker sleeps in epoll without events: a backstop for noticing shutdown
+/// and revocations should a wake-up be lost.
+const WORKER_SLEEP_MAX: Duration = Duration::from_millis(500);
+/// Readiness events taken per poll: the acceptor has two listeners and a waker; a
+/// worker handles this many connections' events per pass, the rest on the next.
+const ACCEPTOR_EVENTS_MAX: usize = 16;
+const WORKER_EVENTS_MAX: usize = 256;
+
 /// Start the server: bind, open the exports, spawn the acceptor and the workers.
 pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     cfg.validate()?;
@@ -295,18 +306,18 @@ fn accept_loop(
     mut shm: Option<ShmListener>,
     links: Vec<Arc<WorkerLink>>,
 ) {
-    let mut events = Events::with_capacity(16);
+    let mut events = Events::with_capacity(ACCEPTOR_EVENTS_MAX);
     let mut next = 0usize;
     let mut last_reap = Instant::now();
     while !sh.shutdown.load(Relaxed) {
-        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(250))) {
+        if let Err(e) = poll.poll(&mut events, Some(LEASE_REAP_INTERVAL)) {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 error!("acceptor poll failed: {e}");
                 return;
             }
         }
         // Leases: release the state of sessions whose client did not come back in time.
-        if last_reap.elapsed() >= Duration::from_millis(250) {
+        if last_reap.elapsed() >= LEASE_REAP_INTERVAL {
             last_reap = Instant::now();
             for (s, _) in sh.sessions.expired(last_reap) {
                 sh.stats.sessions_expired.fetch_add(1, Relaxed);
@@ -356,7 +367,7 @@ fn accept_loop(
 }
 
 fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
-    let mut events = Events::with_capacity(256);
+    let mut events = Events::with_capacity(WORKER_EVENTS_MAX);
     let mut conns: Vec<Option<Conn>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut sc = Scratch::default();
@@ -372,8 +383,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
         if spinning {
             dafs_transport::wait::spin_pause();
         }
-        let mut timeout =
-            if spinning { Some(Duration::ZERO) } else { Some(Duration::from_millis(500)) };
+        let mut timeout = if spinning { Some(Duration::ZERO) } else { Some(WORKER_SLEEP_MAX) };
         let mut armed = false;
         if timeout != Some(Duration::ZERO) {
             armed = true;
