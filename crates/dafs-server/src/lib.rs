@@ -5,7 +5,9 @@
 //!   a worker, round-robin;
 //! - `workers` event-loop threads (mio/epoll), each owning its connections outright: a
 //!   connection's session, slots and open files are touched by one thread only, so the
-//!   request path takes no locks except the shared file handle table;
+//!   request path takes only the server-wide tables' locks (file handles, byte-range
+//!   locks, opens), each for one table update, and an APPEND open's append lock across
+//!   its write;
 //! - storage I/O with explicit offsets (pread/pwrite), every name resolved beneath
 //!   the export with openat2(RESOLVE_BENEATH).
 //!

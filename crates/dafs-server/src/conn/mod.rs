@@ -103,7 +103,8 @@ impl Conn {
         self.flush()
     }
 
-    /// Write queued output; true = everything written. Resumes reading if it had paused.
+    /// Write as much queued output as the socket takes now; `Close` if the connection
+    /// broke. (A connection paused for backpressure resumes reading in `drive`.)
     pub fn flush(&mut self) -> ConnFate {
         match self.t.flush() {
             Ok(_) => ConnFate::Keep,
