@@ -305,7 +305,7 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
         // (reported by validate).
         cfg.shm_socket = None;
     }
-    cfg.validate()?;
+    cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
 
@@ -321,7 +321,7 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
             format!("{}={}{}", e.name, e.path.display(), if e.read_only { " (ro)" } else { "" })
         })
         .collect();
-    let handle = dafs_server::start(cfg)?;
+    let handle = dafs_server::start(cfg).map_err(|e| e.to_string())?;
     println!("dafsd listening on {}", handle.local_addr());
     if let Some(t) = &tls {
         println!(

@@ -34,6 +34,13 @@ use crate::{conn, Shared};
 /// Largest admin command or HTTP request head read.
 const REQUEST_BYTES_MAX: u64 = 8 * 1024;
 const IO_TIMEOUT: Duration = Duration::from_secs(2);
+/// The admin and metrics listeners are polled (non-blocking accept) at this interval:
+/// an idle server costs next to nothing, a command waits at most this long, and
+/// shutdown is noticed within it.
+const ACCEPT_POLL_INTERVAL: Duration = Duration::from_millis(50);
+/// Back-off after a failed accept (e.g. out of descriptors), so a persistent failure
+/// does not spin or flood the log.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(200);
 
 pub fn bind_admin_socket(path: &Path) -> std::io::Result<UnixListener> {
     if let Ok(meta) = std::fs::symlink_metadata(path) {
@@ -60,11 +67,11 @@ pub fn admin_loop(sh: Arc<Shared>, l: UnixListener, path: PathBuf) {
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50))
+                std::thread::sleep(ACCEPT_POLL_INTERVAL)
             }
             Err(e) => {
                 warn!("admin accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(200));
+                std::thread::sleep(ACCEPT_ERROR_BACKOFF);
             }
         }
     }
@@ -185,8 +192,8 @@ fn stats_json(sh: &Shared) -> Value {
         snap.fields().into_iter().map(|(n, _, v)| (n.to_string(), json!(v))).collect();
     json!({
         "counters": counters,
-        "sessions_live": sh.sessions_live.load(Relaxed),
-        "connections_live": sh.connections_live.load(Relaxed),
+        "sessions_live": sh.sessions_live.get(),
+        "connections_live": sh.connections_live.get(),
         "fenced": sh.sessions.fenced_list(),
     })
 }
@@ -202,9 +209,9 @@ pub fn metrics_text(sh: &Shared) -> String {
         (
             "sessions_live",
             "Sessions holding state (bound or parked).",
-            sh.sessions_live.load(Relaxed) as u64,
+            sh.sessions_live.get() as u64,
         ),
-        ("connections_live", "Connections open now.", sh.connections_live.load(Relaxed) as u64),
+        ("connections_live", "Connections open now.", sh.connections_live.get() as u64),
         (
             "sessions_parked",
             "Sessions waiting for their client to reconnect.",
@@ -227,9 +234,9 @@ pub fn metrics_loop(sh: Arc<Shared>, l: std::net::TcpListener) {
                 let _ = serve_metrics(&sh, s);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50))
+                std::thread::sleep(ACCEPT_POLL_INTERVAL)
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+            Err(_) => std::thread::sleep(ACCEPT_ERROR_BACKOFF),
         }
     }
 }
@@ -241,9 +248,10 @@ fn serve_metrics(sh: &Shared, s: std::net::TcpStream) -> std::io::Result<()> {
     let mut line = String::new();
     let mut r = BufReader::new((&s).take(REQUEST_BYTES_MAX));
     r.read_line(&mut line)?;
-    // Drain the rest of the request head (bounded by `take`).
+    // Drain the rest of the request head (bounded by `take`), up to the empty line
+    // that ends it ("\r\n", or "\n" alone).
     let mut h = String::new();
-    while r.read_line(&mut h)? > 2 {
+    while r.read_line(&mut h)? > "\r\n".len() {
         h.clear();
     }
     let mut w = &s;

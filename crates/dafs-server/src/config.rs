@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use dafs_proto::limits;
 pub use dafs_transport::tls::TlsServerOptions;
 
+use crate::error::ConfigError;
+use crate::handles::HANDLES_MIN;
+
 #[derive(Debug, Clone)]
 pub struct Export {
     /// Name clients pass to GET_ROOTHANDLE; the first export is also the default ("").
@@ -94,6 +97,22 @@ pub struct ServerConfig {
 /// Default inline/direct threshold. See docs/benchmarks.md for how it was chosen.
 pub const INLINE_THRESHOLD_DEFAULT: u32 = 16 * 1024;
 
+/// `msg_size_max` must exceed `inline_threshold` by this much: an inline write of the
+/// threshold must fit in one message with its header and the op's fixed part.
+pub const INLINE_HEADROOM_BYTES: u64 = 4096;
+
+/// Most worker threads. The thread count is fixed at start and never depends on the
+/// clients; this bound catches a mistyped count before it starts that many event loops.
+pub const WORKERS_MAX: usize = 64;
+
+/// Smallest reply cache slot: every non-idempotent op's reply (the largest is OPEN's,
+/// a handle and attributes) must fit, or its retransmission could not be answered.
+pub const REPLY_CACHE_SLOT_BYTES_MIN: usize = 1024;
+
+/// Longest lease (one day): state kept for a client that may never return is held
+/// against the session limit meanwhile.
+pub const LEASE_SECS_MAX: u64 = 24 * 3600;
+
 impl ServerConfig {
     pub fn new(export_path: impl Into<PathBuf>) -> Self {
         ServerConfig {
@@ -123,69 +142,113 @@ impl ServerConfig {
         }
     }
 
-    /// Check the configuration; the message says what to fix.
-    pub fn validate(&self) -> Result<(), String> {
+    /// Check the configuration; the error says what to fix.
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.exports.is_empty() {
-            return Err("at least one export is required".into());
+            return Err(ConfigError::NoExports);
         }
         for e in &self.exports {
             if !e.path.is_dir() {
-                return Err(format!(
-                    "export {:?}: {} is not a directory",
-                    e.name,
-                    e.path.display()
-                ));
+                return Err(ConfigError::ExportNotDirectory {
+                    name: e.name.clone(),
+                    path: e.path.clone(),
+                });
             }
         }
-        if !(1..=limits::SLOTS_MAX).contains(&self.slots_max) {
-            return Err(format!("slots_max must be 1..={}", limits::SLOTS_MAX));
+        let in_range = |field, value: u64, min: u64, max: u64| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(ConfigError::OutOfRange { field, min, max })
+            }
+        };
+        in_range("slots_max", self.slots_max.into(), 1, limits::SLOTS_MAX.into())?;
+        in_range(
+            "msg_size_max",
+            self.msg_size_max.into(),
+            limits::MSG_SIZE_MIN.into(),
+            limits::MSG_SIZE_MAX.into(),
+        )?;
+        if self.inline_threshold as u64 + INLINE_HEADROOM_BYTES > self.msg_size_max as u64 {
+            return Err(ConfigError::InlineThresholdTooLarge {
+                headroom_bytes: INLINE_HEADROOM_BYTES,
+            });
         }
-        if !(limits::MSG_SIZE_MIN..=limits::MSG_SIZE_MAX).contains(&self.msg_size_max) {
-            return Err(format!(
-                "msg_size_max must be {}..={}",
-                limits::MSG_SIZE_MIN,
-                limits::MSG_SIZE_MAX
-            ));
+        in_range("direct_max", self.direct_max.into(), 1, limits::DIRECT_LEN_MAX.into())?;
+        in_range("workers", self.workers as u64, 1, WORKERS_MAX as u64)?;
+        in_range("batch_max", self.batch_max.into(), 1, dafs_proto::types::BATCH_MAX.into())?;
+        if self.handles_max < HANDLES_MIN {
+            return Err(ConfigError::BelowMin { field: "handles_max", min: HANDLES_MIN as u64 });
         }
-        if self.inline_threshold as u64 + 4096 > self.msg_size_max as u64 {
-            return Err("inline_threshold must leave room for headers within msg_size_max".into());
-        }
-        if self.direct_max == 0 || self.direct_max > limits::DIRECT_LEN_MAX {
-            return Err(format!("direct_max must be 1..={}", limits::DIRECT_LEN_MAX));
-        }
-        if self.workers == 0 || self.workers > 64 {
-            return Err("workers must be 1..=64".into());
-        }
-        if self.batch_max == 0 || self.batch_max > dafs_proto::types::BATCH_MAX {
-            return Err(format!("batch_max must be 1..={}", dafs_proto::types::BATCH_MAX));
-        }
-        if self.handles_max < 16 {
-            return Err("handles_max must be at least 16".into());
-        }
-        if self.reply_cache_slot_bytes < 1024
+        if self.reply_cache_slot_bytes < REPLY_CACHE_SLOT_BYTES_MIN
             || self.reply_cache_slot_bytes > self.msg_size_max as usize
         {
-            return Err("reply_cache_slot_bytes must be 1024..=msg_size_max (non-idempotent replies must fit)".into());
+            return Err(ConfigError::ReplyCacheSlotBytes {
+                min: REPLY_CACHE_SLOT_BYTES_MIN as u64,
+            });
         }
-        if self.connections_per_client_max == 0 || self.connections_max == 0 {
-            return Err("connections_per_client_max and connections_max must be at least 1".into());
+        if self.connections_per_client_max == 0 {
+            return Err(ConfigError::BelowMin { field: "connections_per_client_max", min: 1 });
         }
-        if self.lease_secs > 24 * 3600 {
-            return Err("lease_secs must be at most 86400".into());
+        if self.connections_max == 0 {
+            return Err(ConfigError::BelowMin { field: "connections_max", min: 1 });
+        }
+        if self.lease_secs > LEASE_SECS_MAX {
+            return Err(ConfigError::AboveMax { field: "lease_secs", max: LEASE_SECS_MAX });
         }
         if self.identity != crate::cred::Identity::Server && !rustix::process::geteuid().is_root() {
-            return Err("identity \"asserted\" or \"squash\" needs dafsd to run as root (it switches file-system ids per request)".into());
+            return Err(ConfigError::IdentityNeedsRoot);
         }
         if self.backlog_bytes_max < self.direct_max as usize {
-            return Err("backlog_bytes_max must be at least direct_max".into());
+            return Err(ConfigError::BacklogBelowDirectMax);
         }
         if self.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some())
             && self.shm_socket.is_some()
         {
             // Same-host clients would reach the server over shared memory without a
             // client certificate.
-            return Err("TLS client certificates (client_ca_file) cannot be combined with the shared-memory provider: disable shm".into());
+            return Err(ConfigError::ClientCertsWithShm);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(f: impl FnOnce(&mut ServerConfig)) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = ServerConfig::new(dir.path());
+        f(&mut cfg);
+        cfg.validate().expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn errors_name_the_setting_and_its_bounds() {
+        assert!(ServerConfig::new(tempfile::tempdir().unwrap().path()).validate().is_ok());
+        assert_eq!(refused(|c| c.exports.clear()), "at least one export is required");
+        assert_eq!(refused(|c| c.workers = 0), "workers must be 1..=64");
+        assert_eq!(
+            refused(|c| c.slots_max = 0),
+            format!("slots_max must be 1..={}", limits::SLOTS_MAX)
+        );
+        assert_eq!(
+            refused(|c| c.msg_size_max = 1),
+            format!("msg_size_max must be {}..={}", limits::MSG_SIZE_MIN, limits::MSG_SIZE_MAX)
+        );
+        assert_eq!(refused(|c| c.handles_max = 15), "handles_max must be at least 16");
+        assert_eq!(refused(|c| c.lease_secs = 86401), "lease_secs must be at most 86400");
+        assert_eq!(refused(|c| c.connections_max = 0), "connections_max must be at least 1");
+        assert_eq!(
+            refused(|c| c.reply_cache_slot_bytes = 10),
+            "reply_cache_slot_bytes must be 1024..=msg_size_max (non-idempotent replies must fit)"
+        );
+        assert_eq!(
+            refused(|c| c.inline_threshold = c.msg_size_max),
+            "inline_threshold must leave room for headers within msg_size_max"
+        );
+        let e = refused(|c| c.exports[0].path = "/nonexistent/dir".into());
+        assert_eq!(e, "export \"export\": /nonexistent/dir is not a directory");
     }
 }

@@ -7,7 +7,7 @@
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
-use dafs_proto::{Attr, FileType, FsStat, Status};
+use dafs_proto::{limits, Attr, FileType, FsStat, Status};
 use rustix::fs::{self as rfs, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
@@ -17,11 +17,28 @@ pub fn st(e: Errno) -> Status {
     Status::from_errno(e.raw_os_error())
 }
 
+/// An I/O error's status; one without an errno (not from a system call) is `EIO`.
 pub fn io_st(e: std::io::Error) -> Status {
-    Status::from_errno(e.raw_os_error().unwrap_or(5))
+    Status::from_errno(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 const BENEATH: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+
+/// `st_blocks` counts 512-byte units, whatever the file system's block size (stat(2)).
+const STAT_BLOCK_BYTES: u64 = 512;
+
+/// getdents64 buffer (one per READDIR): room for hundreds of entries per system call.
+const GETDENTS_BUF_BYTES: usize = 32 * 1024;
+
+// `struct linux_dirent64` (getdents64(2)): d_ino u64, d_off i64, d_reclen u16,
+// d_type u8, then the NUL-terminated name.
+const DIRENT_INO_AT: usize = 0;
+const DIRENT_OFF_AT: usize = 8;
+const DIRENT_RECLEN_AT: usize = 16;
+const DIRENT_TYPE_AT: usize = 18;
+const DIRENT_NAME_AT: usize = 19;
+/// The smallest record the parser accepts: the fixed fields and the name's NUL.
+const DIRENT_RECLEN_MIN: usize = DIRENT_NAME_AT + 1;
 
 /// Resolve `path` beneath `dir` to an `O_PATH` descriptor.
 pub fn lookup(dir: BorrowedFd, path: &[u8], follow: bool) -> FsResult<OwnedFd> {
@@ -69,7 +86,7 @@ pub fn attr_from_stat(s: &rfs::Stat) -> Attr {
         uid: s.st_uid,
         gid: s.st_gid,
         size: s.st_size as u64,
-        used: (s.st_blocks as u64).saturating_mul(512),
+        used: (s.st_blocks as u64).saturating_mul(STAT_BLOCK_BYTES),
         fileid: s.st_ino,
         fsid: s.st_dev,
         rdev: s.st_rdev,
@@ -97,7 +114,7 @@ pub fn fsstat(fd: BorrowedFd) -> FsResult<FsStat> {
         total_files: s.f_files,
         free_files: s.f_ffree,
         block_size: s.f_bsize as u32,
-        name_max: s.f_namemax.min(255) as u32,
+        name_max: s.f_namemax.min(limits::NAME_LEN_MAX as u64) as u32,
     })
 }
 
@@ -122,22 +139,24 @@ pub fn read_dir(
     if cookie != 0 {
         rfs::seek(&d, rustix::fs::SeekFrom::Start(cookie)).map_err(|_| Status::BadCookie)?;
     }
-    let mut buf = vec![0u8; 32 * 1024];
+    let mut buf = vec![0u8; GETDENTS_BUF_BYTES];
     loop {
         let n = getdents64(d.as_fd(), &mut buf)?;
         if n == 0 {
             return Ok(true);
         }
         let mut pos = 0usize;
-        while pos + 19 <= n {
-            let ino = u64::from_ne_bytes(buf[pos..pos + 8].try_into().unwrap());
-            let off = u64::from_ne_bytes(buf[pos + 8..pos + 16].try_into().unwrap());
-            let reclen = u16::from_ne_bytes(buf[pos + 16..pos + 18].try_into().unwrap()) as usize;
-            let dtype = buf[pos + 18];
-            if reclen < 20 || pos + reclen > n {
+        while pos + DIRENT_NAME_AT <= n {
+            let rec = &buf[pos..];
+            let ino = u64::from_ne_bytes(rec[DIRENT_INO_AT..][..8].try_into().unwrap());
+            let off = u64::from_ne_bytes(rec[DIRENT_OFF_AT..][..8].try_into().unwrap());
+            let reclen =
+                u16::from_ne_bytes(rec[DIRENT_RECLEN_AT..][..2].try_into().unwrap()) as usize;
+            let dtype = rec[DIRENT_TYPE_AT];
+            if reclen < DIRENT_RECLEN_MIN || pos + reclen > n {
                 return Err(Status::Io);
             }
-            let name_area = &buf[pos + 19..pos + reclen];
+            let name_area = &buf[pos + DIRENT_NAME_AT..pos + reclen];
             let name =
                 &name_area[..name_area.iter().position(|&b| b == 0).unwrap_or(name_area.len())];
             pos += reclen;
@@ -145,12 +164,12 @@ pub fn read_dir(
                 continue;
             }
             let ftype = match dtype {
-                4 => FileType::Directory,
-                10 => FileType::Symlink,
-                2 => FileType::CharDevice,
-                6 => FileType::BlockDevice,
-                1 => FileType::Fifo,
-                12 => FileType::Socket,
+                libc::DT_DIR => FileType::Directory,
+                libc::DT_LNK => FileType::Symlink,
+                libc::DT_CHR => FileType::CharDevice,
+                libc::DT_BLK => FileType::BlockDevice,
+                libc::DT_FIFO => FileType::Fifo,
+                libc::DT_SOCK => FileType::Socket,
                 _ => FileType::Regular,
             };
             if !emit(off, ino, ftype, name) {
@@ -166,7 +185,7 @@ fn getdents64(fd: BorrowedFd, buf: &mut [u8]) -> FsResult<usize> {
         unsafe { libc::syscall(libc::SYS_getdents64, fd.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
     if r < 0 {
         Err(st(Errno::from_raw_os_error(
-            std::io::Error::last_os_error().raw_os_error().unwrap_or(5),
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO),
         )))
     } else {
         Ok(r as usize)
@@ -179,20 +198,6 @@ pub fn pread_full(fd: BorrowedFd, buf: &mut [u8], offset: u64) -> std::io::Resul
     while done < buf.len() {
         match rustix::io::pread(fd, &mut buf[done..], offset + done as u64) {
             Ok(0) => break,
-            Ok(n) => done += n,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(done)
-}
-
-/// pwrite all of `buf`.
-pub fn pwrite_full(fd: BorrowedFd, buf: &[u8], offset: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match rustix::io::pwrite(fd, &buf[done..], offset + done as u64) {
-            Ok(0) => return Err(std::io::Error::from_raw_os_error(28)),
             Ok(n) => done += n,
             Err(Errno::INTR) => continue,
             Err(e) => return Err(e.into()),

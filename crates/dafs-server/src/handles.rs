@@ -12,12 +12,29 @@
 //! recycled. A client whose handle was recycled gets STALE and looks the path up again.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
 use dafs_proto::{FileHandle, Status};
 
 use crate::fsops;
+
+// Where each field sits in a handle's 32 bytes (little-endian).
+const INSTANCE_AT: Range<usize> = 0..8;
+const INDEX_AT: Range<usize> = 8..12;
+const GENERATION_AT: Range<usize> = 12..16;
+const FILEID_AT: Range<usize> = 16..24;
+const EXPORT_AT: Range<usize> = 24..28;
+const CHECK_AT: Range<usize> = 28..32;
+/// The check word covers every field before it.
+const CHECKED_BYTES: usize = CHECK_AT.start;
+
+/// Smallest handle table (`handles_max`). One request may need several handles to stay
+/// resolvable at once (a rename's two directories, a link's file and directory), so the
+/// table must not recycle them under it; `scripts/test-fuse.sh` runs at this size to
+/// keep the STALE-and-retry path busy.
+pub const HANDLES_MIN: usize = 16;
 
 #[derive(Debug)]
 struct Entry {
@@ -52,7 +69,8 @@ pub struct Resolved {
 }
 
 fn check_word(b: &[u8]) -> u32 {
-    // FNV-1a over the first 28 bytes: detects corruption and invented handles cheaply.
+    // FNV-1a over the fields (CHECKED_BYTES): detects corruption and invented handles
+    // cheaply.
     let mut h: u32 = 0x811c_9dc5;
     for &x in b {
         h ^= x as u32;
@@ -63,7 +81,7 @@ fn check_word(b: &[u8]) -> u32 {
 
 impl HandleTable {
     pub fn new(instance: u64, max: usize) -> Self {
-        assert!(max >= 16);
+        assert!(max >= HANDLES_MIN);
         HandleTable {
             inner: Mutex::new(Inner {
                 entries: Vec::new(),
@@ -88,13 +106,13 @@ impl HandleTable {
 
     fn encode(&self, index: u32, gen: u32, ino: u64, export: u32) -> FileHandle {
         let mut b = [0u8; 32];
-        b[0..8].copy_from_slice(&self.instance.to_le_bytes());
-        b[8..12].copy_from_slice(&index.to_le_bytes());
-        b[12..16].copy_from_slice(&gen.to_le_bytes());
-        b[16..24].copy_from_slice(&ino.to_le_bytes());
-        b[24..28].copy_from_slice(&export.to_le_bytes());
-        let c = check_word(&b[0..28]);
-        b[28..32].copy_from_slice(&c.to_le_bytes());
+        b[INSTANCE_AT].copy_from_slice(&self.instance.to_le_bytes());
+        b[INDEX_AT].copy_from_slice(&index.to_le_bytes());
+        b[GENERATION_AT].copy_from_slice(&gen.to_le_bytes());
+        b[FILEID_AT].copy_from_slice(&ino.to_le_bytes());
+        b[EXPORT_AT].copy_from_slice(&export.to_le_bytes());
+        let c = check_word(&b[..CHECKED_BYTES]);
+        b[CHECK_AT].copy_from_slice(&c.to_le_bytes());
         FileHandle(b)
     }
 
@@ -163,16 +181,18 @@ impl HandleTable {
     /// object is gone, was recycled, or belongs to an earlier server instance.
     pub fn resolve(&self, fh: &FileHandle) -> Result<Resolved, Status> {
         let b = &fh.0;
-        if check_word(&b[0..28]) != u32::from_le_bytes(b[28..32].try_into().unwrap()) {
+        let u32_at = |r: Range<usize>| u32::from_le_bytes(b[r].try_into().unwrap());
+        let u64_at = |r: Range<usize>| u64::from_le_bytes(b[r].try_into().unwrap());
+        if check_word(&b[..CHECKED_BYTES]) != u32_at(CHECK_AT) {
             return Err(Status::BadHandle);
         }
-        if u64::from_le_bytes(b[0..8].try_into().unwrap()) != self.instance {
+        if u64_at(INSTANCE_AT) != self.instance {
             return Err(Status::Stale);
         }
-        let idx = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
-        let gen = u32::from_le_bytes(b[12..16].try_into().unwrap());
-        let ino = u64::from_le_bytes(b[16..24].try_into().unwrap());
-        let export = u32::from_le_bytes(b[24..28].try_into().unwrap());
+        let idx = u32_at(INDEX_AT) as usize;
+        let gen = u32_at(GENERATION_AT);
+        let ino = u64_at(FILEID_AT);
+        let export = u32_at(EXPORT_AT);
         let r = {
             let mut g = self.inner.lock().unwrap();
             g.clock += 1;

@@ -5,7 +5,9 @@
 //!   a worker, round-robin;
 //! - `workers` event-loop threads (mio/epoll), each owning its connections outright: a
 //!   connection's session, slots and open files are touched by one thread only, so the
-//!   request path takes no locks except the shared file handle table;
+//!   request path takes only the server-wide tables' locks (file handles, byte-range
+//!   locks, opens), each for one table update, and an APPEND open's append lock across
+//!   its write;
 //! - storage I/O with explicit offsets (pread/pwrite), every name resolved beneath
 //!   the export with openat2(RESOLVE_BENEATH).
 //!
@@ -15,8 +17,10 @@ pub mod admin;
 pub mod config;
 mod conn;
 pub mod cred;
+mod error;
 pub mod fsops;
 pub mod handles;
+pub mod live;
 pub mod locks;
 mod nattr;
 pub mod openstate;
@@ -24,7 +28,7 @@ pub mod sessions;
 pub mod stats;
 
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -39,6 +43,8 @@ use tracing::{error, info, warn};
 
 pub use config::{Export, ServerConfig, TlsServerOptions};
 use conn::{Conn, ConnFate, Scratch};
+pub use error::{ConfigError, StartError};
+use live::LiveCount;
 pub use stats::StatsSnapshot;
 
 /// State shared by all threads.
@@ -51,11 +57,11 @@ pub struct Shared {
     pub open_table: openstate::OpenTable,
     pub stats: stats::ServerStats,
     /// Sessions holding state (bound to a connection or parked for their lease).
-    pub sessions_live: AtomicUsize,
+    pub sessions_live: LiveCount,
     /// Every session, bound or parked; fenced clients.
     pub(crate) sessions: sessions::SessionTable<conn::Session>,
     /// Connections open now (bounded by `connections_max`).
-    pub connections_live: AtomicUsize,
+    pub connections_live: LiveCount,
     /// This host's identity, offered to clients for the same-host check.
     pub host_id: [u8; 16],
     /// Socket path of the shared-memory provider ("" if disabled).
@@ -113,7 +119,7 @@ impl ServerHandle {
         self.shared.stats.snapshot()
     }
     pub fn sessions_live(&self) -> usize {
-        self.shared.sessions_live.load(Relaxed)
+        self.shared.sessions_live.get()
     }
     /// Fence a client id (or a prefix ending in '*'): its sessions end, and it cannot
     /// create or bind sessions until unfenced. Returns the sessions affected.
@@ -154,8 +160,19 @@ const WAKER: Token = Token(usize::MAX);
 const LISTENER: Token = Token(0);
 const SHM_LISTENER: Token = Token(1);
 
+/// How often the acceptor looks for sessions whose lease has passed; also its poll
+/// timeout, so it notices shutdown within this much even without a wake-up.
+const LEASE_REAP_INTERVAL: Duration = Duration::from_millis(250);
+/// Longest a worker sleeps in epoll without events: a backstop for noticing shutdown
+/// and revocations should a wake-up be lost.
+const WORKER_SLEEP_MAX: Duration = Duration::from_millis(500);
+/// Readiness events taken per poll: the acceptor has two listeners and a waker; a
+/// worker handles this many connections' events per pass, the rest on the next.
+const ACCEPTOR_EVENTS_MAX: usize = 16;
+const WORKER_EVENTS_MAX: usize = 256;
+
 /// Start the server: bind, open the exports, spawn the acceptor and the workers.
-pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
+pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     cfg.validate()?;
     let mut roots = Vec::new();
     for e in &cfg.exports {
@@ -164,21 +181,22 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|err| format!("cannot open export {}: {err}", e.path.display()))?;
+        .map_err(|err| StartError::OpenExport { path: e.path.clone(), source: err.into() })?;
         roots.push(fd);
     }
     raise_fd_limit();
     let mut instance = [0u8; 8];
-    getrandom::getrandom(&mut instance).map_err(|e| e.to_string())?;
+    getrandom::getrandom(&mut instance).map_err(StartError::Random)?;
     let mut listener = TcpListener::bind(&cfg.listen)
-        .map_err(|e| format!("cannot listen on {}: {e}", cfg.listen))?;
+        .map_err(|e| StartError::Listen { addr: cfg.listen.clone(), source: e })?;
     if let Some(t) = &cfg.tls {
-        listener.set_tls(t.build().map_err(|e| format!("TLS: {e}"))?);
+        listener.set_tls(t.build().map_err(StartError::Tls)?);
     }
     let local_addr = listener.local_addr();
     let mut shm_listener = match &cfg.shm_socket {
         Some(p) => Some(
-            ShmListener::bind(p).map_err(|e| format!("cannot listen on {}: {e}", p.display()))?,
+            ShmListener::bind(p)
+                .map_err(|e| StartError::Listen { addr: p.display().to_string(), source: e })?,
         ),
         None => None,
     };
@@ -189,9 +207,9 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
         locks: Default::default(),
         open_table: Default::default(),
         stats: Default::default(),
-        sessions_live: AtomicUsize::new(0),
+        sessions_live: LiveCount::new("live sessions"),
         sessions: Default::default(),
-        connections_live: AtomicUsize::new(0),
+        connections_live: LiveCount::new("live connections"),
         host_id: dafs_transport::shm::host_id(),
         shm_path,
         shutdown: AtomicBool::new(false),
@@ -202,8 +220,9 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
     let mut threads = Vec::new();
     let mut links = Vec::new();
     for i in 0..shared.cfg.workers {
-        let poll = Poll::new().map_err(|e| e.to_string())?;
-        let waker = Waker::new(poll.registry(), WAKER).map_err(|e| e.to_string())?;
+        let poll = Poll::new().map_err(StartError::io("cannot create a worker's event loop"))?;
+        let waker = Waker::new(poll.registry(), WAKER)
+            .map_err(StartError::io("cannot create a worker's waker"))?;
         let link = Arc::new(WorkerLink { inbox: Mutex::new(Vec::new()), waker });
         links.push(link.clone());
         let sh = shared.clone();
@@ -211,23 +230,26 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
             std::thread::Builder::new()
                 .name(format!("dafsd-worker-{i}"))
                 .spawn(move || worker_loop(sh, poll, link))
-                .map_err(|e| e.to_string())?,
+                .map_err(StartError::io("cannot start a worker thread"))?,
         );
     }
 
     let _ = shared.links.set(links.clone());
-    let apoll = Poll::new().map_err(|e| e.to_string())?;
+    let apoll = Poll::new().map_err(StartError::io("cannot create the acceptor's event loop"))?;
     apoll
         .registry()
         .register(listener.mio(), LISTENER, Interest::READABLE)
-        .map_err(|e| e.to_string())?;
+        .map_err(StartError::io("cannot watch the listening socket"))?;
     if let Some(l) = shm_listener.as_mut() {
         apoll
             .registry()
             .register(l.mio(), SHM_LISTENER, Interest::READABLE)
-            .map_err(|e| e.to_string())?;
+            .map_err(StartError::io("cannot watch the shared-memory socket"))?;
     }
-    let acceptor_waker = Arc::new(Waker::new(apoll.registry(), WAKER).map_err(|e| e.to_string())?);
+    let acceptor_waker = Arc::new(
+        Waker::new(apoll.registry(), WAKER)
+            .map_err(StartError::io("cannot create the acceptor's waker"))?,
+    );
     {
         let sh = shared.clone();
         let links = links.clone();
@@ -235,31 +257,33 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, String> {
             std::thread::Builder::new()
                 .name("dafsd-accept".into())
                 .spawn(move || accept_loop(sh, apoll, listener, shm_listener, links))
-                .map_err(|e| e.to_string())?,
+                .map_err(StartError::io("cannot start the acceptor thread"))?,
         );
     }
     if let Some(path) = shared.cfg.admin_socket.clone() {
         let l = admin::bind_admin_socket(&path)
-            .map_err(|e| format!("cannot listen on admin socket {}: {e}", path.display()))?;
+            .map_err(|e| StartError::AdminSocket { path: path.clone(), source: e })?;
         let sh = shared.clone();
         threads.push(
             std::thread::Builder::new()
                 .name("dafsd-admin".into())
                 .spawn(move || admin::admin_loop(sh, l, path))
-                .map_err(|e| e.to_string())?,
+                .map_err(StartError::io("cannot start the admin thread"))?,
         );
     }
     let mut metrics_addr = None;
     if let Some(addr) = shared.cfg.metrics_listen.clone() {
         let l = std::net::TcpListener::bind(&addr)
-            .map_err(|e| format!("cannot listen on metrics address {addr}: {e}"))?;
-        metrics_addr = Some(l.local_addr().map_err(|e| e.to_string())?.to_string());
+            .map_err(|e| StartError::Metrics { addr: addr.clone(), source: e })?;
+        let bound =
+            l.local_addr().map_err(StartError::io("cannot read the metrics listener's address"))?;
+        metrics_addr = Some(bound.to_string());
         let sh = shared.clone();
         threads.push(
             std::thread::Builder::new()
                 .name("dafsd-metrics".into())
                 .spawn(move || admin::metrics_loop(sh, l))
-                .map_err(|e| e.to_string())?,
+                .map_err(StartError::io("cannot start the metrics thread"))?,
         );
     }
     info!(addr = %local_addr, tls = shared.cfg.tls.is_some(), shm = %shared.shm_path, exports = shared.cfg.exports.len(), workers = shared.cfg.workers, "dafsd listening");
@@ -284,18 +308,18 @@ fn accept_loop(
     mut shm: Option<ShmListener>,
     links: Vec<Arc<WorkerLink>>,
 ) {
-    let mut events = Events::with_capacity(16);
+    let mut events = Events::with_capacity(ACCEPTOR_EVENTS_MAX);
     let mut next = 0usize;
     let mut last_reap = Instant::now();
     while !sh.shutdown.load(Relaxed) {
-        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(250))) {
+        if let Err(e) = poll.poll(&mut events, Some(LEASE_REAP_INTERVAL)) {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 error!("acceptor poll failed: {e}");
                 return;
             }
         }
         // Leases: release the state of sessions whose client did not come back in time.
-        if last_reap.elapsed() >= Duration::from_millis(250) {
+        if last_reap.elapsed() >= LEASE_REAP_INTERVAL {
             last_reap = Instant::now();
             for (s, _) in sh.sessions.expired(last_reap) {
                 sh.stats.sessions_expired.fetch_add(1, Relaxed);
@@ -328,14 +352,13 @@ fn accept_loop(
             }
             for c in got {
                 sh.stats.connections_accepted.fetch_add(1, Relaxed);
-                if sh.connections_live.load(Relaxed) >= sh.cfg.connections_max {
+                if !sh.connections_live.try_acquire(sh.cfg.connections_max) {
                     // Closed at once: a flood of connections cannot exhaust descriptors or
                     // memory. The client sees the connection close before any reply.
                     sh.stats.limit_refusals.fetch_add(1, Relaxed);
                     warn!(peer = %c.peer(), limit = sh.cfg.connections_max, "connection refused: connections_max reached");
                     continue;
                 }
-                sh.connections_live.fetch_add(1, Relaxed);
                 let link = &links[next % links.len()];
                 next += 1;
                 link.inbox.lock().unwrap().push(c);
@@ -346,7 +369,7 @@ fn accept_loop(
 }
 
 fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
-    let mut events = Events::with_capacity(256);
+    let mut events = Events::with_capacity(WORKER_EVENTS_MAX);
     let mut conns: Vec<Option<Conn>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     let mut sc = Scratch::default();
@@ -362,8 +385,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
         if spinning {
             dafs_transport::wait::spin_pause();
         }
-        let mut timeout =
-            if spinning { Some(Duration::ZERO) } else { Some(Duration::from_millis(500)) };
+        let mut timeout = if spinning { Some(Duration::ZERO) } else { Some(WORKER_SLEEP_MAX) };
         let mut armed = false;
         if timeout != Some(Duration::ZERO) {
             armed = true;
@@ -433,7 +455,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                     ) {
                         warn!("cannot watch new connection: {e}");
                         free.push(idx);
-                        sh.connections_live.fetch_sub(1, Relaxed);
+                        sh.connections_live.release();
                         continue;
                     }
                     let mut c = Conn::new(t);
@@ -478,7 +500,7 @@ fn close_conn(
         let _ = poll.registry().deregister(&mut SourceFd(&fd));
         c.close(sh);
         sh.stats.connections_closed.fetch_add(1, Relaxed);
-        sh.connections_live.fetch_sub(1, Relaxed);
+        sh.connections_live.release();
         free.push(idx);
     }
 }

@@ -30,6 +30,11 @@ struct FileState {
 /// changes (unlike per-file state, which goes at the last close while a write may still
 /// be arriving), and the array bounds memory whatever the number of files.
 const APPEND_STRIPES: usize = 64;
+/// Fibonacci hashing: multiply by 2^64 divided by the golden ratio and keep the top
+/// log2(APPEND_STRIPES) bits of the product, which depend on every bit of the key.
+const FIBONACCI_MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
+const APPEND_STRIPE_SHIFT: u32 = u64::BITS - APPEND_STRIPES.trailing_zeros();
+const _: () = assert!(APPEND_STRIPES.is_power_of_two());
 
 pub struct OpenTable {
     files: Mutex<HashMap<(u64, u64), FileState>>,
@@ -91,9 +96,9 @@ impl OpenTable {
             deny_read: r.deny_read,
             deny_write: r.deny_write,
         });
-        let stripe = (file.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ file.1)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            >> 58;
+        let stripe = (file.0.wrapping_mul(FIBONACCI_MULTIPLIER) ^ file.1)
+            .wrapping_mul(FIBONACCI_MULTIPLIER)
+            >> APPEND_STRIPE_SHIFT;
         Ok(self.append[stripe as usize % APPEND_STRIPES].clone())
     }
 

@@ -1,0 +1,178 @@
+//! One client connection: its session (slots, authentication, open files) and the
+//! execution of every op. Runs on exactly one worker thread; nothing here blocks
+//! except storage system calls.
+//!
+//! A request's way through, each step in its own module:
+//! - [`Conn::drive`] (here) reads the transport's events: a message goes to
+//!   `on_message`, pulled data to `on_pulled` (`pending`);
+//! - `on_message` decodes, `dispatch` runs the session, slot and authentication checks
+//!   (`dispatch`);
+//! - `execute` hands the op to its handler (`ops`, one per op or family), which runs it
+//!   and *returns* its reply;
+//! - `respond` (`reply`) is the one place a reply is encoded, sent and its slot
+//!   completed — for ordinary requests, refusals, WRITE_DIRECTs whose data arrived
+//!   later and batches alike.
+//!
+//! The slot and reply-cache rules themselves live in `dafs_proto::session`.
+
+mod dispatch;
+mod ops;
+mod pending;
+mod reply;
+mod session;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+
+use dafs_transport::{ServerConn, ServerEvent, TransportError};
+use tracing::{debug, info, warn};
+
+use crate::sessions::{REVOKE_DESTROY, REVOKE_NONE};
+use crate::Shared;
+use pending::{PendingBatch, PendingWrite};
+pub use reply::Scratch;
+pub(crate) use session::{release_session, Session};
+
+/// What the connection asks of its worker after handling input.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ConnFate {
+    Keep,
+    Close,
+}
+
+pub struct Conn {
+    pub t: Box<dyn ServerConn>,
+    session: Option<Session>,
+    /// WRITE_DIRECTs waiting for their data, by pull tag.
+    pending: HashMap<u64, PendingWrite>,
+    /// Pull tags are never reused on a connection, so a late completion for a session
+    /// that has ended cannot be mistaken for a new request's.
+    next_tag: u64,
+    batches: HashMap<u64, PendingBatch>,
+    pub read_paused: bool,
+    /// SESSION_DESTROY executed: release the session instead of parking it.
+    destroying: bool,
+}
+
+impl Conn {
+    pub fn new(t: Box<dyn ServerConn>) -> Self {
+        Conn {
+            t,
+            session: None,
+            pending: HashMap::new(),
+            next_tag: 1,
+            batches: HashMap::new(),
+            read_paused: false,
+            destroying: false,
+        }
+    }
+
+    /// Read and handle events until the socket is drained or backpressure pauses us.
+    pub fn drive(&mut self, sh: &Shared, sc: &mut Scratch) -> ConnFate {
+        loop {
+            if self.t.backlog_bytes() > sh.cfg.backlog_bytes_max {
+                if !self.read_paused {
+                    sh.stats.backpressure_pauses.fetch_add(1, Relaxed);
+                }
+                self.read_paused = true;
+                break;
+            }
+            self.read_paused = false;
+            match self.t.poll_event() {
+                Ok(Some(ServerEvent::Message(buf))) => {
+                    let fate = self.on_message(sh, sc, &buf);
+                    self.t.recycle(buf);
+                    if fate == ConnFate::Close {
+                        return ConnFate::Close;
+                    }
+                }
+                Ok(Some(ServerEvent::Pulled { tag, data })) => {
+                    if self.on_pulled(sh, sc, tag, data) == ConnFate::Close {
+                        return ConnFate::Close;
+                    }
+                }
+                Ok(None) => break,
+                Err(TransportError::Closed) => return ConnFate::Close,
+                Err(e) => {
+                    warn!(peer = %self.t.peer(), "closing connection: {e}");
+                    sh.stats.malformed.fetch_add(1, Relaxed);
+                    return ConnFate::Close;
+                }
+            }
+        }
+        self.flush()
+    }
+
+    /// Write as much queued output as the socket takes now; `Close` if the connection
+    /// broke. (A connection paused for backpressure resumes reading in `drive`.)
+    pub fn flush(&mut self) -> ConnFate {
+        match self.t.flush() {
+            Ok(_) => ConnFate::Keep,
+            Err(TransportError::Closed) => ConnFate::Close,
+            Err(e) => {
+                debug!(peer = %self.t.peer(), "write failed: {e}");
+                ConnFate::Close
+            }
+        }
+    }
+
+    /// True if another thread asked this connection to give up its session.
+    pub fn revoked(&self) -> bool {
+        self.session.as_ref().is_some_and(|s| s.info.revoke.load(Relaxed) != REVOKE_NONE)
+    }
+
+    /// The connection is closing. Requests that never executed (WRITE_DIRECTs and
+    /// batches still waiting for their data) give their slots back, so that the client's
+    /// retransmission after reconnecting executes them once. The session itself is
+    /// parked for its lease (a SESSION_BIND on a new connection takes it back), or
+    /// released if it was destroyed, fenced, or the server is stopping.
+    pub fn close(&mut self, sh: &Shared) {
+        if let Some(s) = self.session.as_mut() {
+            for p in self.pending.values() {
+                if p.batch.is_none() {
+                    s.slots.abort(p.hdr.slot_id);
+                }
+            }
+            for b in self.batches.values() {
+                s.slots.abort(b.hdr.slot_id);
+            }
+            s.info.slots_busy.store(s.slots.busy_count(), Relaxed);
+        }
+        self.pending.clear();
+        self.batches.clear();
+        if let Some(s) = self.session.take() {
+            let destroy = self.destroying
+                || s.info.revoke.load(Relaxed) == REVOKE_DESTROY
+                || sh.shutdown.load(Relaxed)
+                || sh.cfg.lease_secs == 0;
+            if destroy {
+                sh.sessions.remove(s.id);
+                release_session(sh, s, "session ended");
+            } else {
+                info!(session = s.id, client = %s.info.client_id, lease_secs = sh.cfg.lease_secs, "connection lost; session kept for its lease");
+                let info = s.info.clone();
+                sh.sessions.park(
+                    Box::new(s),
+                    &info,
+                    std::time::Duration::from_secs(sh.cfg.lease_secs),
+                );
+            }
+        }
+    }
+
+    /// A fresh pull tag (WRITE_DIRECT pulls, batches and their pieces).
+    fn take_tag(&mut self) -> u64 {
+        let tag = self.next_tag;
+        self.next_tag += 1;
+        tag
+    }
+
+    /// The session of a request that passed `dispatch`'s checks.
+    fn session(&self) -> &Session {
+        self.session.as_ref().expect("dispatch checked the session")
+    }
+
+    fn session_mut(&mut self) -> &mut Session {
+        self.session.as_mut().expect("dispatch checked the session")
+    }
+}

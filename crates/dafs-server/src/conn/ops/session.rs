@@ -1,0 +1,241 @@
+//! Session ops: SESSION_CREATE and SESSION_BIND (which attach a session to this
+//! connection, before any slot exists), SESSION_AUTH and SET_CRED. SESSION_DESTROY
+//! needs no handler: `dispatch` releases the session once its reply has gone out.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use dafs_proto::auth;
+use dafs_proto::ops::NONCE_LEN;
+use dafs_proto::session::{ReplyCache, ServerSlots};
+use dafs_proto::{limits, AuthMethod, Header, Reply, Status};
+use tracing::{debug, info, warn};
+
+use super::super::reply::SlotUse;
+use super::super::{Conn, ConnFate, Session};
+use crate::cred;
+use crate::sessions::{SessionInfo, Take};
+use crate::Shared;
+
+/// The inline threshold offered leaves this much of the negotiated message size for
+/// the message header and the op's fixed part, so an inline read or write of exactly
+/// the threshold still fits in one message.
+const INLINE_HEADROOM_BYTES: u32 = 1024;
+
+/// A session now attached to this connection (SESSION_CREATE, SESSION_BIND).
+pub(in crate::conn) struct Attached<'a> {
+    reply: Reply<'a>,
+    session_id: u64,
+    /// The session's message size, applied once the reply has gone out.
+    max_msg: u32,
+}
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    getrandom::getrandom(&mut b).expect("the OS random source works");
+    b
+}
+
+impl Conn {
+    /// Answer SESSION_CREATE or SESSION_BIND. Neither holds a slot (the session's slots
+    /// begin with it). The reply carries the session id in its header (new for
+    /// SESSION_CREATE), and goes out under the connection's message size before the
+    /// session's applies.
+    pub(in crate::conn) fn respond_attached(
+        &mut self,
+        sh: &Shared,
+        out: &mut Vec<u8>,
+        h: Header,
+        r: Result<Attached, Status>,
+    ) -> ConnFate {
+        let a = match r {
+            Ok(a) => a,
+            Err(st) => return self.respond(sh, out, &h, &Reply::Error(st), SlotUse::Untouched),
+        };
+        let mut rh = h;
+        rh.session_id = a.session_id;
+        let fate = self.respond(sh, out, &rh, &a.reply, SlotUse::Untouched);
+        self.t.set_max_msg_size(a.max_msg as usize);
+        fate
+    }
+
+    pub(in crate::conn) fn session_create<'a>(
+        &mut self,
+        sh: &'a Shared,
+        max_msg: u32,
+        slots: u32,
+        auth: AuthMethod,
+        client_id: &[u8],
+    ) -> Result<Attached<'a>, Status> {
+        if self.session.is_some() {
+            return Err(Status::Inval);
+        }
+        if max_msg < limits::MSG_SIZE_MIN || slots == 0 {
+            return Err(Status::Inval);
+        }
+        let auth_required = sh.cfg.secret.is_some();
+        if auth_required && auth != AuthMethod::HmacSha256 {
+            sh.stats.auth_failures.fetch_add(1, Relaxed);
+            return Err(Status::AuthRequired);
+        }
+        let client_name = String::from_utf8_lossy(client_id).into_owned();
+        self.admit_client(sh, &client_name)?;
+        if !sh.sessions_live.try_acquire(sh.cfg.sessions_max) {
+            return Err(Status::Limit);
+        }
+        let max_msg = max_msg.min(sh.cfg.msg_size_max);
+        let slots = slots.min(sh.cfg.slots_max);
+        let id = (u64::from_le_bytes(random_bytes()) >> 1) | 1;
+        let server_nonce = random_bytes();
+        info!(session = id, client = %client_name, peer = %self.t.peer(), slots, max_msg, "session created");
+        sh.stats.sessions_created.fetch_add(1, Relaxed);
+        let info = Arc::new(SessionInfo::new(id, client_name, slots, self.t.peer(), server_nonce));
+        sh.sessions.insert(info.clone());
+        self.session = Some(Session {
+            id,
+            info,
+            cache: ReplyCache::new(slots, sh.cfg.reply_cache_slot_bytes),
+            exec_digest: vec![0; slots as usize],
+            max_msg,
+            cred: None,
+            client_id: client_id.to_vec(),
+            slots: ServerSlots::new(slots),
+            auth_required,
+            authenticated: false,
+            server_nonce,
+            opens: HashMap::new(),
+            next_open_id: 1,
+        });
+        let reply = Reply::SessionCreate {
+            max_msg_size: max_msg,
+            slots,
+            inline_threshold: sh.cfg.inline_threshold.min(max_msg - INLINE_HEADROOM_BYTES),
+            auth: if auth_required { AuthMethod::HmacSha256 } else { AuthMethod::None },
+            server_nonce,
+            direct_max: sh.cfg.direct_max,
+            batch_max: sh.cfg.batch_max,
+            host_id: sh.host_id,
+            shm_path: sh.shm_path.as_bytes(),
+        };
+        Ok(Attached { reply, session_id: id, max_msg })
+    }
+
+    /// May `client` have a session on this connection (SESSION_CREATE, SESSION_BIND)?
+    /// Not if it is fenced, nor beyond its connections-per-client limit.
+    fn admit_client(&self, sh: &Shared, client: &str) -> Result<(), Status> {
+        if sh.sessions.is_fenced(client) {
+            sh.stats.fenced_refusals.fetch_add(1, Relaxed);
+            warn!(client, peer = %self.t.peer(), "session refused: client is fenced");
+            return Err(Status::Fenced);
+        }
+        if sh.sessions.bound_count(client) >= sh.cfg.connections_per_client_max {
+            warn!(
+                client,
+                limit = sh.cfg.connections_per_client_max,
+                "session refused: connections per client"
+            );
+            return Err(Status::Limit);
+        }
+        Ok(())
+    }
+
+    /// SESSION_BIND: take a session whose connection broke (within its lease) onto this
+    /// connection. Its slots, reply cache and open files continue; the client then
+    /// retransmits what it had in flight, and the slot rules execute each request once.
+    pub(in crate::conn) fn session_bind(
+        &mut self,
+        sh: &Shared,
+        h: &Header,
+        client_nonce: &[u8; NONCE_LEN],
+        proof: &[u8; NONCE_LEN],
+        client_id: &[u8],
+    ) -> Result<Attached<'static>, Status> {
+        if self.session.is_some() {
+            return Err(Status::Inval);
+        }
+        let client_name = String::from_utf8_lossy(client_id);
+        self.admit_client(sh, &client_name)?;
+        let secret = sh.cfg.secret.as_deref();
+        let verify = |nonce: &[u8; NONCE_LEN]| {
+            secret.is_none_or(|k| {
+                auth::verify_bind(k, h.session_id, nonce, client_nonce, client_id, proof)
+            })
+        };
+        let next_nonce = random_bytes();
+        let (s, info) = match sh.sessions.take(h.session_id, client_id, verify, next_nonce) {
+            Take::Bound(s, info) => (s, info),
+            Take::Busy => {
+                // The old connection is being closed by its worker; the client retries.
+                sh.wake_workers();
+                sh.stats.binds_delayed.fetch_add(1, Relaxed);
+                return Err(Status::Delay);
+            }
+            Take::AuthFailed => {
+                sh.stats.auth_failures.fetch_add(1, Relaxed);
+                warn!(session = h.session_id, client = %client_name, peer = %self.t.peer(), "bind refused: authentication failed");
+                return Err(Status::AuthFailed);
+            }
+            Take::Unknown | Take::WrongClient => {
+                sh.stats.binds_refused.fetch_add(1, Relaxed);
+                debug!(session = h.session_id, client = %client_name, "bind refused: no such session for this client");
+                return Err(Status::BadSession);
+            }
+        };
+        let server_proof = match secret {
+            Some(k) => auth::bind_server_proof(k, s.id, client_nonce, &next_nonce, &s.client_id),
+            None => [0u8; NONCE_LEN],
+        };
+        sh.stats.binds.fetch_add(1, Relaxed);
+        *info.peer.lock().unwrap() = self.t.peer();
+        info!(session = s.id, client = %s.info.client_id, peer = %self.t.peer(), "session bound to a new connection");
+        let reply = Reply::SessionBind {
+            slots: s.slots.granted(),
+            target_highest: s.slots.target_highest(),
+            next_nonce,
+            server_proof,
+        };
+        let (session_id, max_msg) = (s.id, s.max_msg);
+        self.session = Some(*s);
+        Ok(Attached { reply, session_id, max_msg })
+    }
+
+    pub(super) fn session_auth(
+        &mut self,
+        sh: &Shared,
+        client_nonce: &[u8; NONCE_LEN],
+        proof: &[u8; NONCE_LEN],
+    ) -> Result<Reply<'static>, Status> {
+        let s = self.session_mut();
+        if !s.auth_required || s.authenticated {
+            return Err(Status::Inval);
+        }
+        let secret = sh.cfg.secret.as_deref().expect("auth_required implies a secret");
+        if !auth::verify_client(secret, s.id, &s.server_nonce, client_nonce, &s.client_id, proof) {
+            sh.stats.auth_failures.fetch_add(1, Relaxed);
+            warn!(session = s.id, client = %s.info.client_id, "authentication failed");
+            return Err(Status::AuthFailed);
+        }
+        s.authenticated = true;
+        let server_proof =
+            auth::server_proof(secret, s.id, &s.server_nonce, client_nonce, &s.client_id);
+        Ok(Reply::SessionAuth { server_proof })
+    }
+
+    pub(super) fn set_cred(
+        &mut self,
+        sh: &Shared,
+        uid: u32,
+        gid: u32,
+        groups: &[u8],
+    ) -> Result<Reply<'static>, Status> {
+        if !sh.cfg.identity.accepts_set_cred() {
+            return Err(Status::NotSupp);
+        }
+        let s = self.session_mut();
+        s.cred = Some(cred::Cred { uid, gid, groups: cred::parse_groups(groups) });
+        // At once: later elements of a chain run with it too.
+        cred::apply(sh, s.cred.as_ref())?;
+        Ok(Reply::Empty)
+    }
+}

@@ -1,0 +1,98 @@
+//! Requests waiting for data pulled from the client (a provider without synchronous
+//! pulls: TCP): WRITE_DIRECTs and the write pieces of a BATCH_IO. Their slots stay busy
+//! until the data has arrived and been written; then `on_pulled` answers them through
+//! the same `respond` as every other request.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+
+use dafs_proto::{Header, Reply, Status};
+use dafs_transport::TransportError;
+use rustix::fs as rfs;
+use tracing::debug;
+
+use super::ops::{batch_reply, write_at};
+use super::reply::SlotUse;
+use super::{Conn, ConnFate, Scratch};
+use crate::fsops::{st, FsResult};
+use crate::Shared;
+
+/// A WRITE_DIRECT waiting for its data to be pulled from the client.
+pub(super) struct PendingWrite {
+    pub(super) hdr: Header,
+    pub(super) fd: Arc<OwnedFd>,
+    pub(super) offset: u64,
+    pub(super) stable: bool,
+    pub(super) append: Option<Arc<Mutex<()>>>,
+    /// Part of a BATCH_IO: (batch tag, I/O index) — the reply is the batch's.
+    pub(super) batch: Option<(u64, usize)>,
+}
+
+/// A BATCH_IO whose writes are still being pulled (TCP): results so far.
+pub(super) struct PendingBatch {
+    pub(super) hdr: Header,
+    pub(super) flags: u32,
+    pub(super) results: Vec<(Status, u64)>,
+    pub(super) pulls_left: usize,
+}
+
+impl Conn {
+    pub(super) fn on_pulled(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        tag: u64,
+        data: Result<Vec<u8>, TransportError>,
+    ) -> ConnFate {
+        let Some(p) = self.pending.remove(&tag) else {
+            // The session that asked for it has ended (SESSION_DESTROY): drop the data.
+            debug!("pull completion for a write whose session ended; dropped");
+            if let Ok(buf) = data {
+                self.t.recycle(buf);
+            }
+            return ConnFate::Keep;
+        };
+        let result: FsResult<(usize, u64)> = match &data {
+            Err(_) => Err(Status::BadRegion),
+            Ok(buf) => {
+                write_at(p.fd.as_fd(), buf, p.offset, p.append.as_deref()).and_then(|(n, off)| {
+                    if p.stable {
+                        rfs::fdatasync(&p.fd).map_err(st)?;
+                    }
+                    sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
+                    sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
+                    Ok((n, off))
+                })
+            }
+        };
+        if let Ok(buf) = data {
+            self.t.recycle(buf);
+        }
+        if let Some((btag, idx)) = p.batch {
+            let Some(b) = self.batches.get_mut(&btag) else { return ConnFate::Keep };
+            match result {
+                Ok((n, _)) => b.results[idx].1 += n as u64,
+                Err(e) => {
+                    if b.results[idx].0 == Status::Ok {
+                        b.results[idx].0 = e;
+                    }
+                }
+            }
+            // One completion per pull issued: one more would be a transport bug.
+            assert!(b.pulls_left > 0, "pull completion for a batch with no pulls left");
+            b.pulls_left -= 1;
+            if b.pulls_left > 0 {
+                return ConnFate::Keep;
+            }
+            let b = self.batches.remove(&btag).unwrap();
+            let reply = batch_reply(b.flags, &b.results, &mut sc.bufs.held);
+            return self.respond(sh, &mut sc.out, &b.hdr, &reply, SlotUse::Complete);
+        }
+        let reply = match result {
+            Ok((n, off)) => Reply::Write { count: n as u32, stable: p.stable, offset: off },
+            Err(e) => Reply::Error(e),
+        };
+        self.respond(sh, &mut sc.out, &p.hdr, &reply, SlotUse::Complete)
+    }
+}

@@ -1,0 +1,112 @@
+//! The one way a reply leaves: [`Conn::respond`] encodes it, queues it on the
+//! transport and, for a request that executed on its slot, completes the slot (reply
+//! cache, slot freed). Handlers only build replies; the buffers those replies borrow
+//! their data from live here too.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use dafs_proto::{Header, Reply, Status};
+use tracing::{debug, warn};
+
+use super::{Conn, ConnFate};
+use crate::Shared;
+
+/// Reused per-worker buffers: no allocation per request in steady state.
+#[derive(Default)]
+pub struct Scratch {
+    /// The encoded reply: what is sent, and what the reply cache keeps.
+    pub(super) out: Vec<u8>,
+    /// What replies borrow their data from.
+    pub(super) bufs: ReplyBufs,
+}
+
+/// Buffers a reply borrows its data from. Kept apart from `Scratch::out`, so a
+/// handler's reply can borrow them while it is encoded.
+#[derive(Default)]
+pub(super) struct ReplyBufs {
+    /// READ_INLINE data.
+    pub(super) data: Vec<u8>,
+    /// READDIR entries.
+    pub(super) entries: Vec<u8>,
+    /// Bytes a reply owns (a symlink target, a named attribute's value or name list, a
+    /// batch's results, a chain's replies), replaced by the next such reply; bounded by
+    /// the message size like the others.
+    pub(super) held: Vec<u8>,
+}
+
+/// What answering a request does to its slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum SlotUse {
+    /// The request executed on its slot (or consumed its sequence id): keep the reply
+    /// for retransmissions and free the slot, so the next sequence id on it may execute.
+    Complete,
+    /// The request holds no slot: refused before taking one, or a session op that has
+    /// none (NULL without a session, SESSION_CREATE, SESSION_BIND).
+    Untouched,
+}
+
+impl Conn {
+    /// Encode the reply to the request `req_h` into `out` (replacing its contents),
+    /// counting error replies. Every reply is encoded here, including each element's
+    /// reply inside a chain.
+    pub(super) fn encode(&self, sh: &Shared, out: &mut Vec<u8>, req_h: &Header, reply: &Reply) {
+        let target = self.session.as_ref().map(|s| s.slots.target_highest()).unwrap_or(0);
+        let h = Header::reply_to(req_h, Status::Ok, target);
+        if reply.status() != Status::Ok {
+            sh.stats.errors_replied.fetch_add(1, Relaxed);
+            // Every limit refusal, whichever limit (sessions, connections per client, open
+            // files, handles, locks per file...), is counted here, once.
+            if reply.status() == Status::Limit {
+                sh.stats.limit_refusals.fetch_add(1, Relaxed);
+            }
+        }
+        out.clear();
+        let max = self.t.max_msg_size();
+        if let Err(e) = dafs_proto::encode_reply(&h, reply, out, max) {
+            // Only a server bug can produce an oversized reply (sizes are checked before
+            // executing); answer with a fault rather than dropping the slot.
+            warn!("reply does not fit: {e}");
+            out.clear();
+            dafs_proto::encode_reply(&h, &Reply::Error(Status::ServerFault), out, max)
+                .expect("an empty reply fits");
+        }
+    }
+
+    /// Answer the request `req_h`: encode `reply` into `out`, queue it, and with
+    /// [`SlotUse::Complete`] complete the request's slot. The slot completes even if the
+    /// send failed: the request has executed, and the connection is closing anyway.
+    pub(super) fn respond(
+        &mut self,
+        sh: &Shared,
+        out: &mut Vec<u8>,
+        req_h: &Header,
+        reply: &Reply,
+        slot: SlotUse,
+    ) -> ConnFate {
+        self.encode(sh, out, req_h, reply);
+        let fate = match self.t.send(out) {
+            Ok(()) => ConnFate::Keep,
+            Err(e) => {
+                debug!("send failed: {e}");
+                ConnFate::Close
+            }
+        };
+        if slot == SlotUse::Complete {
+            self.complete_slot(out, req_h);
+        }
+        fate
+    }
+
+    /// The request on `h`'s slot has been answered with `reply` (as encoded): keep the
+    /// reply for retransmissions and free the slot.
+    fn complete_slot(&mut self, reply: &[u8], h: &Header) {
+        let Some(s) = self.session.as_mut() else { return };
+        let slot = h.slot_id;
+        let digest = s.exec_digest[slot as usize];
+        s.cache.store(slot, digest, h.opcode.is_idempotent(), reply);
+        s.slots.complete(slot);
+        s.info.slots_busy.store(s.slots.busy_count(), Relaxed);
+        s.info.cache_bytes.store(s.cache.bytes_held() as u64, Relaxed);
+        s.info.opens.store(s.opens.len() as u32, Relaxed);
+    }
+}
