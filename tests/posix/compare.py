@@ -118,7 +118,8 @@ def main(argv):
                 passed += 1
             elif listed:
                 failed += 1
-                problems.append(f"changed: {tag}: listed \"{listed[0]}\", now \"{got}\" ({detail}): update known-differences.tsv")
+                problems.append(f"changed: {tag}: listed \"{listed[0]}\", now \"{got}\" ({detail}): "
+                                "update known-differences.tsv")
             else:
                 failed += 1
                 problems.append(f"new difference: {tag}: {detail}")
@@ -131,11 +132,14 @@ def main(argv):
     for (name, case, check) in known:
         if name not in runs:
             continue
-        exists = ((case, check) in local if "*" not in (case, check) else
-                  (case == "*" or case in local_cases) and (check == "*" or check in local_checks))
+        if "*" not in (case, check):
+            exists = (case, check) in local
+        else:
+            exists = (case == "*" or case in local_cases) and (check == "*" or check in local_checks)
         if not exists:
             failed += 1
-            problems.append(f"stale: known-differences.tsv lists {name}: {case}/{check}, which the suite does not have")
+            problems.append(f"stale: known-differences.tsv lists {name}: {case}/{check}, "
+                            "which the suite does not have")
 
     # ---- the table
     cases = OrderedDict()

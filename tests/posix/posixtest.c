@@ -346,7 +346,8 @@ static void mkfo(const char *path, mode_t mode, uid_t uid, gid_t gid, const char
         setup_failed("create", path);
         return;
     }
-    if (content && write(fd, content, strlen(content)) != (ssize_t)strlen(content)) setup_failed("write", path);
+    size_t len = content ? strlen(content) : 0;
+    if (len && write(fd, content, len) != (ssize_t)len) setup_failed("write", path);
     if ((uid != (uid_t)-1 || gid != (gid_t)-1) && fchown(fd, uid, gid) < 0) setup_failed("fchown", path);
     if (fchmod(fd, mode) < 0) setup_failed("fchmod", path);
     close(fd);
@@ -470,7 +471,8 @@ static int as_end(void) {
     fflush(stderr);
     _exit(0);
 }
-#define AS_G(uid, gid, extra) for (int as_once_ = as_begin((uid), (gid), (extra)); as_once_; as_once_ = as_end())
+#define AS_G(uid, gid, extra) \
+    for (int as_once_ = as_begin((uid), (gid), (extra)); as_once_; as_once_ = as_end())
 #define AS(uid, gid) AS_G((uid), (gid), 0)
 
 /* ================================================================== cases */
@@ -836,7 +838,8 @@ static void c_rename_file(void) {
     OK("RENAME_EXCHANGE", renameat2(AT_FDCWD, "x2", AT_FDCWD, "y", RENAME_EXCHANGE));
     chk_content("RENAME_EXCHANGE_swapped_a", "y", "X");
     chk_content("RENAME_EXCHANGE_swapped_b", "x2", "Y");
-    ERR("RENAME_EXCHANGE_missing_ENOENT", renameat2(AT_FDCWD, "y", AT_FDCWD, "none", RENAME_EXCHANGE), ENOENT);
+    ERR("RENAME_EXCHANGE_missing_ENOENT", renameat2(AT_FDCWD, "y", AT_FDCWD, "none", RENAME_EXCHANGE),
+        ENOENT);
 }
 
 static void c_rename_dir(void) {
@@ -1069,7 +1072,8 @@ static void c_chmod(void) {
     chk_mode("fchmodat_mode", "f", 0604);
     OK("fchmodat_NOFOLLOW_file", fchmodat(AT_FDCWD, "f", 0644, AT_SYMLINK_NOFOLLOW));
     chk_mode("fchmodat_NOFOLLOW_file_mode", "f", 0644);
-    ERR("fchmodat_NOFOLLOW_symlink_EOPNOTSUPP", fchmodat(AT_FDCWD, "l", 0600, AT_SYMLINK_NOFOLLOW), EOPNOTSUPP);
+    ERR("fchmodat_NOFOLLOW_symlink_EOPNOTSUPP", fchmodat(AT_FDCWD, "l", 0600, AT_SYMLINK_NOFOLLOW),
+        EOPNOTSUPP);
     chk_mode("fchmodat_NOFOLLOW_symlink_target_kept", "f", 0644);
     ERR("missing_ENOENT", chmod("missing", 0644), ENOENT);
     ERR("fchmod_bad_fd_EBADF", fchmod(987, 0644), EBADF);
@@ -1798,8 +1802,10 @@ static void c_times(void) {
     chk_later("create_dir_mtime", d0, d1, MTIME);
     chk_later("create_dir_ctime", d0, d1, CTIME);
     struct snap n = snap("d/new");
-    chk_true("create_mtime_equals_ctime", !n.err && ts_cmp(n.st.st_mtim, n.st.st_ctim) == 0, "equal", "different");
-    chk_true("create_atime_equals_mtime", !n.err && ts_cmp(n.st.st_atim, n.st.st_mtim) == 0, "equal", "different");
+    chk_true("create_mtime_equals_ctime", !n.err && ts_cmp(n.st.st_mtim, n.st.st_ctim) == 0, "equal",
+             "different");
+    chk_true("create_atime_equals_mtime", !n.err && ts_cmp(n.st.st_atim, n.st.st_mtim) == 0, "equal",
+             "different");
     chk_later("create_file_time_after_parent_before", d0, n, MTIME);
     d0 = d1;
     tick();
@@ -1979,7 +1985,8 @@ static void c_symlink_attrs(void) {
     mkd("w", 0777);
     AS(U1, G1) {
         ERR("nonroot_lchown_other_EPERM", lchown("rootl", U1, G1), EPERM);
-        ERR("nonroot_utimensat_NOFOLLOW_other_EPERM", utimensat(AT_FDCWD, "rootl", t, AT_SYMLINK_NOFOLLOW), EPERM);
+        ERR("nonroot_utimensat_NOFOLLOW_other_EPERM",
+            utimensat(AT_FDCWD, "rootl", t, AT_SYMLINK_NOFOLLOW), EPERM);
         OK("nonroot_symlink", symlink("../f", "w/mine"));
         OK("nonroot_utimensat_NOFOLLOW_own", utimensat(AT_FDCWD, "w/mine", t, AT_SYMLINK_NOFOLLOW));
     }
@@ -1995,7 +2002,8 @@ static void c_chdir(void) {
     OK("chdir", chdir("d"));
     const char *p = getcwd(cwd, sizeof cwd);
     size_t n = p ? strlen(p) : 0;
-    chk_true("getcwd", p && n >= 8 && strcmp(p + n - 8, "/chdir/d") == 0, ".../chdir/d", p ? "another path" : ename(errno));
+    chk_true("getcwd", p && n >= 8 && strcmp(p + n - 8, "/chdir/d") == 0, ".../chdir/d",
+             p ? "another path" : ename(errno));
     cl(OK("relative_create", open("inner", O_CREAT | O_WRONLY, 0644)));
     OK("chdir_dotdot", chdir(".."));
     chk_type("relative_create_landed", "d/inner", S_IFREG);
