@@ -98,7 +98,8 @@ run() {
 mkdir -p "$WORK/local" "$MNT"
 chmod 755 "$WORK/local" "$MNT"
 
-echo "==> local directory ($(df --output=fstype "$WORK" | tail -1))"
+FSTYPE=$(df --output=fstype "$WORK" | tail -1)
+echo "==> local directory ($FSTYPE)"
 run local "$WORK/local"
 
 # columns NAME_SUFFIX DAFSD-ARGS...: one dafsd, its export mounted with FUSE and used
@@ -146,7 +147,8 @@ echo "==> comparison (tests/posix/known-differences.tsv)"
 write=()
 [ -n "${DAFS_POSIX_WRITE_KNOWN:-}" ] && write=(--write-known "$DAFS_POSIX_WRITE_KNOWN")
 set +e
-python3 tests/posix/compare.py tests/posix/known-differences.tsv "$WORK/local.tsv" "${cols[@]}" "${write[@]}"
+python3 tests/posix/compare.py tests/posix/known-differences.tsv "$WORK/local.tsv" "${cols[@]}" \
+    --local-name "$FSTYPE" "${write[@]}"
 rc=$?
 set -e
 exit "$rc"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Judge posixtest results: local directory vs the dafs paths (scripts/test-posix.sh).
 
-    compare.py KNOWN.tsv LOCAL.tsv PATH=RESULTS.tsv... [--write-known FILE]
+    compare.py KNOWN.tsv LOCAL.tsv PATH=RESULTS.tsv... [--local-name ext4] [--write-known FILE]
 
 Every check must pass on the local directory (the suite itself must be right on ext4).
 On each dafs path a check is judged:
@@ -76,6 +76,11 @@ def lookup(known, name, key):
 
 def main(argv):
     write_known = None
+    local_name = "the local file system"
+    if "--local-name" in argv:
+        i = argv.index("--local-name")
+        local_name = argv[i + 1]
+        del argv[i:i + 2]
     if "--write-known" in argv:
         i = argv.index("--write-known")
         write_known = argv[i + 1]
@@ -167,7 +172,7 @@ def main(argv):
     for c in cols:
         pct = 100.0 * tot[c] / tot["local"] if tot["local"] else 0.0
         pns = 100.0 * nsp[c] / nsp["local"] if nsp["local"] else 0.0
-        print(f"{c} passes {pct:.1f}% of what the local file system passes "
+        print(f"{c} passes {pct:.1f}% of what {local_name} passes "
               f"({tot[c]}/{tot['local']}; {pns:.1f}% without the special-file cases)")
 
     if write_known:
