@@ -1,0 +1,215 @@
+//! What is in flight on each slot, and how a finished request becomes completions.
+
+use dafs_proto::Status;
+
+use crate::{BatchCompletion, CgId, Client, Completion, Error, RegionId, ReqId, Result};
+
+pub(crate) enum Target {
+    Region { id: RegionId, offset: usize },
+    Vec { buf: Vec<u8>, temp_key: Option<u64> },
+}
+
+pub(crate) struct IoState {
+    pub(crate) id: ReqId,
+    pub(crate) cg: CgId,
+    pub(crate) user_data: u64,
+    pub(crate) read: bool,
+    pub(crate) direct: bool,
+    pub(crate) len: usize,
+    pub(crate) target: Target,
+}
+
+pub(crate) enum Inflight {
+    Sync { req: u64 },
+    Io(IoState),
+    Batch(BatchState),
+}
+
+pub(crate) struct BatchState {
+    pub(crate) id: ReqId,
+    pub(crate) cg: CgId,
+    pub(crate) user_data: u64,
+    pub(crate) mode: BatchCompletion,
+    /// Per I/O: its user data and the regions it pinned.
+    pub(crate) ios: Vec<(u64, Vec<RegionId>)>,
+}
+
+pub(crate) struct Slot {
+    pub(crate) seq: u32,
+    pub(crate) what: Inflight,
+}
+
+/// Transfers at least this large take far longer than the spin budget: while only such
+/// requests are in flight, the client sleeps at once instead of spinning.
+pub(crate) const LARGE_IO: usize = 64 * 1024;
+
+pub(crate) fn is_small(what: &Inflight) -> bool {
+    match what {
+        Inflight::Sync { .. } => true,
+        Inflight::Io(io) => io.len < LARGE_IO,
+        Inflight::Batch(_) => false,
+    }
+}
+
+impl Client {
+    /// Copy inline read data into the request's memory (`data.len() <= io.len`, checked
+    /// by the caller; the range was checked against the region at submit).
+    pub(crate) fn copy_into_target(&mut self, io: &mut IoState, data: &[u8]) {
+        debug_assert!(data.len() <= io.len);
+        match &mut io.target {
+            Target::Region { id, offset } => {
+                let r = self.regions.get(&id.0).expect("a busy region stays registered");
+                assert!(*offset + data.len() <= r.len);
+                // SAFETY: in bounds (asserted), and the region is pinned (busy) so the
+                // application holds no reference to it.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(data.as_ptr(), r.ptr.add(*offset), data.len())
+                };
+            }
+            Target::Vec { buf, .. } => buf[..data.len()].copy_from_slice(data),
+        }
+    }
+
+    pub(crate) fn finish_io(&mut self, io: IoState, res: Result<usize>, eof: bool) {
+        if res.is_err() {
+            self.stats.errors += 1;
+        }
+        let mut out_buf = None;
+        match io.target {
+            Target::Region { id, .. } => {
+                if let Some(r) = self.regions.get_mut(&id.0) {
+                    r.busy -= 1;
+                }
+            }
+            Target::Vec { buf, temp_key } => {
+                if let Some(k) = temp_key {
+                    let _ = self.t.deregister(k);
+                }
+                out_buf = Some(buf);
+            }
+        }
+        let cg = self
+            .cgs
+            .get_mut(&io.cg.0)
+            .expect("completion groups with I/O in flight are never destroyed");
+        cg.outstanding -= 1;
+        cg.done.push_back(Completion {
+            id: io.id,
+            user_data: io.user_data,
+            result: res,
+            eof,
+            buf: out_buf,
+        });
+    }
+
+    /// Turn a batch reply (None: the connection died) into completions.
+    pub(crate) fn finish_batch(
+        &mut self,
+        b: BatchState,
+        results: Option<Result<Vec<dafs_proto::types::BatchResult>, Status>>,
+    ) {
+        for (_, regions) in &b.ios {
+            for r in regions {
+                if let Some(reg) = self.regions.get_mut(&r.0) {
+                    reg.busy -= 1;
+                }
+            }
+        }
+        let n = b.ios.len();
+        // Per-I/O outcome: (result, reported by the server).
+        let mut per: Vec<Result<usize>> = (0..n).map(|_| Ok(0)).collect();
+        let whole: Result<usize> = match results {
+            None => {
+                per.iter_mut().for_each(|p| *p = Err(Error::Disconnected));
+                Err(Error::Disconnected)
+            }
+            Some(Err(s)) => {
+                per.iter_mut().for_each(|p| *p = Err(Error::Status(s)));
+                Err(Error::Status(s))
+            }
+            Some(Ok(rs)) => {
+                let mut total = 0usize;
+                let mut first_err = None;
+                for r in rs {
+                    if r.status == Status::Ok {
+                        per[r.index as usize] = Ok(r.count as usize);
+                        total += r.count as usize;
+                    } else {
+                        per[r.index as usize] = Err(Error::Status(r.status));
+                        first_err.get_or_insert(r.status);
+                    }
+                }
+                match first_err {
+                    Some(s) => Err(Error::Status(s)),
+                    None => Ok(total),
+                }
+            }
+        };
+        if whole.is_err() {
+            self.stats.errors += 1;
+        }
+        let cg = self
+            .cgs
+            .get_mut(&b.cg.0)
+            .expect("completion groups with I/O in flight are never destroyed");
+        cg.outstanding -= 1;
+        match b.mode {
+            BatchCompletion::PerIo => {
+                for ((ud, _), res) in b.ios.iter().zip(per) {
+                    cg.done.push_back(Completion {
+                        id: b.id,
+                        user_data: *ud,
+                        result: res,
+                        eof: false,
+                        buf: None,
+                    });
+                }
+            }
+            BatchCompletion::PerBatch => cg.done.push_back(Completion {
+                id: b.id,
+                user_data: b.user_data,
+                result: whole,
+                eof: false,
+                buf: None,
+            }),
+            BatchCompletion::ErrorsOnly => {
+                for ((ud, _), res) in b.ios.iter().zip(per) {
+                    if res.is_err() {
+                        cg.done.push_back(Completion {
+                            id: b.id,
+                            user_data: *ud,
+                            result: res,
+                            eof: false,
+                            buf: None,
+                        });
+                    }
+                }
+                cg.done.push_back(Completion {
+                    id: b.id,
+                    user_data: b.user_data,
+                    result: whole,
+                    eof: false,
+                    buf: None,
+                });
+            }
+        }
+    }
+
+    /// Undo the bookkeeping of a request that was never sent (its memory is released
+    /// without a completion: the submit call itself fails).
+    pub(crate) fn inflight_undo(&mut self, what: Inflight) {
+        if let Inflight::Io(io) = what {
+            match io.target {
+                Target::Region { id, .. } => {
+                    if let Some(r) = self.regions.get_mut(&id.0) {
+                        r.busy -= 1;
+                    }
+                }
+                Target::Vec { temp_key: Some(k), .. } => {
+                    let _ = self.t.deregister(k);
+                }
+                Target::Vec { .. } => {}
+            }
+        }
+    }
+}
