@@ -12,7 +12,7 @@ pub struct File {
     pub fh: FileHandle,
     /// Attributes at open time.
     pub attr: Attr,
-    /// Position for [`Client::read`] / [`Client::write`].
+    /// Position for [`Client::read`](crate::Client::read) / [`Client::write`](crate::Client::write).
     pub pos: u64,
     /// Path and options it was opened with, for [`Client::reopen`] after a session loss.
     pub(crate) origin: Option<(String, OpenOptions)>,
@@ -46,12 +46,12 @@ impl OpenOptions {
     pub fn read_write() -> Self {
         Self::with(open_flags::READ | open_flags::WRITE)
     }
-    /// Every write appends atomically: the server picks the offset (see [`Client::append`]).
+    /// Every write appends atomically: the server picks the offset (see [`Client::append`](crate::Client::append)).
     pub fn append(mut self, on: bool) -> Self {
         self.set(open_flags::APPEND, on);
         self
     }
-    /// Create-unlinked: the file gets its name only at [`Client::publish`]; closing
+    /// Create-unlinked: the file gets its name only at [`Client::publish`](crate::Client::publish); closing
     /// without publishing (or the session ending) discards it. Implies create + write.
     pub fn unlinked(mut self, on: bool) -> Self {
         self.set(open_flags::UNLINKED, on);

@@ -16,9 +16,9 @@ pub struct ReqId(pub u64);
 pub enum IoBuf {
     /// A range of a registered region: direct placement when above the threshold.
     Region { region: RegionId, offset: usize, len: usize },
-    /// Memory owned by the request and handed back in the [`Completion`]. For reads,
+    /// Memory owned by the request and handed back in the [`Completion`](crate::Completion). For reads,
     /// the Vec's length is the number of bytes to read. Above the threshold it is
-    /// registered for the duration of the request (counted in [`ClientStats::off_direct_path`]).
+    /// registered for the duration of the request (counted in [`ClientStats::off_direct_path`](crate::ClientStats::off_direct_path)).
     Vec(Vec<u8>),
 }
 

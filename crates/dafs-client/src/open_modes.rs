@@ -13,7 +13,7 @@ impl Client {
         self.decode(&m).map(|_| ())
     }
 
-    /// Append `data` atomically to a file opened with [`OpenOptions::append`]: the
+    /// Append `data` atomically to a file opened with [`OpenOptions::append`](crate::OpenOptions::append): the
     /// server writes it at the end of file as of that moment (across all clients) and
     /// returns the offset it chose.
     pub fn append(&mut self, f: &File, data: &[u8]) -> Result<u64> {
@@ -58,7 +58,7 @@ impl Client {
         }
     }
 
-    /// Give a create-unlinked file ([`OpenOptions::unlinked`]) its name: the commit of
+    /// Give a create-unlinked file ([`OpenOptions::unlinked`](crate::OpenOptions::unlinked)) its name: the commit of
     /// the create/commit/abort pattern. (Abort: close it without publishing.)
     pub fn publish(&mut self, f: &File) -> Result<Attr> {
         let m = self.call(&Request::Publish { open_id: f.open_id })?;
