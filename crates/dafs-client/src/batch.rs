@@ -101,7 +101,7 @@ impl Client {
         self.next_req += 1;
         for (_, regions) in &pins {
             for r in regions {
-                self.regions.get_mut(&r.0).unwrap().busy += 1;
+                self.regions.get_mut(&r.0).unwrap().busy.incr();
             }
         }
         let st = BatchState { id, cg, user_data, mode, ios: pins };
@@ -111,18 +111,9 @@ impl Client {
             count: st.ios.len() as u32,
             ios: &packed,
         };
-        if let Err(e) = self.send_on_slot(slot, seq, &req, Inflight::Batch(st)) {
-            // Not sent: unpin (send_on_slot gave the slot back).
-            for io in &ios {
-                for m in &io.mem {
-                    if let Some(r) = self.regions.get_mut(&m.0 .0) {
-                        r.busy -= 1;
-                    }
-                }
-            }
-            return Err(e);
-        }
-        self.cgs.get_mut(&cg.0).unwrap().outstanding += 1;
+        // Not sent: send_on_slot gave the slot back and unpinned the regions. Or sent and
+        // failed with the connection: then the batch completed (with the error) already.
+        self.send_on_slot(slot, seq, &req, Inflight::Batch(st))?;
         Ok(id)
     }
 }

@@ -60,7 +60,7 @@ impl Client {
             self.stats.off_direct_path += 1;
             // SAFETY: see above; the memory outlives the registration (deregistered below).
             let key = unsafe { self.register_recovering(ptr, len, Access::READ_WRITE)? };
-            self.regions.insert(key, RegionInfo { key, ptr, len, vec: None, busy: 0 });
+            self.regions.insert(key, RegionInfo::new(key, ptr, len, None));
             (Some(RegionId(key)), true)
         } else {
             (None, false)
@@ -130,7 +130,7 @@ impl Client {
         }
         if temp {
             let r = self.regions.remove(&region.unwrap().0).unwrap();
-            debug_assert_eq!(r.busy, 0);
+            assert!(r.busy.is_zero(), "every chunk has completed");
             let _ = self.t.deregister(r.key);
         }
         if let Some(e) = first_err {

@@ -3,8 +3,10 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use dafs_proto::limits;
 use dafs_transport::Wait;
 
+use crate::counters::InFlightCount;
 use crate::{Client, Error, ReqId, Result};
 
 /// A completion group: requests name one at submit; completions are reaped from it.
@@ -24,10 +26,22 @@ pub struct Completion {
     pub buf: Option<Vec<u8>>,
 }
 
-#[derive(Default)]
 pub(crate) struct Cg {
     pub(crate) done: VecDeque<Completion>,
-    pub(crate) outstanding: usize,
+    /// Requests in flight on this group; each holds a slot.
+    pub(crate) outstanding: InFlightCount,
+}
+
+impl Cg {
+    pub(crate) fn new() -> Self {
+        Cg {
+            done: VecDeque::new(),
+            outstanding: InFlightCount::new(
+                "requests in flight on a completion group",
+                limits::SLOTS_MAX,
+            ),
+        }
+    }
 }
 
 impl Client {
@@ -40,14 +54,14 @@ impl Client {
             id = id.wrapping_add(1);
         }
         self.next_cg = id.wrapping_add(1);
-        self.cgs.insert(id, Cg::default());
+        self.cgs.insert(id, Cg::new());
         CgId(id)
     }
 
     /// Destroy an empty completion group (no I/O in flight, nothing unreaped).
     pub fn destroy_cg(&mut self, cg: CgId) -> Result<()> {
         match self.cgs.get(&cg.0) {
-            Some(g) if g.outstanding == 0 && g.done.is_empty() && cg != self.internal_cg => {
+            Some(g) if g.outstanding.is_zero() && g.done.is_empty() && cg != self.internal_cg => {
                 self.cgs.remove(&cg.0);
                 Ok(())
             }
@@ -60,7 +74,7 @@ impl Client {
 
     /// Requests of `cg` still in flight.
     pub fn outstanding(&self, cg: CgId) -> usize {
-        self.cgs.get(&cg.0).map(|g| g.outstanding).unwrap_or(0)
+        self.cgs.get(&cg.0).map(|g| g.outstanding.get() as usize).unwrap_or(0)
     }
 
     /// Make progress without blocking and return up to `max` completions of `cg`.
@@ -89,7 +103,7 @@ impl Client {
         let deadline = timeout.map(|t| Instant::now() + t);
         loop {
             let g = &self.cgs[&cg.0];
-            if g.done.len() >= n || g.outstanding == 0 || self.dead {
+            if g.done.len() >= n || g.outstanding.is_zero() || self.dead {
                 break;
             }
             let wait = match deadline {
@@ -115,7 +129,7 @@ impl Client {
     /// Wait for everything in flight on `cg` and return all its completions.
     pub fn wait_all(&mut self, cg: CgId) -> Result<Vec<Completion>> {
         self.check_cg(cg)?;
-        while self.cgs[&cg.0].outstanding > 0 && !self.dead {
+        while !self.cgs[&cg.0].outstanding.is_zero() && !self.dead {
             self.progress(Wait::Forever)?;
         }
         Ok(self.cgs.get_mut(&cg.0).unwrap().done.drain(..).collect())

@@ -13,6 +13,7 @@ use dafs_transport::{Access, ClientTransport, TransportStats, Wait};
 
 use crate::cg::Cg;
 use crate::config::parse_url;
+use crate::inflight::small_inflight_count;
 use crate::{CgId, Client, ClientConfig, ClientStats, Error, Provider, Result};
 
 /// What SESSION_CREATE negotiated.
@@ -202,11 +203,11 @@ impl Client {
             dead_status: None,
             cfg: cfg.clone(),
             bind_nonce: [0; 32],
-            small_inflight: 0,
+            small_inflight: small_inflight_count(0),
             base_spin,
             spin_now: base_spin,
         };
-        c.cgs.insert(0, Cg::default());
+        c.cgs.insert(0, Cg::new());
         c.start_session(&n)?;
         Ok((c, n.offer))
     }
@@ -225,7 +226,10 @@ impl Client {
         self.bind_nonce = n.server_nonce;
         self.dead = false;
         self.dead_status = None;
-        self.small_inflight = 0;
+        // Nothing is in flight (a new client, or `reestablish` checked): the count starts
+        // over, sized for this session's slots.
+        assert!(self.small_inflight.is_zero(), "no request is in flight");
+        self.small_inflight = small_inflight_count(n.slots);
         self.sync_done = None;
         let cfg = &self.cfg;
         match (&cfg.secret, n.auth) {

@@ -2,6 +2,7 @@
 
 use dafs_proto::Status;
 
+use crate::counters::InFlightCount;
 use crate::{BatchCompletion, CgId, Client, Completion, Error, RegionId, ReqId, Result};
 
 pub(crate) enum Target {
@@ -23,6 +24,17 @@ pub(crate) enum Inflight {
     Sync { req: u64 },
     Io(IoState),
     Batch(BatchState),
+}
+
+impl Inflight {
+    /// The completion group the request completes on (a synchronous one has none).
+    pub(crate) fn cg(&self) -> Option<CgId> {
+        match self {
+            Inflight::Sync { .. } => None,
+            Inflight::Io(io) => Some(io.cg),
+            Inflight::Batch(b) => Some(b.cg),
+        }
+    }
 }
 
 pub(crate) struct BatchState {
@@ -51,7 +63,50 @@ pub(crate) fn is_small(what: &Inflight) -> bool {
     }
 }
 
+/// The count of quick requests in flight (see [`is_small`]) for a session of `slots` slots.
+pub(crate) fn small_inflight_count(slots: u32) -> InFlightCount {
+    InFlightCount::new("quick requests in flight", slots)
+}
+
 impl Client {
+    /// Record the request sent on `slot` as in flight: from here until its reply is routed
+    /// (or the client fails) it counts for the spin policy and on its completion group.
+    pub(crate) fn inflight_record(&mut self, slot: u32, seq: u32, what: Inflight) {
+        if is_small(&what) {
+            self.small_inflight.incr();
+        }
+        if let Some(cg) = what.cg() {
+            self.cgs
+                .get_mut(&cg.0)
+                .expect("requests are submitted on existing completion groups")
+                .outstanding
+                .incr();
+        }
+        let prev = self.inflight[slot as usize].replace(Slot { seq, what });
+        assert!(prev.is_none(), "slot {slot} already has a request in flight");
+    }
+
+    /// Take the request on `slot` out of flight (its reply arrived, or the client failed).
+    /// Its completion group still counts it until it completes (`finish_io`,
+    /// `finish_batch`).
+    pub(crate) fn inflight_take(&mut self, slot: usize) -> Option<Slot> {
+        let s = self.inflight[slot].take()?;
+        if is_small(&s.what) {
+            self.small_inflight.decr();
+        }
+        Some(s)
+    }
+
+    /// Take back the request just recorded on `slot`: the transport refused it before
+    /// anything was sent, so it will never complete.
+    pub(crate) fn inflight_unrecord(&mut self, slot: u32) -> Inflight {
+        let s = self.inflight_take(slot as usize).expect("recorded just before");
+        if let Some(cg) = s.what.cg() {
+            self.cgs.get_mut(&cg.0).expect("its group has it in flight").outstanding.decr();
+        }
+        s.what
+    }
+
     /// Copy inline read data into the request's memory (`data.len() <= io.len`, checked
     /// by the caller; the range was checked against the region at submit).
     pub(crate) fn copy_into_target(&mut self, io: &mut IoState, data: &[u8]) {
@@ -78,7 +133,7 @@ impl Client {
         match io.target {
             Target::Region { id, .. } => {
                 if let Some(r) = self.regions.get_mut(&id.0) {
-                    r.busy -= 1;
+                    r.busy.decr();
                 }
             }
             Target::Vec { buf, temp_key } => {
@@ -92,7 +147,7 @@ impl Client {
             .cgs
             .get_mut(&io.cg.0)
             .expect("completion groups with I/O in flight are never destroyed");
-        cg.outstanding -= 1;
+        cg.outstanding.decr();
         cg.done.push_back(Completion {
             id: io.id,
             user_data: io.user_data,
@@ -111,7 +166,7 @@ impl Client {
         for (_, regions) in &b.ios {
             for r in regions {
                 if let Some(reg) = self.regions.get_mut(&r.0) {
-                    reg.busy -= 1;
+                    reg.busy.decr();
                 }
             }
         }
@@ -152,7 +207,7 @@ impl Client {
             .cgs
             .get_mut(&b.cg.0)
             .expect("completion groups with I/O in flight are never destroyed");
-        cg.outstanding -= 1;
+        cg.outstanding.decr();
         match b.mode {
             BatchCompletion::PerIo => {
                 for ((ud, _), res) in b.ios.iter().zip(per) {
@@ -198,18 +253,28 @@ impl Client {
     /// Undo the bookkeeping of a request that was never sent (its memory is released
     /// without a completion: the submit call itself fails).
     pub(crate) fn inflight_undo(&mut self, what: Inflight) {
-        if let Inflight::Io(io) = what {
-            match io.target {
+        match what {
+            Inflight::Io(io) => match io.target {
                 Target::Region { id, .. } => {
                     if let Some(r) = self.regions.get_mut(&id.0) {
-                        r.busy -= 1;
+                        r.busy.decr();
                     }
                 }
                 Target::Vec { temp_key: Some(k), .. } => {
                     let _ = self.t.deregister(k);
                 }
                 Target::Vec { .. } => {}
+            },
+            Inflight::Batch(b) => {
+                for (_, regions) in &b.ios {
+                    for r in regions {
+                        if let Some(reg) = self.regions.get_mut(&r.0) {
+                            reg.busy.decr();
+                        }
+                    }
+                }
             }
+            Inflight::Sync { .. } => {}
         }
     }
 }

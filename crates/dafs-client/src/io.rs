@@ -83,7 +83,7 @@ impl Client {
         let (target, region) = match buf {
             IoBuf::Region { region, offset: roff, .. } => {
                 let r = self.regions.get_mut(&region.0).unwrap();
-                r.busy += 1;
+                r.busy.incr();
                 (
                     Target::Region { id: region, offset: roff },
                     RemoteRegion { key: r.key, offset: roff as u64 },
@@ -174,12 +174,7 @@ impl Client {
                 Ok(_) => self.send_slot_buf(slot, seq, Inflight::Io(io)),
             }
         };
-        match res {
-            Ok(()) => {
-                self.cgs.get_mut(&cg.0).unwrap().outstanding += 1;
-                Ok(id)
-            }
-            Err(e) => Err(e),
-        }
+        // The request counts on its group from when it was recorded in flight.
+        res.map(|()| id)
     }
 }

@@ -69,6 +69,7 @@ mod cg;
 mod chain;
 mod config;
 mod connect;
+mod counters;
 mod error;
 mod file;
 mod inflight;
@@ -105,6 +106,7 @@ pub use region::RegionId;
 pub use session::ClientStats;
 
 use cg::Cg;
+use counters::InFlightCount;
 use inflight::Slot;
 use region::RegionInfo;
 
@@ -140,7 +142,7 @@ pub struct Client {
     bind_nonce: [u8; 32],
     /// Requests in flight that complete quickly (metadata, inline, small direct): only
     /// for those is spinning before sleeping worth its CPU.
-    small_inflight: u32,
+    small_inflight: InFlightCount,
     /// The transport's configured spin budget.
     base_spin: Duration,
     spin_now: Duration,

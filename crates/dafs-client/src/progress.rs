@@ -7,21 +7,18 @@ use std::time::Duration;
 use dafs_proto::{Header, Reply, Request};
 use dafs_transport::Wait;
 
-use crate::inflight::{is_small, Inflight, Slot};
+use crate::inflight::Inflight;
 use crate::{Client, Error, Result};
 
 impl Client {
-    // ------------------------------------------------------------------ progress engine
-
     pub(crate) fn fail_all(&mut self, why: &str) {
         if self.dead {
             return;
         }
         tracing::debug!("client disconnected: {why}");
         self.dead = true;
-        self.small_inflight = 0;
         for i in 0..self.inflight.len() {
-            if let Some(slot) = self.inflight[i].take() {
+            if let Some(slot) = self.inflight_take(i) {
                 match slot.what {
                     Inflight::Io(io) => {
                         let e = self.dead_error();
@@ -32,6 +29,7 @@ impl Client {
                 }
             }
         }
+        assert!(self.small_inflight.is_zero(), "every request in flight was counted once");
     }
 
     /// Receive and route one reply. Returns false if nothing arrived within `wait`.
@@ -39,7 +37,7 @@ impl Client {
         if self.dead {
             return Err(self.dead_error());
         }
-        let spin = if self.small_inflight > 0 { self.base_spin } else { Duration::ZERO };
+        let spin = if !self.small_inflight.is_zero() { self.base_spin } else { Duration::ZERO };
         if spin != self.spin_now {
             self.t.set_spin(spin);
             self.spin_now = spin;
@@ -82,10 +80,7 @@ impl Client {
             self.stats.stale_replies += 1;
             return Ok(());
         }
-        let slot = self.inflight[i].take().expect("checked above");
-        if is_small(&slot.what) {
-            self.small_inflight -= 1;
-        }
+        let slot = self.inflight_take(i).expect("checked above");
         self.slots.release(h.slot_id, h.highest_slot);
         match slot.what {
             Inflight::Sync { req } => {
@@ -194,6 +189,7 @@ impl Client {
         self.reqbufs[slot as usize] = buf;
         if let Err(e) = enc {
             self.slots.abandon(slot);
+            self.inflight_undo(what);
             return Err(Error::Protocol(e.to_string()));
         }
         self.send_slot_buf(slot, seq, what)
@@ -205,19 +201,13 @@ impl Client {
     pub(crate) fn send_slot_buf(&mut self, slot: u32, seq: u32, what: Inflight) -> Result<()> {
         let sent = self.t.send(&self.reqbufs[slot as usize]);
         self.stats.requests += 1;
-        if is_small(&what) {
-            self.small_inflight += 1;
-        }
-        self.inflight[slot as usize] = Some(Slot { seq, what });
+        self.inflight_record(slot, seq, what);
         if let Err(e) = sent {
             if !e.is_fatal() {
                 // Refused before anything was sent (e.g. too big): nothing in flight.
-                let slot_state = self.inflight[slot as usize].take().unwrap();
-                if is_small(&slot_state.what) {
-                    self.small_inflight -= 1;
-                }
+                let what = self.inflight_unrecord(slot);
                 self.slots.abandon(slot);
-                self.inflight_undo(slot_state.what);
+                self.inflight_undo(what);
                 return Err(Error::Transport(e));
             }
             self.connection_broke(e)?;

@@ -3,6 +3,7 @@
 
 use dafs_transport::Access;
 
+use crate::counters::InFlightCount;
 use crate::{Client, Error, Result};
 
 /// A registered memory region, owned by the client; access it with
@@ -17,14 +18,25 @@ pub(crate) struct RegionInfo {
     /// The Vec handed to `register`, returned by `unregister`.
     pub(crate) vec: Option<Vec<u8>>,
     /// I/Os in flight that name this region: while > 0 the application may not touch it.
-    pub(crate) busy: u32,
+    pub(crate) busy: InFlightCount,
+}
+
+/// The bound region pins are sized for: the count's whole range. Each pin is one memory
+/// segment of a request in flight (or being submitted) that names the region; a request
+/// that can be sent fits in one message, so real counts stay far below it.
+const PINS_MAX: u32 = u32::MAX;
+
+impl RegionInfo {
+    pub(crate) fn new(key: u64, ptr: *mut u8, len: usize, vec: Option<Vec<u8>>) -> Self {
+        RegionInfo { key, ptr, len, vec, busy: InFlightCount::new("region pins", PINS_MAX) }
+    }
 }
 
 impl Client {
     /// Allocate `len` bytes of zeroed memory registered for direct placement.
     pub fn alloc_registered(&mut self, len: usize) -> Result<RegionId> {
         let (key, ptr) = self.t.alloc_registered(len)?;
-        self.regions.insert(key, RegionInfo { key, ptr, len, vec: None, busy: 0 });
+        self.regions.insert(key, RegionInfo::new(key, ptr, len, None));
         Ok(RegionId(key))
     }
 
@@ -60,7 +72,7 @@ impl Client {
         // SAFETY: the Vec is moved into the region table and not touched (nor its heap
         // buffer moved or freed) until it is unregistered.
         let key = unsafe { self.register_recovering(ptr, len, Access::READ_WRITE)? };
-        self.regions.insert(key, RegionInfo { key, ptr, len, vec: Some(vec), busy: 0 });
+        self.regions.insert(key, RegionInfo::new(key, ptr, len, Some(vec)));
         Ok(RegionId(key))
     }
 
@@ -74,7 +86,7 @@ impl Client {
             return Err(Error::InvalidArgument("null or empty region"));
         }
         let key = self.register_recovering(ptr, len, Access::READ_WRITE)?;
-        self.regions.insert(key, RegionInfo { key, ptr, len, vec: None, busy: 0 });
+        self.regions.insert(key, RegionInfo::new(key, ptr, len, None));
         Ok(RegionId(key))
     }
 
@@ -82,7 +94,7 @@ impl Client {
     pub fn unregister(&mut self, id: RegionId) -> Result<Option<Vec<u8>>> {
         match self.regions.get(&id.0) {
             None => return Err(Error::InvalidArgument("unknown region")),
-            Some(r) if r.busy > 0 => return Err(Error::RegionBusy),
+            Some(r) if !r.busy.is_zero() => return Err(Error::RegionBusy),
             _ => {}
         }
         let key = self.regions[&id.0].key;
@@ -105,7 +117,7 @@ impl Client {
     /// The region's bytes (refused while I/O naming it is in flight).
     pub fn region(&self, id: RegionId) -> Result<&[u8]> {
         let r = self.regions.get(&id.0).ok_or(Error::InvalidArgument("unknown region"))?;
-        if r.busy > 0 {
+        if !r.busy.is_zero() {
             return Err(Error::RegionBusy);
         }
         // SAFETY: registered memory of r.len bytes, valid until unregistered, and no
@@ -115,7 +127,7 @@ impl Client {
 
     pub fn region_mut(&mut self, id: RegionId) -> Result<&mut [u8]> {
         let r = self.regions.get(&id.0).ok_or(Error::InvalidArgument("unknown region"))?;
-        if r.busy > 0 {
+        if !r.busy.is_zero() {
             return Err(Error::RegionBusy);
         }
         // SAFETY: as in `region`, and &mut self makes the borrow exclusive.
