@@ -1,11 +1,12 @@
 //! The blocking data path: `pread`/`pwrite`/`read`/`write`, thin wrappers over the
 //! asynchronous path (and one inline round trip for small transfers).
 
-use dafs_proto::{Reply, Request, Status};
+use dafs_proto::{Opcode, Reply, Request, Status};
 use dafs_transport::Access;
 
+use crate::error::{check_write_count, unexpected_reply};
 use crate::region::RegionInfo;
-use crate::{Client, Error, File, IoBuf, RegionId, Result};
+use crate::{Client, Error, File, IoBuf, ProtocolViolation, RegionId, Result};
 
 impl Client {
     /// Read into `buf` at `offset`; returns bytes read (short only at end of file).
@@ -143,7 +144,11 @@ impl Client {
             total += count;
             if count < want {
                 if !read {
-                    return Err(Error::Protocol("short write".into()));
+                    return Err(ProtocolViolation::ShortWrite {
+                        written: count as u64,
+                        asked: want as u64,
+                    }
+                    .into());
                 }
                 break;
             }
@@ -171,7 +176,13 @@ impl Client {
                     self.stats.inline_bytes += data.len() as u64;
                     Ok(data.len())
                 }
-                _ => Err(Error::Protocol("bad READ_INLINE reply".into())),
+                Reply::ReadInline { data, .. } => Err(ProtocolViolation::CountExceedsRequest {
+                    op: Opcode::ReadInline,
+                    count: data.len() as u64,
+                    asked: len as u64,
+                }
+                .into()),
+                _ => Err(unexpected_reply(Opcode::ReadInline)),
             }
         } else {
             self.stats.inline_writes += 1;
@@ -179,12 +190,12 @@ impl Client {
             let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
             let m = self.call(&Request::WriteInline { open_id, offset, stable: false, data })?;
             match self.decode(&m)?.1 {
-                Reply::Write { count, .. } if count as usize == len => {
+                Reply::Write { count, .. } => {
+                    check_write_count(Opcode::WriteInline, count, len)?;
                     self.stats.inline_bytes += len as u64;
                     Ok(len)
                 }
-                Reply::Write { .. } => Err(Error::Protocol("short write".into())),
-                _ => Err(Error::Protocol("bad WRITE_INLINE reply".into())),
+                _ => Err(unexpected_reply(Opcode::WriteInline)),
             }
         }
     }

@@ -1,10 +1,11 @@
 //! Request chains: several requests executed by the server in one round trip, a current
 //! file handle and open id flowing from one to the next.
 
-use dafs_proto::{limits, FileHandle, Header, Reply, Request, Status};
+use dafs_proto::{limits, FileHandle, Header, Opcode, Reply, Request, Status};
 
+use crate::error::unexpected_reply;
 use crate::namespace::{clean_path, split_parent};
-use crate::{Client, Error, File, OpenOptions, Result};
+use crate::{Client, Error, File, OpenOptions, ProtocolViolation, Result};
 use dafs_proto::Attr;
 
 /// The reply of one chain element, owned.
@@ -133,18 +134,16 @@ impl Client {
         let m = self.call(&Request::Chain { count: chain.len() as u32, elements: &packed })?;
         let (_, r) = self.decode(&m)?;
         let Reply::Chain { failed, replies, .. } = r else {
-            return Err(Error::Protocol("bad CHAIN reply".into()));
+            return Err(unexpected_reply(Opcode::Chain));
         };
-        let msgs = dafs_proto::types::unpack_messages(replies, dafs_proto::types::CHAIN_LEN_MAX)
-            .map_err(|e| Error::Protocol(e.to_string()))?;
+        let msgs = dafs_proto::types::unpack_messages(replies, dafs_proto::types::CHAIN_LEN_MAX)?;
         let mut out = ChainOutcome { replies: Vec::new(), failed: None };
         for (i, msg) in msgs.iter().enumerate() {
-            let (_, r) = dafs_proto::decode_reply(msg, self.max_msg)
-                .map_err(|e| Error::Protocol(e.to_string()))?;
+            let (_, r) = dafs_proto::decode_reply(msg, self.max_msg)?;
             let owned = match r {
                 Reply::Error(s) => {
                     if failed as usize != i {
-                        return Err(Error::Protocol("chain error reply at the wrong index".into()));
+                        return Err(ProtocolViolation::ChainErrorIndex { at: i, failed }.into());
                     }
                     out.failed = Some((i, Error::Status(s)));
                     break;
@@ -191,7 +190,7 @@ impl Client {
                 data.clone(),
                 *eof,
             )),
-            _ => Err(Error::Protocol("unexpected chain replies".into())),
+            _ => Err(unexpected_reply(Opcode::Chain)),
         }
     }
 

@@ -13,8 +13,9 @@ use dafs_transport::{Access, ClientTransport, TransportStats, Wait};
 
 use crate::cg::Cg;
 use crate::config::parse_url;
+use crate::error::unexpected_reply;
 use crate::inflight::small_inflight_count;
-use crate::{CgId, Client, ClientConfig, ClientStats, Error, Provider, Result};
+use crate::{CgId, Client, ClientConfig, ClientStats, Error, ProtocolViolation, Provider, Result};
 
 /// What SESSION_CREATE negotiated.
 pub(crate) struct Negotiated {
@@ -27,6 +28,35 @@ pub(crate) struct Negotiated {
     direct_max: u32,
     batch_max: u32,
     offer: ShmOffer,
+}
+
+/// Room a message needs beyond an inline payload of the threshold's size, for the header
+/// and the fixed part of READ_INLINE/WRITE_INLINE: a server whose threshold leaves less
+/// could not carry the inline transfers it promises.
+const INLINE_HEADROOM_BYTES: usize = 1024;
+
+impl Negotiated {
+    /// Every value in the range the protocol and the client's request
+    /// (`asked_msg_size`) allow.
+    fn check(&self, asked_msg_size: u32) -> Result<(), ProtocolViolation> {
+        let out_of_range = |limit, value: u32| {
+            Err(ProtocolViolation::NegotiatedOutOfRange { limit, value: value.into() })
+        };
+        let msg_sizes = limits::MSG_SIZE_MIN..=asked_msg_size.max(limits::MSG_SIZE_MIN);
+        if !msg_sizes.contains(&self.max_msg) {
+            return out_of_range("message size", self.max_msg);
+        }
+        if !(1..=limits::SLOTS_MAX).contains(&self.slots) {
+            return out_of_range("slot count", self.slots);
+        }
+        if self.threshold as usize + INLINE_HEADROOM_BYTES > self.max_msg as usize {
+            return out_of_range("inline threshold", self.threshold);
+        }
+        if !(1..=limits::DIRECT_LEN_MAX).contains(&self.direct_max) {
+            return out_of_range("direct transfer maximum", self.direct_max);
+        }
+        Ok(())
+    }
 }
 
 /// What a server's SESSION_CREATE reply offered for same-host connections.
@@ -120,12 +150,10 @@ impl Client {
             auth: want_auth,
             client_id: cfg.client_id.as_bytes(),
         };
-        dafs_proto::encode_request(&h, &req, &mut buf, t.max_msg_size())
-            .map_err(|e| Error::Protocol(e.to_string()))?;
+        dafs_proto::encode_request(&h, &req, &mut buf, t.max_msg_size())?;
         t.send(&buf)?;
         let msg = t.recv(Wait::Timeout(cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
-        let (rh, reply) = dafs_proto::decode_reply(&msg, t.max_msg_size())
-            .map_err(|e| Error::Protocol(e.to_string()))?;
+        let (rh, reply) = dafs_proto::decode_reply(&msg, t.max_msg_size())?;
         let n = match reply {
             Reply::SessionCreate {
                 max_msg_size,
@@ -157,20 +185,9 @@ impl Client {
                 ))
             }
             Reply::Error(s) => return Err(Error::Status(s)),
-            _ => return Err(Error::Protocol("unexpected reply to SESSION_CREATE".into())),
+            _ => return Err(unexpected_reply(Opcode::SessionCreate)),
         };
-        if !(limits::MSG_SIZE_MIN..=cfg.max_msg_size.max(limits::MSG_SIZE_MIN)).contains(&n.max_msg)
-            || n.slots == 0
-            || n.slots > limits::SLOTS_MAX
-        {
-            return Err(Error::Protocol("server negotiated out-of-range limits".into()));
-        }
-        if n.threshold as usize + 1024 > n.max_msg as usize
-            || n.direct_max == 0
-            || n.direct_max > limits::DIRECT_LEN_MAX
-        {
-            return Err(Error::Protocol("server negotiated an out-of-range threshold".into()));
-        }
+        n.check(cfg.max_msg_size)?;
         t.set_max_msg_size(n.max_msg as usize);
         Ok(n)
     }
@@ -248,7 +265,7 @@ impl Client {
                 let m = self.call(&Request::SessionAuth { client_nonce, proof })?;
                 let (_, r) = self.decode(&m)?;
                 let Reply::SessionAuth { server_proof } = r else {
-                    return Err(Error::Protocol("bad SESSION_AUTH reply".into()));
+                    return Err(unexpected_reply(Opcode::SessionAuth));
                 };
                 if !auth::verify_server(
                     &secret,
@@ -277,7 +294,7 @@ impl Client {
         let m = self.call(&Request::GetRootHandle { export: export.as_bytes() })?;
         match self.decode(&m)?.1 {
             Reply::Handle { fh, .. } => self.root = fh,
-            _ => return Err(Error::Protocol("bad GET_ROOTHANDLE reply".into())),
+            _ => return Err(unexpected_reply(Opcode::GetRootHandle)),
         }
         Ok(())
     }

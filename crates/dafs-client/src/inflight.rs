@@ -1,9 +1,11 @@
 //! What is in flight on each slot, and how a finished request becomes completions.
 
-use dafs_proto::Status;
+use dafs_proto::{Opcode, Status};
 
 use crate::counters::InFlightCount;
-use crate::{BatchCompletion, CgId, Client, Completion, Error, RegionId, ReqId, Result};
+use crate::{
+    BatchCompletion, CgId, Client, Completion, Error, ProtocolViolation, RegionId, ReqId, Result,
+};
 
 pub(crate) enum Target {
     Region { id: RegionId, offset: usize },
@@ -18,6 +20,28 @@ pub(crate) struct IoState {
     pub(crate) direct: bool,
     pub(crate) len: usize,
     pub(crate) target: Target,
+}
+
+impl IoState {
+    /// The operation the I/O was sent as.
+    pub(crate) fn opcode(&self) -> Opcode {
+        match (self.read, self.direct) {
+            (true, false) => Opcode::ReadInline,
+            (true, true) => Opcode::ReadDirect,
+            (false, false) => Opcode::WriteInline,
+            (false, true) => Opcode::WriteDirect,
+        }
+    }
+
+    /// The violation of a reply that transferred `count` bytes, more than asked.
+    pub(crate) fn count_exceeds(&self, count: usize) -> Error {
+        ProtocolViolation::CountExceedsRequest {
+            op: self.opcode(),
+            count: count as u64,
+            asked: self.len as u64,
+        }
+        .into()
+    }
 }
 
 pub(crate) enum Inflight {

@@ -169,7 +169,7 @@ impl Client {
                 Err(e) => {
                     self.slots.abandon(slot);
                     self.inflight_undo(Inflight::Io(io));
-                    Err(Error::Protocol(e.to_string()))
+                    Err(e.into())
                 }
                 Ok(_) => self.send_slot_buf(slot, seq, Inflight::Io(io)),
             }

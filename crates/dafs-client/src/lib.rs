@@ -97,7 +97,7 @@ pub use chain::{Chain, ChainOutcome, ChainReply};
 pub use config::{parse_url, ClientConfig, Provider};
 pub use dafs_proto;
 pub use dafs_transport::tls::TlsClientOptions;
-pub use error::{Error, Result};
+pub use error::{Error, ProtocolViolation, Result};
 pub use file::{File, OpenOptions};
 pub use io::{IoBuf, ReqId};
 pub use locks::LockInfo;

@@ -2,8 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use dafs_proto::{Reply, Request, Status};
+use dafs_proto::{Opcode, Reply, Request, Status};
 
+use crate::error::unexpected_reply;
 use crate::{Client, Error, File, Result};
 
 /// A lock held by another session (from [`Client::test_lock`]).
@@ -79,7 +80,7 @@ impl Client {
                 offset,
                 len,
             })),
-            _ => Err(Error::Protocol("bad LOCKT reply".into())),
+            _ => Err(unexpected_reply(Opcode::LockTest)),
         }
     }
 

@@ -2,9 +2,12 @@
 //! links, attributes, directories (the handle-based twins are in `at`).
 
 use dafs_proto::types::{open_flags, setattr_mask, DirEntries};
-use dafs_proto::{limits, Attr, FileHandle, FileType, FsStat, Reply, Request, SetAttrs, Status};
+use dafs_proto::{
+    limits, Attr, FileHandle, FileType, FsStat, Opcode, Reply, Request, SetAttrs, Status,
+};
 
-use crate::{Client, Error, File, OpenOptions, Result};
+use crate::error::unexpected_reply;
+use crate::{Client, Error, File, OpenOptions, ProtocolViolation, Result};
 
 /// A directory entry with its name owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,13 +68,13 @@ impl Client {
             let m = self.call(&Request::GetAttr { fh: self.root })?;
             return match self.decode(&m)?.1 {
                 Reply::Attr { attr } => Ok((self.root, attr)),
-                _ => Err(Error::Protocol("bad GETATTR reply".into())),
+                _ => Err(unexpected_reply(Opcode::GetAttr)),
             };
         }
         let m = self.call(&Request::Lookup { dir: self.root, path: p.as_bytes(), follow })?;
         match self.decode(&m)?.1 {
             Reply::Handle { fh, attr } => Ok((fh, attr)),
-            _ => Err(Error::Protocol("bad LOOKUP reply".into())),
+            _ => Err(unexpected_reply(Opcode::Lookup)),
         }
     }
 
@@ -103,7 +106,7 @@ impl Client {
         let m = self.call(&Request::GetAttr { fh })?;
         match self.decode(&m)?.1 {
             Reply::Attr { attr } => Ok(attr),
-            _ => Err(Error::Protocol("bad GETATTR reply".into())),
+            _ => Err(unexpected_reply(Opcode::GetAttr)),
         }
     }
 
@@ -116,7 +119,7 @@ impl Client {
         let m = self.call(&Request::LookupParent { fh })?;
         match self.decode(&m)?.1 {
             Reply::Handle { fh, attr } => Ok((fh, attr)),
-            _ => Err(Error::Protocol("bad LOOKUPP reply".into())),
+            _ => Err(unexpected_reply(Opcode::LookupParent)),
         }
     }
 
@@ -149,7 +152,7 @@ impl Client {
             Reply::Open { open_id, fh, attr } => {
                 Ok(File { open_id, fh, attr, pos: 0, origin: Some((path.to_string(), opts)) })
             }
-            _ => Err(Error::Protocol("bad OPEN reply".into())),
+            _ => Err(unexpected_reply(Opcode::Open)),
         }
     }
 
@@ -181,7 +184,7 @@ impl Client {
         })?;
         match self.decode(&m)?.1 {
             Reply::Handle { attr, .. } => Ok(attr),
-            _ => Err(Error::Protocol("bad CREATE reply".into())),
+            _ => Err(unexpected_reply(Opcode::Create)),
         }
     }
 
@@ -203,7 +206,7 @@ impl Client {
         })?;
         match self.decode(&m)?.1 {
             Reply::Handle { fh, attr } => Ok((fh, attr)),
-            _ => Err(Error::Protocol("bad CREATE reply".into())),
+            _ => Err(unexpected_reply(Opcode::Create)),
         }
     }
 
@@ -244,7 +247,7 @@ impl Client {
         let m = self.call(&Request::Link { fh, dir, name: name.as_bytes() })?;
         match self.decode(&m)?.1 {
             Reply::Attr { attr } => Ok(attr),
-            _ => Err(Error::Protocol("bad LINK reply".into())),
+            _ => Err(unexpected_reply(Opcode::Link)),
         }
     }
 
@@ -255,7 +258,7 @@ impl Client {
             self.call(&Request::Symlink { dir, name: name.as_bytes(), target: target.as_bytes() })?;
         match self.decode(&m)?.1 {
             Reply::Handle { attr, .. } => Ok(attr),
-            _ => Err(Error::Protocol("bad SYMLINK reply".into())),
+            _ => Err(unexpected_reply(Opcode::Symlink)),
         }
     }
 
@@ -269,7 +272,7 @@ impl Client {
         let m = self.call(&Request::SetAttr { fh, set })?;
         match self.decode(&m)?.1 {
             Reply::Attr { attr } => Ok(attr),
-            _ => Err(Error::Protocol("bad SETATTR reply".into())),
+            _ => Err(unexpected_reply(Opcode::SetAttr)),
         }
     }
 
@@ -310,7 +313,7 @@ impl Client {
         let m = self.call(&Request::FsStat { fh: self.root })?;
         match self.decode(&m)?.1 {
             Reply::FsStat(s) => Ok(s),
-            _ => Err(Error::Protocol("bad FSSTAT reply".into())),
+            _ => Err(unexpected_reply(Opcode::FsStat)),
         }
     }
 
@@ -327,16 +330,16 @@ impl Client {
                 let mut out = Vec::new();
                 let mut next = cookie;
                 for e in DirEntries::new(entries) {
-                    let e = e.map_err(|e| Error::Protocol(e.to_string()))?;
+                    let e = e?;
                     next = e.cookie;
                     out.push(DirEntry { name: e.name.to_vec(), fileid: e.fileid, ftype: e.ftype });
                 }
                 if !eof && out.is_empty() {
-                    return Err(Error::Protocol("READDIR made no progress".into()));
+                    return Err(ProtocolViolation::ReaddirNoProgress.into());
                 }
                 Ok((out, next, eof))
             }
-            _ => Err(Error::Protocol("bad READDIR reply".into())),
+            _ => Err(unexpected_reply(Opcode::ReadDir)),
         }
     }
 

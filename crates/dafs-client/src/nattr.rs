@@ -1,8 +1,9 @@
 //! Named attributes by path (the handle-based twins are in `at`).
 
-use dafs_proto::{Reply, Request};
+use dafs_proto::{Opcode, Reply, Request};
 
-use crate::{Client, Error, Result};
+use crate::error::unexpected_reply;
+use crate::{Client, Result};
 
 impl Client {
     /// A named attribute's value (`NoAttr` status if absent).
@@ -11,7 +12,7 @@ impl Client {
         let m = self.call(&Request::GetNamedAttr { fh, name: name.as_bytes() })?;
         match self.decode(&m)?.1 {
             Reply::NamedAttr { value } => Ok(value.to_vec()),
-            _ => Err(Error::Protocol("bad GET_NATTR reply".into())),
+            _ => Err(unexpected_reply(Opcode::GetNamedAttr)),
         }
     }
 
@@ -31,7 +32,7 @@ impl Client {
                 .filter(|n| !n.is_empty())
                 .map(|n| String::from_utf8_lossy(n).into_owned())
                 .collect()),
-            _ => Err(Error::Protocol("bad LIST_NATTR reply".into())),
+            _ => Err(unexpected_reply(Opcode::ListNamedAttr)),
         }
     }
 

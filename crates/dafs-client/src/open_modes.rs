@@ -1,8 +1,9 @@
 //! Calls on files opened with the DAFS open modes: atomic append, publishing a
 //! create-unlinked file, and cache hints.
 
-use dafs_proto::{Attr, RemoteRegion, Reply, Request};
+use dafs_proto::{Attr, Opcode, RemoteRegion, Reply, Request};
 
+use crate::error::{check_write_count, unexpected_reply};
 use crate::{Client, Error, File, Result};
 
 impl Client {
@@ -25,8 +26,10 @@ impl Client {
                 data,
             })?;
             return match self.decode(&m)?.1 {
-                Reply::Write { count, offset, .. } if count as usize == data.len() => Ok(offset),
-                _ => Err(Error::Protocol("bad append reply".into())),
+                Reply::Write { count, offset, .. } => {
+                    check_write_count(Opcode::WriteInline, count, data.len()).map(|()| offset)
+                }
+                _ => Err(unexpected_reply(Opcode::WriteInline)),
             };
         }
         if data.len() > self.direct_max {
@@ -53,8 +56,10 @@ impl Client {
         let _ = self.t.deregister(key);
         let m = r?;
         match self.decode(&m)?.1 {
-            Reply::Write { count, offset, .. } if count as usize == data.len() => Ok(offset),
-            _ => Err(Error::Protocol("bad append reply".into())),
+            Reply::Write { count, offset, .. } => {
+                check_write_count(Opcode::WriteDirect, count, data.len()).map(|()| offset)
+            }
+            _ => Err(unexpected_reply(Opcode::WriteDirect)),
         }
     }
 
@@ -64,7 +69,7 @@ impl Client {
         let m = self.call(&Request::Publish { open_id: f.open_id })?;
         match self.decode(&m)?.1 {
             Reply::Handle { attr, .. } => Ok(attr),
-            _ => Err(Error::Protocol("bad PUBLISH reply".into())),
+            _ => Err(unexpected_reply(Opcode::Publish)),
         }
     }
 }

@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
-use dafs_proto::{Header, Reply, Request};
+use dafs_proto::{Header, Opcode, Reply, Request};
 use dafs_transport::Wait;
 
+use crate::error::unexpected_reply;
 use crate::inflight::Inflight;
-use crate::{Client, Error, Result};
+use crate::{Client, Error, ProtocolViolation, Result};
 
 impl Client {
     pub(crate) fn fail_all(&mut self, why: &str) {
@@ -64,13 +65,14 @@ impl Client {
     }
 
     fn route(&mut self, msg: &[u8]) -> Result<()> {
-        let (h, reply) = dafs_proto::decode_reply(msg, self.max_msg)
-            .map_err(|e| Error::Protocol(e.to_string()))?;
+        let (h, reply) = dafs_proto::decode_reply(msg, self.max_msg)?;
         let i = h.slot_id as usize;
         if h.session_id != self.session_id || i >= self.inflight.len() {
-            return Err(Error::Protocol(
-                "reply for another session or beyond the granted slots".into(),
-            ));
+            return Err(ProtocolViolation::Misaddressed {
+                session_id: h.session_id,
+                slot_id: h.slot_id,
+            }
+            .into());
         }
         let matches = self.inflight[i].as_ref().is_some_and(|slot| slot.seq == h.sequence_id);
         if !matches {
@@ -89,17 +91,18 @@ impl Client {
             Inflight::Batch(b) => {
                 let results = match reply {
                     Reply::Batch { results, .. } => {
-                        let r = dafs_proto::types::BatchResult::parse_all(results)
-                            .map_err(|e| Error::Protocol(e.to_string()))?;
-                        if r.iter().any(|x| x.index as usize >= b.ios.len()) {
-                            return Err(Error::Protocol(
-                                "batch result for an I/O that was not sent".into(),
-                            ));
+                        let r = dafs_proto::types::BatchResult::parse_all(results)?;
+                        if let Some(x) = r.iter().find(|x| x.index as usize >= b.ios.len()) {
+                            return Err(ProtocolViolation::BatchResultIndex {
+                                index: x.index,
+                                count: b.ios.len(),
+                            }
+                            .into());
                         }
                         Ok(r)
                     }
                     Reply::Error(s) => Err(s),
-                    _ => return Err(Error::Protocol("reply does not fit the batch".into())),
+                    _ => return Err(unexpected_reply(Opcode::BatchIo)),
                 };
                 self.finish_batch(b, Some(results));
             }
@@ -108,9 +111,7 @@ impl Client {
                     Reply::Error(s) => (Err(Error::Status(s)), false),
                     Reply::ReadInline { eof, data } if io.read && !io.direct => {
                         if data.len() > io.len {
-                            return Err(Error::Protocol(
-                                "inline read returned more than asked".into(),
-                            ));
+                            return Err(io.count_exceeds(data.len()));
                         }
                         let n = data.len();
                         self.copy_into_target(&mut io, data);
@@ -119,16 +120,14 @@ impl Client {
                     }
                     Reply::ReadDirect { count, eof } if io.read && io.direct => {
                         if count as usize > io.len {
-                            return Err(Error::Protocol(
-                                "direct read count exceeds the request".into(),
-                            ));
+                            return Err(io.count_exceeds(count as usize));
                         }
                         self.stats.direct_bytes += count as u64;
                         (Ok(count as usize), eof)
                     }
                     Reply::Write { count, .. } if !io.read => {
                         if count as usize > io.len {
-                            return Err(Error::Protocol("write count exceeds the request".into()));
+                            return Err(io.count_exceeds(count as usize));
                         }
                         if io.direct {
                             self.stats.direct_bytes += count as u64
@@ -137,7 +136,7 @@ impl Client {
                         }
                         (Ok(count as usize), false)
                     }
-                    _ => return Err(Error::Protocol("reply does not fit the I/O".into())),
+                    _ => return Err(unexpected_reply(io.opcode())),
                 };
                 self.finish_io(io, res, eof);
             }
@@ -190,7 +189,7 @@ impl Client {
         if let Err(e) = enc {
             self.slots.abandon(slot);
             self.inflight_undo(what);
-            return Err(Error::Protocol(e.to_string()));
+            return Err(e.into());
         }
         self.send_slot_buf(slot, seq, what)
     }
@@ -232,8 +231,7 @@ impl Client {
     }
 
     pub(crate) fn decode<'a>(&self, m: &'a [u8]) -> Result<(Header, Reply<'a>)> {
-        let (h, r) = dafs_proto::decode_reply(m, self.max_msg)
-            .map_err(|e| Error::Protocol(e.to_string()))?;
+        let (h, r) = dafs_proto::decode_reply(m, self.max_msg)?;
         if let Reply::Error(s) = r {
             return Err(Error::Status(s));
         }

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use dafs_proto::{auth, Header, Opcode, Reply, Request, Status};
 use dafs_transport::Wait;
 
-use crate::{Client, Error, Result};
+use crate::error::unexpected_reply;
+use crate::{Client, Error, ProtocolViolation, Result};
 
 impl Client {
     /// Start a new session with the same server and configuration after the old one is
@@ -142,19 +143,28 @@ impl Client {
             &Request::SessionBind { client_nonce, proof, client_id: self.cfg.client_id.as_bytes() },
             &mut buf,
             self.max_msg,
-        )
-        .map_err(|e| Error::Protocol(e.to_string()))?;
+        )?;
         self.t.send(&buf)?;
         let msg = self.t.recv(Wait::Timeout(self.cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
-        let (rh, reply) = dafs_proto::decode_reply(&msg, self.max_msg)
-            .map_err(|e| Error::Protocol(e.to_string()))?;
-        if rh.opcode != Opcode::SessionBind || rh.session_id != self.session_id {
-            return Err(Error::Protocol("unexpected reply to SESSION_BIND".into()));
+        let (rh, reply) = dafs_proto::decode_reply(&msg, self.max_msg)?;
+        if rh.opcode != Opcode::SessionBind {
+            return Err(unexpected_reply(Opcode::SessionBind));
+        }
+        if rh.session_id != self.session_id {
+            return Err(ProtocolViolation::Misaddressed {
+                session_id: rh.session_id,
+                slot_id: rh.slot_id,
+            }
+            .into());
         }
         match reply {
             Reply::SessionBind { slots, target_highest, next_nonce, server_proof } => {
                 if slots != self.slots.granted() {
-                    return Err(Error::Protocol("bound session has a different slot count".into()));
+                    return Err(ProtocolViolation::BindSlotsChanged {
+                        granted: self.slots.granted(),
+                        bound: slots,
+                    }
+                    .into());
                 }
                 if let Some(secret) = &self.cfg.secret {
                     let expect = auth::bind_server_proof(
@@ -175,7 +185,7 @@ impl Client {
                 Ok(())
             }
             Reply::Error(st) => Err(Error::Status(st)),
-            _ => Err(Error::Protocol("bad SESSION_BIND reply".into())),
+            _ => Err(unexpected_reply(Opcode::SessionBind)),
         }
     }
 }
