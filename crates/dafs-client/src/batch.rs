@@ -17,6 +17,19 @@ pub enum BatchCompletion {
     ErrorsOnly,
 }
 
+impl BatchCompletion {
+    /// The most completions a batch of `ios` I/Os delivers in this mode (`ios` is at most
+    /// the negotiated batch size, so it fits).
+    pub(crate) fn completions_max(self, ios: usize) -> u32 {
+        let ios = ios as u32;
+        match self {
+            BatchCompletion::PerIo => ios,
+            BatchCompletion::PerBatch => 1,
+            BatchCompletion::ErrorsOnly => ios + 1,
+        }
+    }
+}
+
 /// One I/O of a batch: file segments and memory segments (in registered regions),
 /// independently scattered; their total lengths must match.
 #[derive(Debug, Clone)]
@@ -39,7 +52,7 @@ impl Client {
     /// # let mut c = Client::connect("127.0.0.1:7420", ClientConfig::default())?;
     /// # let f = c.open("f", OpenOptions::read())?;
     /// let r = c.alloc_registered(1 << 20)?;
-    /// let cg = c.create_cg();
+    /// let cg = c.create_cg()?;
     /// // Two I/Os: a gather of two file ranges into one buffer, and a scatter of one
     /// // file range into two buffer pieces.
     /// let ios = vec![
@@ -96,6 +109,7 @@ impl Client {
         } else {
             0
         };
+        self.check_queue_room(cg, mode.completions_max(ios.len()))?;
         let (slot, seq) = self.acquire_slot(false)?;
         let id = ReqId(self.next_req);
         self.next_req += 1;

@@ -4,6 +4,7 @@
 use dafs_proto::{Opcode, Reply, Request, Status};
 use dafs_transport::Access;
 
+use crate::completions::INTERNAL_CG;
 use crate::error::{check_write_count, unexpected_reply};
 use crate::region::RegionInfo;
 use crate::{Client, Error, File, IoBuf, ProtocolViolation, RegionId, Result};
@@ -66,7 +67,7 @@ impl Client {
         } else {
             (None, false)
         };
-        let cg = self.internal_cg;
+        let cg = INTERNAL_CG;
         let nchunks = len.div_ceil(chunk);
         let mut counts = vec![usize::MAX; nchunks];
         let mut eofs = vec![false; nchunks];

@@ -11,11 +11,11 @@ use dafs_transport::shm::ShmClient;
 use dafs_transport::tcp::TcpClient;
 use dafs_transport::{Access, ClientTransport, TransportStats, Wait};
 
-use crate::cg::Cg;
+use crate::completions::CgTable;
 use crate::config::parse_url;
 use crate::error::unexpected_reply;
 use crate::inflight::small_inflight_count;
-use crate::{CgId, Client, ClientConfig, ClientStats, Error, ProtocolViolation, Provider, Result};
+use crate::{Client, ClientConfig, ClientStats, Error, ProtocolViolation, Provider, Result};
 
 /// What SESSION_CREATE negotiated.
 pub(crate) struct Negotiated {
@@ -209,11 +209,9 @@ impl Client {
             batch_max: 0,
             root: FileHandle([0; 32]),
             regions: HashMap::new(),
-            cgs: HashMap::new(),
-            next_cg: 1,
+            cgs: CgTable::new(),
             next_req: 1,
             sync_done: None,
-            internal_cg: CgId(0),
             reqbufs: Vec::new(),
             stats: ClientStats::default(),
             dead: false,
@@ -224,7 +222,6 @@ impl Client {
             base_spin,
             spin_now: base_spin,
         };
-        c.cgs.insert(0, Cg::new());
         c.start_session(&n)?;
         Ok((c, n.offer))
     }

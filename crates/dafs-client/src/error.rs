@@ -2,6 +2,8 @@ use dafs_proto::codec::EncodeError;
 use dafs_proto::{DecodeError, Opcode, Status};
 use dafs_transport::TransportError;
 
+use crate::limits::COMPLETION_GROUPS_MAX;
+
 /// Every way a client call can fail.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -21,6 +23,15 @@ pub enum Error {
     /// All slots granted by the server are in use: reap completions and retry.
     #[error("no free request slot (all credits in use)")]
     WouldBlock,
+    /// The completion group's queue has no room for every completion the request may
+    /// deliver ([`Client::completions_queued_max`](crate::Client::completions_queued_max)):
+    /// reap its completions and retry.
+    #[error("completion queue full (reap completions and retry)")]
+    CompletionQueueFull,
+    /// The application holds [`COMPLETION_GROUPS_MAX`] completion groups already:
+    /// destroy one first.
+    #[error("too many completion groups (at most {COMPLETION_GROUPS_MAX})")]
+    TooManyCompletionGroups,
     /// The region has I/O in flight, or the id is unknown.
     #[error("region busy or unknown")]
     RegionBusy,
@@ -93,7 +104,8 @@ impl Error {
             Error::Transport(TransportError::NotRegistrable) => libc::EINVAL,
             Error::Transport(_) | Error::Disconnected => libc::ENOTCONN,
             Error::Protocol(_) => libc::EPROTO,
-            Error::WouldBlock => libc::EAGAIN,
+            Error::WouldBlock | Error::CompletionQueueFull => libc::EAGAIN,
+            Error::TooManyCompletionGroups => libc::EMFILE,
             Error::RegionBusy => libc::EBUSY,
             Error::InvalidArgument(_) => libc::EINVAL,
             Error::Auth(_) => libc::EACCES,

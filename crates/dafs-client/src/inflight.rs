@@ -51,6 +51,16 @@ pub(crate) enum Inflight {
 }
 
 impl Inflight {
+    /// The most completions the request may deliver to its group: room reserved in the
+    /// group's queue while it is in flight.
+    pub(crate) fn completions_max(&self) -> u32 {
+        match self {
+            Inflight::Sync { .. } => 0,
+            Inflight::Io(_) => 1,
+            Inflight::Batch(b) => b.mode.completions_max(b.ios.len()),
+        }
+    }
+
     /// The completion group the request completes on (a synchronous one has none).
     pub(crate) fn cg(&self) -> Option<CgId> {
         match self {
@@ -100,11 +110,11 @@ impl Client {
             self.small_inflight.incr();
         }
         if let Some(cg) = what.cg() {
+            let capacity = self.completions_queued_max();
             self.cgs
-                .get_mut(&cg.0)
+                .get_mut(cg)
                 .expect("requests are submitted on existing completion groups")
-                .outstanding
-                .incr();
+                .begin(what.completions_max(), capacity);
         }
         let prev = self.inflight[slot as usize].replace(Slot { seq, what });
         assert!(prev.is_none(), "slot {slot} already has a request in flight");
@@ -126,7 +136,7 @@ impl Client {
     pub(crate) fn inflight_unrecord(&mut self, slot: u32) -> Inflight {
         let s = self.inflight_take(slot as usize).expect("recorded just before");
         if let Some(cg) = s.what.cg() {
-            self.cgs.get_mut(&cg.0).expect("its group has it in flight").outstanding.decr();
+            self.cgs.of_request(cg).unbegin(s.what.completions_max());
         }
         s.what
     }
@@ -167,18 +177,9 @@ impl Client {
                 out_buf = Some(buf);
             }
         }
-        let cg = self
-            .cgs
-            .get_mut(&io.cg.0)
-            .expect("completion groups with I/O in flight are never destroyed");
-        cg.outstanding.decr();
-        cg.done.push_back(Completion {
-            id: io.id,
-            user_data: io.user_data,
-            result: res,
-            eof,
-            buf: out_buf,
-        });
+        let done =
+            Completion { id: io.id, user_data: io.user_data, result: res, eof, buf: out_buf };
+        self.cgs.of_request(io.cg).finish(1, [done]);
     }
 
     /// Turn a batch reply (None: the connection died) into completions.
@@ -227,15 +228,11 @@ impl Client {
         if whole.is_err() {
             self.stats.errors += 1;
         }
-        let cg = self
-            .cgs
-            .get_mut(&b.cg.0)
-            .expect("completion groups with I/O in flight are never destroyed");
-        cg.outstanding.decr();
+        let mut out = Vec::new();
         match b.mode {
             BatchCompletion::PerIo => {
                 for ((ud, _), res) in b.ios.iter().zip(per) {
-                    cg.done.push_back(Completion {
+                    out.push(Completion {
                         id: b.id,
                         user_data: *ud,
                         result: res,
@@ -244,7 +241,7 @@ impl Client {
                     });
                 }
             }
-            BatchCompletion::PerBatch => cg.done.push_back(Completion {
+            BatchCompletion::PerBatch => out.push(Completion {
                 id: b.id,
                 user_data: b.user_data,
                 result: whole,
@@ -254,7 +251,7 @@ impl Client {
             BatchCompletion::ErrorsOnly => {
                 for ((ud, _), res) in b.ios.iter().zip(per) {
                     if res.is_err() {
-                        cg.done.push_back(Completion {
+                        out.push(Completion {
                             id: b.id,
                             user_data: *ud,
                             result: res,
@@ -263,7 +260,7 @@ impl Client {
                         });
                     }
                 }
-                cg.done.push_back(Completion {
+                out.push(Completion {
                     id: b.id,
                     user_data: b.user_data,
                     result: whole,
@@ -272,6 +269,8 @@ impl Client {
                 });
             }
         }
+        let reserved = b.mode.completions_max(b.ios.len());
+        self.cgs.of_request(b.cg).finish(reserved, out);
     }
 
     /// Undo the bookkeeping of a request that was never sent (its memory is released

@@ -76,6 +76,7 @@ impl Client {
             return Err(Error::InvalidArgument("I/O larger than max_io_size()"));
         }
         let direct = len > self.inline_threshold;
+        self.check_queue_room(cg, 1)?;
         let (slot, seq) = self.acquire_slot(block)?;
         let id = ReqId(self.next_req);
         self.next_req += 1;

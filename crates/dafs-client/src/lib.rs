@@ -14,7 +14,7 @@
 //! // Register memory once, reuse it: reads above the inline threshold are placed
 //! // directly into it by the server.
 //! let region = c.alloc_registered(1 << 20)?;
-//! let cg = c.create_cg();
+//! let cg = c.create_cg()?;
 //! c.submit_read(&f, 0, IoBuf::Region { region, offset: 0, len: 1 << 20 }, cg, 7)?;
 //! let done = c.wait_one(cg, None)?.expect("one completion");
 //! assert_eq!(done.user_data, 7);
@@ -67,6 +67,7 @@ mod batch;
 mod blocking;
 mod cg;
 mod chain;
+mod completions;
 mod config;
 mod connect;
 mod counters;
@@ -74,6 +75,7 @@ mod error;
 mod file;
 mod inflight;
 mod io;
+pub mod limits;
 mod locks;
 mod namespace;
 mod nattr;
@@ -105,7 +107,7 @@ pub use namespace::DirEntry;
 pub use region::RegionId;
 pub use session::ClientStats;
 
-use cg::Cg;
+use completions::CgTable;
 use counters::InFlightCount;
 use inflight::Slot;
 use region::RegionInfo;
@@ -122,13 +124,10 @@ pub struct Client {
     batch_max: u32,
     root: FileHandle,
     regions: HashMap<u64, RegionInfo>,
-    cgs: HashMap<u32, Cg>,
-    next_cg: u32,
+    cgs: CgTable,
     next_req: u64,
     /// Completed synchronous reply: (request number, message).
     sync_done: Option<(u64, Vec<u8>)>,
-    /// Internal completion group used by the blocking wrappers.
-    internal_cg: CgId,
     /// Per slot: the encoded request in flight on it, kept for retransmission after a
     /// reconnect (the buffer is reused; it grows to the largest request sent there).
     reqbufs: Vec<Vec<u8>>,

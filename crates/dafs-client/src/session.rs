@@ -47,6 +47,13 @@ impl Client {
     pub fn batch_max(&self) -> u32 {
         self.batch_max
     }
+    /// The most completions one completion group holds, delivered and owed: enough for
+    /// every slot to carry a batch of [`Client::batch_max`] I/Os, so an application that
+    /// reaps what it receives is never refused. A submit that could exceed it fails with
+    /// [`Error::CompletionQueueFull`] (see [`crate::limits::COMPLETIONS_QUEUED_MAX`]).
+    pub fn completions_queued_max(&self) -> usize {
+        self.slots.granted() as usize * (self.batch_max as usize + 1)
+    }
     /// Slots granted by the server (the most requests in flight at once).
     pub fn slots(&self) -> u32 {
         self.slots.granted()
