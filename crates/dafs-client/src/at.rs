@@ -10,6 +10,7 @@ use dafs_proto::types::DirEntries;
 use dafs_proto::{Attr, FileHandle, FileType, Opcode, Reply, Request};
 
 use crate::error::unexpected_reply;
+use crate::file::MODE_BITS;
 use crate::{Client, DirEntry, File, OpenOptions, ProtocolViolation, Result};
 
 /// One directory entry and the cookie that continues the listing after it.
@@ -47,7 +48,7 @@ impl Client {
         mode: u32,
         exclusive: bool,
     ) -> Result<(FileHandle, Attr)> {
-        self.handle_reply(&Request::Create { dir, ftype, mode: mode & 0o7777, exclusive, name })
+        self.handle_reply(&Request::Create { dir, ftype, mode: mode & MODE_BITS, exclusive, name })
     }
 
     /// Open the object `fh` names.

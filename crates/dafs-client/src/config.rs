@@ -6,6 +6,21 @@ use dafs_proto::limits;
 
 use crate::{Error, Result, TlsClientOptions};
 
+/// Slots a client asks for by default: enough to keep a pipelined blocking transfer and
+/// a few asynchronous requests in flight without holding much of the server's reply
+/// cache (the server may grant fewer).
+const SLOTS_DEFAULT: u32 = 32;
+
+/// How long a connect (and each reconnect attempt) may take by default.
+const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+
+/// How long to keep trying to recover a broken connection by default: well below the
+/// server's default lease (90 s), so the session is still there to re-bind.
+const RECONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+
+/// The port a `dafs://` or `dafs+tls://` URL without one names (dafsd's default).
+const PORT_DEFAULT: u16 = 7420;
+
 /// How to connect.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -53,13 +68,13 @@ impl Default for ClientConfig {
         ClientConfig {
             client_id: format!("{}:{}", host.trim(), std::process::id()),
             secret: None,
-            slots: 32,
+            slots: SLOTS_DEFAULT,
             max_msg_size: limits::MSG_SIZE_DEFAULT,
             export: String::new(),
-            connect_timeout: Duration::from_secs(5),
+            connect_timeout: CONNECT_TIMEOUT_DEFAULT,
             provider: Provider::Auto,
             reconnect: true,
-            reconnect_timeout: Duration::from_secs(30),
+            reconnect_timeout: RECONNECT_TIMEOUT_DEFAULT,
             tls: None,
         }
     }
@@ -111,7 +126,7 @@ pub fn parse_url(url: &str) -> Result<(String, String)> {
     let hostport = if hostport.contains(':') && !hostport.ends_with(']') {
         hostport.to_string()
     } else {
-        format!("{hostport}:7420")
+        format!("{hostport}:{PORT_DEFAULT}")
     };
     Ok((format!("{scheme}{hostport}"), path.to_string()))
 }

@@ -207,7 +207,7 @@ impl Client {
             inline_threshold: 0,
             direct_max: 0,
             batch_max: 0,
-            root: FileHandle([0; 32]),
+            root: FileHandle([0; FileHandle::LEN]),
             regions: HashMap::new(),
             cgs: CgTable::new(),
             next_req: 1,
@@ -297,6 +297,11 @@ impl Client {
     }
 }
 
+/// How long dropping a client waits for I/O still in flight: long enough for any one
+/// transfer (at most `DIRECT_LEN_MAX`) to finish, short enough that a dead server does
+/// not hang the application's exit.
+const DROP_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl Drop for Client {
     fn drop(&mut self) {
         // Never reconnect from a destructor: a dead server must not hold it up.
@@ -304,7 +309,7 @@ impl Drop for Client {
         // I/O still in flight may name application memory (registered with
         // register_raw, or reached by address on shared memory): wait for it, bounded,
         // so the server never writes there after the client is gone.
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + DROP_DRAIN_TIMEOUT;
         while !self.dead && self.inflight.iter().any(Option::is_some) {
             let now = Instant::now();
             if now >= deadline || self.progress(Wait::Timeout(deadline - now)).is_err() {

@@ -5,6 +5,14 @@ use dafs_proto::{Attr, FileHandle};
 
 use crate::{Error, Result};
 
+/// The mode bits a client may set (permissions, setuid, setgid, sticky): the file type
+/// is never the caller's to choose through a mode.
+pub(crate) const MODE_BITS: u32 = 0o7777;
+
+/// Mode of files created without [`OpenOptions::mode`]: rw-r--r--, the usual mode of
+/// a new data file.
+const MODE_DEFAULT: u32 = 0o644;
+
 /// An open file.
 #[derive(Debug)]
 pub struct File {
@@ -35,7 +43,7 @@ pub struct OpenOptions {
 
 impl OpenOptions {
     const fn with(flags: u32) -> Self {
-        OpenOptions { flags, mode: 0o644, key: [0; OPEN_KEY_MAX], key_len: 0 }
+        OpenOptions { flags, mode: MODE_DEFAULT, key: [0; OPEN_KEY_MAX], key_len: 0 }
     }
     pub fn read() -> Self {
         Self::with(open_flags::READ)
@@ -114,7 +122,7 @@ impl OpenOptions {
         self
     }
     pub fn mode(mut self, mode: u32) -> Self {
-        self.mode = mode & 0o7777;
+        self.mode = mode & MODE_BITS;
         self
     }
     fn set(&mut self, bit: u32, on: bool) {

@@ -87,12 +87,12 @@ pub(crate) struct Slot {
 
 /// Transfers at least this large take far longer than the spin budget: while only such
 /// requests are in flight, the client sleeps at once instead of spinning.
-pub(crate) const LARGE_IO: usize = 64 * 1024;
+pub(crate) const LARGE_IO_BYTES: usize = 64 * 1024;
 
 pub(crate) fn is_small(what: &Inflight) -> bool {
     match what {
         Inflight::Sync { .. } => true,
-        Inflight::Io(io) => io.len < LARGE_IO,
+        Inflight::Io(io) => io.len < LARGE_IO_BYTES,
         Inflight::Batch(_) => false,
     }
 }

@@ -18,6 +18,14 @@ pub struct LockInfo {
     pub len: u64,
 }
 
+/// First pause of [`Client::lock_wait`] between attempts: about a round trip, so a lock
+/// released at once is taken at once.
+const LOCK_WAIT_BACKOFF_START: Duration = Duration::from_micros(100);
+
+/// Longest pause of [`Client::lock_wait`]: a lock released after a long hold is taken
+/// within 10 ms, at no more than 100 LOCK requests a second.
+const LOCK_WAIT_BACKOFF_MAX: Duration = Duration::from_millis(10);
+
 impl Client {
     /// Take a byte-range lock without waiting: `Err(Status(Denied))` on conflict.
     /// `len == 0` locks to the end of the 64-bit range. Locks are advisory and belong to
@@ -43,14 +51,14 @@ impl Client {
         timeout: Duration,
     ) -> Result<()> {
         let deadline = Instant::now() + timeout;
-        let mut backoff = Duration::from_micros(100);
+        let mut backoff = LOCK_WAIT_BACKOFF_START;
         loop {
             match self.lock(f, offset, len, exclusive) {
                 Err(Error::Status(Status::Denied)) if Instant::now() < deadline => {
                     std::thread::sleep(
                         backoff.min(deadline.saturating_duration_since(Instant::now())),
                     );
-                    backoff = (backoff * 2).min(Duration::from_millis(10));
+                    backoff = (backoff * 2).min(LOCK_WAIT_BACKOFF_MAX);
                 }
                 Err(Error::Status(Status::Denied)) => return Err(Error::TimedOut),
                 r => return r,

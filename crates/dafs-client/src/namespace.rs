@@ -7,6 +7,7 @@ use dafs_proto::{
 };
 
 use crate::error::unexpected_reply;
+use crate::file::MODE_BITS;
 use crate::{Client, Error, File, OpenOptions, ProtocolViolation, Result};
 
 /// A directory entry with its name owned.
@@ -178,7 +179,7 @@ impl Client {
         let m = self.call(&Request::Create {
             dir,
             ftype: FileType::Directory,
-            mode: mode & 0o7777,
+            mode: mode & MODE_BITS,
             exclusive: true,
             name: name.as_bytes(),
         })?;
@@ -200,7 +201,7 @@ impl Client {
         let m = self.call(&Request::Create {
             dir,
             ftype: FileType::Regular,
-            mode: mode & 0o7777,
+            mode: mode & MODE_BITS,
             exclusive,
             name: name.as_bytes(),
         })?;
@@ -285,7 +286,7 @@ impl Client {
         let (fh, _) = self.lookup_path(path, true)?;
         self.setattr(
             fh,
-            SetAttrs { mask: setattr_mask::MODE, mode: mode & 0o7777, ..Default::default() },
+            SetAttrs { mask: setattr_mask::MODE, mode: mode & MODE_BITS, ..Default::default() },
         )
     }
 

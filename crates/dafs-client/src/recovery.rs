@@ -9,6 +9,20 @@ use dafs_transport::Wait;
 use crate::error::unexpected_reply;
 use crate::{Client, Error, ProtocolViolation, Result};
 
+/// First pause between reconnect attempts; it doubles after each failed one, up to
+/// [`RECONNECT_BACKOFF_MAX`]. Short, since a server that restarts its listener or a
+/// path that flapped is back within milliseconds.
+const RECONNECT_BACKOFF_START: Duration = Duration::from_millis(5);
+
+/// Longest pause between reconnect attempts: a server coming back is noticed within
+/// half a second without hammering it.
+const RECONNECT_BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+/// Refused connections (nobody listening) after which recovery gives up before its
+/// timeout: the server process is gone, and a restarted one would not know the session.
+/// More than one, so a listener being re-created is not mistaken for that.
+const RECONNECT_REFUSED_MAX: u32 = 3;
+
 impl Client {
     /// Start a new session with the same server and configuration after the old one is
     /// gone ([`Client::session_lost`]), keeping registered memory. Open files of the old
@@ -70,7 +84,7 @@ impl Client {
             "connection lost ({cause}); reconnecting"
         );
         let deadline = Instant::now() + self.cfg.reconnect_timeout;
-        let mut backoff = Duration::from_millis(5);
+        let mut backoff = RECONNECT_BACKOFF_START;
         let mut last_err;
         let mut refused = 0;
         loop {
@@ -84,7 +98,7 @@ impl Client {
                         Some(libc::ECONNREFUSED) | Some(libc::ENOENT)
                     ) && {
                         refused += 1;
-                        refused >= 3
+                        refused >= RECONNECT_REFUSED_MAX
                     } =>
                 {
                     return Err(Error::Transport(dafs_transport::TransportError::Io(e)));
@@ -100,7 +114,7 @@ impl Client {
                 return Err(last_err);
             }
             std::thread::sleep(backoff.min(deadline - now));
-            backoff = (backoff * 2).min(Duration::from_millis(500));
+            backoff = (backoff * 2).min(RECONNECT_BACKOFF_MAX);
         }
         self.stats.reconnects += 1;
         // Resend in slot order (any order is correct: slots are independent).
