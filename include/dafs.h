@@ -20,7 +20,9 @@
  *                               non-UTF-8 path)
  *              -EBADF           the dafs_file_t is not an open file of this client
  *                               (closed already, or opened by another client)
- *              -EAGAIN          every request slot is in use: reap completions, retry
+ *              -EAGAIN          every request slot is in use, or the completion
+ *                               group's queue is full: reap completions, retry
+ *              -EMFILE          dafs_cg_create: 1024 completion groups exist already
  *              -EBUSY           region still has I/O in flight; completion group not
  *                               empty; or the client is being used by another thread
  *                               at this very moment (a caller bug, refused safely)
@@ -397,7 +399,8 @@ DAFS_API int dafs_unregister(dafs_client_t *client, dafs_region_t region);
 /* Completion groups and non-blocking I/O                                             */
 /* ---------------------------------------------------------------------------------- */
 
-/* Create a completion group; stores its id (never 0) in *out. Returns 0 or -errno. */
+/* Create a completion group; stores its id (never 0) in *out. Returns 0 or -errno:
+ * -EMFILE when 1024 groups exist already (destroy one first). */
 DAFS_API int dafs_cg_create(dafs_client_t *client, dafs_cg_t *out);
 
 /* Destroy an empty completion group. -EBUSY while it has I/O in flight or completions
@@ -424,9 +427,10 @@ DAFS_API int dafs_cg_wait(dafs_client_t *client, dafs_cg_t cg, unsigned min, uns
 /* Submit a read of `len` bytes at `file_offset` into region bytes
  * [region_offset, region_offset + len), completing on `cg` with `user_data`. Returns 0
  * once submitted (the data is there when the completion is reaped), or -errno:
- * -EAGAIN every slot is busy (reap and retry), -EINVAL range outside the region or
- * len > dafs_max_io_size() or unknown region/cg, -EBADF bad file, -ENOTCONN. Above the
- * inline threshold the server places the data directly into the region. */
+ * -EAGAIN every slot is busy or cg's completion queue is full (reap and retry), -EINVAL
+ * range outside the region or len > dafs_max_io_size() or unknown region/cg, -EBADF bad
+ * file, -ENOTCONN. Above the inline threshold the server places the data directly into
+ * the region. */
 DAFS_API int dafs_pread_nb(dafs_client_t *client, dafs_file_t *file, dafs_cg_t cg, dafs_region_t region, size_t region_offset, size_t len, uint64_t file_offset, uint64_t user_data);
 
 /* Submit a write of region bytes [region_offset, region_offset + len) at `file_offset`.

@@ -462,6 +462,23 @@ static int t_cg_argument_errors(void) {
     return 0;
 }
 
+/* At most 1024 completion groups at once: one more is -EMFILE until one is destroyed. */
+static int t_cg_limit(void) {
+    enum { GROUPS_MAX = 1024 };
+    dafs_client_t *c = connect_tcp();
+    CHECK(c);
+    static dafs_cg_t cgs[GROUPS_MAX];
+    for (int i = 0; i < GROUPS_MAX; i++) OK(dafs_cg_create(c, &cgs[i]));
+    dafs_cg_t extra;
+    CHECK_EQ(dafs_cg_create(c, &extra), -EMFILE);
+    OK(dafs_cg_destroy(c, cgs[0]));
+    OK(dafs_cg_create(c, &cgs[0]));
+    CHECK_EQ(dafs_cg_create(c, &extra), -EMFILE);
+    for (int i = 0; i < GROUPS_MAX; i++) OK(dafs_cg_destroy(c, cgs[i]));
+    OK(dafs_disconnect(c));
+    return 0;
+}
+
 static int t_nb_plain_buffers(void) {
     dafs_client_t *c = NULL;
     OK(dafs_connect(shm_target ? shm_target : tcp_target, NULL, &c));
@@ -1001,6 +1018,7 @@ static const struct test tests[] = {
     {"register_user_memory_shm", t_register_user_memory_shm},
     {"busy_region_and_group", t_busy_region_and_group},
     {"cg_argument_errors", t_cg_argument_errors},
+    {"cg_limit", t_cg_limit},
     {"nb_plain_buffers", t_nb_plain_buffers},
     {"eagain_when_slots_run_out", t_eagain_when_slots_run_out},
     {"bad_file_handles", t_bad_file_handles},

@@ -451,7 +451,7 @@ impl Dafs {
             }
             regions.push(r);
         }
-        let cg = c.create_cg();
+        let cg = c.create_cg().map_err(|e| format!("create_cg: {e}"))?;
         let mut offs = Offsets::new(s.rand, s.seed, 0, 1, size / s.bs as u64, s.bs as u64);
         let what = if s.write { "write" } else { "read" };
         let srv0 = proc_cpu(pid);
@@ -568,7 +568,7 @@ impl Dafs {
         for _ in 0..slots {
             regions.push(c.alloc_registered(bs).map_err(|e| format!("alloc_registered: {e}"))?);
         }
-        let cg = c.create_cg();
+        let cg = c.create_cg().map_err(|e| format!("create_cg: {e}"))?;
         let mut sink = 0u64;
         let t0 = Instant::now();
         if depth == 0 {

@@ -783,7 +783,7 @@ pub unsafe extern "C" fn dafs_cg_create(client: *mut dafs_client_t, out: *mut da
         if out.is_null() {
             return Err(EINVAL);
         }
-        let cg = inner.client.create_cg();
+        let cg = inner.client.create_cg().map_err(errno)?;
         // SAFETY: checked non-null; caller-owned storage.
         unsafe { out.write(cg.0) };
         Ok(0)

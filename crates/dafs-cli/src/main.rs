@@ -374,7 +374,7 @@ fn write_region(
     n: usize,
     off: u64,
 ) -> Result<(), Error> {
-    let cg = c.create_cg();
+    let cg = c.create_cg()?;
     let max = c.max_io_size();
     let mut pos = 0;
     while pos < n {
@@ -402,7 +402,7 @@ fn copy_out(cli: &Cli, c: &mut Client, path: &str, out: &mut dyn Write) -> Resul
     let f = c.open(path, OpenOptions::read()).map_err(|e| op_err(path, e))?;
     let region = c.alloc_registered(CHUNK).map_err(|e| op_err("register", e))?;
     let pb = progress(cli, f.attr.size);
-    let cg = c.create_cg();
+    let cg = c.create_cg().map_err(|e| op_err("completion group", e))?;
     let mut off = 0u64;
     loop {
         let max = c.max_io_size().min(CHUNK);

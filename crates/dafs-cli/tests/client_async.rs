@@ -5,12 +5,15 @@
 #[macro_use]
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use common::{pattern, Provider, TestServer};
 use dafs_client::dafs_proto::Status;
-use dafs_client::{Client, Completion, Error, IoBuf, OpenOptions};
+use dafs_client::limits::COMPLETION_GROUPS_MAX;
+use dafs_client::{
+    BatchCompletion, BatchIoDesc, CgId, Client, Completion, Error, IoBuf, OpenOptions,
+};
 
 /// Write `len` bytes of `pattern(0, len, seed)` to `name` in the export.
 fn make_file(srv: &TestServer, name: &str, len: usize, seed: u8) -> Vec<u8> {
@@ -41,7 +44,7 @@ fn registered_memory(p: Provider) {
     assert_eq!(&c.region(r).unwrap()[..4], b"mine");
 
     // while a read naming the region is in flight, the application may not touch it
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     let id =
         c.submit_read(&f, 0, IoBuf::Region { region: r, offset: 0, len: 2 * thr }, cg, 11).unwrap();
     assert!(matches!(c.region_mut(r), Err(Error::RegionBusy)));
@@ -115,7 +118,7 @@ fn submit_paths_and_counters(p: Provider) {
     let data = make_file(&srv, "src", 4 * thr, 2);
     let src = c.open("src", OpenOptions::read()).unwrap();
     let dst = c.open("dst", OpenOptions::read_write().create(true)).unwrap();
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     let region = c.alloc_registered(4 * thr).unwrap();
 
     // (read?, region?, len) -> which counters must move
@@ -253,8 +256,8 @@ fn completion_groups(p: Provider) {
     let thr = c.inline_threshold();
     let data = make_file(&srv, "f", 8 * thr, 4);
     let f = c.open("f", OpenOptions::read()).unwrap();
-    let g1 = c.create_cg();
-    let g2 = c.create_cg();
+    let g1 = c.create_cg().unwrap();
+    let g2 = c.create_cg().unwrap();
     assert_ne!(g1, g2);
 
     // nothing in flight: waits return at once, poll is empty
@@ -361,7 +364,7 @@ fn slots_are_credits_and_submit_never_blocks(p: Provider) {
     // max_io_size bytes over the connection, so replies take a while
     std::fs::File::create(srv.dir().join("big")).unwrap().set_len(16 * max as u64).unwrap();
     let f = c.open("big", OpenOptions::read()).unwrap();
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     let regions: Vec<_> = (0..8).map(|_| c.alloc_registered(max).unwrap()).collect();
 
     let mut submitted = 0usize;
@@ -465,7 +468,7 @@ fn eof_semantics(p: Provider) {
     let size = 2 * thr + 1000;
     let data = make_file(&srv, "f", size, 5);
     let f = c.open("f", OpenOptions::read()).unwrap();
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     let region = c.alloc_registered(4 * thr).unwrap();
 
     let cases: &[(u64, usize, usize, bool)] = &[
@@ -520,7 +523,7 @@ fn max_io_size_is_enforced(p: Provider) {
     let max = c.max_io_size();
     assert!(max >= 1 << 20);
     let f = c.open("f", OpenOptions::read_write().create(true)).unwrap();
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     let s0 = c.stats();
     assert!(matches!(
         c.submit_read(&f, 0, IoBuf::Vec(vec![0; max + 1]), cg, 0),
@@ -592,7 +595,7 @@ fn no_hidden_threads(p: Provider) {
         c.pread(&f, &mut b, 0).unwrap();
         c.pwrite(&f, &b[..100], 5).unwrap();
         c.pwrite(&f, &b, 0).unwrap();
-        let cg = c.create_cg();
+        let cg = c.create_cg().unwrap();
         let r = c.alloc_registered(4 * thr).unwrap();
         c.submit_read(&f, 0, IoBuf::Region { region: r, offset: 0, len: 4 * thr }, cg, 1).unwrap();
         c.submit_read(&f, 0, IoBuf::Vec(vec![0; 10]), cg, 2).unwrap();
@@ -618,7 +621,7 @@ fn server_reads_and_writes_race_free_with_many_in_flight(p: Provider) {
     let n = 16usize;
     let len = 4 * thr + 3;
     let f = c.open("f", OpenOptions::read_write().create(true)).unwrap();
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     let regions: Vec<_> = (0..n)
         .map(|i| {
             let r = c.register(pattern((i * len) as u64, len, 8)).unwrap();
@@ -664,7 +667,7 @@ fn close_after_submitted_io(p: Provider) {
     let mut c = srv.client_on(p);
     let thr = c.inline_threshold();
     let f = c.open("f", OpenOptions::read_write().create(true)).unwrap();
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     let r = c.register(pattern(0, 4 * thr, 3)).unwrap();
     c.submit_write(&f, 0, IoBuf::Region { region: r, offset: 0, len: 4 * thr }, cg, 1).unwrap();
     c.submit_write(&f, (4 * thr) as u64, IoBuf::Vec(b"tail".to_vec()), cg, 2).unwrap();
@@ -696,7 +699,7 @@ fn huge_offsets(p: Provider) {
     assert_eq!(fbig(c.pwrite(&f, b"x", i64::MAX as u64)), Some(Status::FBig));
     assert_eq!(fbig(c.pwrite(&f, b"x", u64::MAX)), Some(Status::FBig));
     assert_eq!(fbig(c.pwrite(&f, &vec![1; 2 * thr], i64::MAX as u64 - 10)), Some(Status::FBig));
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     for (i, off) in [u64::MAX - 5, i64::MAX as u64 - 2, i64::MAX as u64 + 1].into_iter().enumerate()
     {
         c.submit_write(&f, off, IoBuf::Vec(vec![1; 10]), cg, i as u64).unwrap();
@@ -729,7 +732,7 @@ fn server_death_fails_in_flight_io(p: Provider) {
     let thr = c.inline_threshold();
     std::fs::write(srv.dir().join("f"), pattern(0, 4 * thr, 1)).unwrap();
     let f = c.open("f", OpenOptions::read_write()).unwrap();
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     let r = c.alloc_registered(2 * thr).unwrap();
     let v = c.register(vec![7u8; 2 * thr]).unwrap();
     let pid = srv.pid().unwrap() as libc::pid_t;
@@ -806,6 +809,107 @@ fn server_death_fails_in_flight_io(p: Provider) {
     assert!(t.elapsed() < Duration::from_secs(2));
 }
 
+fn completion_groups_are_bounded(p: Provider) {
+    let srv = TestServer::start(&[]);
+    let mut c = srv.client_on(p);
+    make_file(&srv, "f", 100, 9);
+    let f = c.open("f", OpenOptions::read()).unwrap();
+    let groups: Vec<CgId> = (0..COMPLETION_GROUPS_MAX).map(|_| c.create_cg().unwrap()).collect();
+    assert_eq!(groups.iter().collect::<HashSet<_>>().len(), COMPLETION_GROUPS_MAX);
+    // one beyond the limit is refused, clearly
+    let err = c.create_cg().unwrap_err();
+    assert!(matches!(err, Error::TooManyCompletionGroups), "{err:?}");
+    assert_eq!(err.errno(), libc::EMFILE);
+    // the groups there are still work, and so do the blocking calls (their own group
+    // is not the application's to count)
+    let last = groups[COMPLETION_GROUPS_MAX - 1];
+    c.submit_read(&f, 0, IoBuf::Vec(vec![0; 10]), last, 5).unwrap();
+    assert_eq!(ok(&c.wait_all(last).unwrap()[0]), 10);
+    let mut b = [0u8; 10];
+    assert_eq!(c.pread(&f, &mut b, 0).unwrap(), 10);
+    // destroying one makes room for exactly one more
+    c.destroy_cg(groups[0]).unwrap();
+    let again = c.create_cg().unwrap();
+    assert!(!groups[1..].contains(&again), "a new id, not one in use");
+    assert!(matches!(c.create_cg(), Err(Error::TooManyCompletionGroups)));
+}
+
+fn completion_queue_is_bounded(p: Provider) {
+    let srv = TestServer::start(&[]);
+    // One slot: a group's queue holds what one request can deliver at most (a batch of
+    // batch_max I/Os, one completion each, plus one for the batch).
+    let mut c = srv
+        .client_with(|cfg| {
+            cfg.slots = 1;
+            cfg.provider = p;
+        })
+        .unwrap();
+    assert_eq!(c.slots(), 1);
+    let cap = c.completions_queued_max();
+    assert_eq!(cap, c.batch_max() as usize + 1);
+    let data = make_file(&srv, "f", 100, 10);
+    let f = c.open("f", OpenOptions::read()).unwrap();
+    let cg = c.create_cg().unwrap();
+
+    // Submit and never reap: completions are kept until the queue is full, then the
+    // submit is refused (nothing is dropped).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut submitted = 0u64;
+    let err = loop {
+        assert!(Instant::now() < deadline, "the queue never filled");
+        match c.submit_read(&f, 0, IoBuf::Vec(vec![0; 8]), cg, submitted) {
+            Ok(_) => submitted += 1,
+            Err(Error::WouldBlock) => assert!(c.poll(cg, 0).unwrap().is_empty()),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, Error::CompletionQueueFull), "{err:?}");
+    assert_eq!(err.errno(), libc::EAGAIN);
+    assert_eq!(submitted as usize, cap);
+    let done = c.wait_all(cg).unwrap();
+    assert_eq!(done.len(), cap, "every completion kept");
+    assert_eq!(done.iter().map(|d| d.user_data).collect::<BTreeSet<_>>().len(), cap);
+    for d in &done {
+        assert_eq!(d.buf.as_deref().unwrap()[..ok(d)], data[..8]);
+    }
+
+    // A batch reserves room for every completion it may deliver: with one place left,
+    // a per-I/O batch of two is refused, a per-batch one fits.
+    for i in 0..cap - 1 {
+        c.submit_read(&f, 0, IoBuf::Vec(vec![0; 8]), cg, i as u64).unwrap();
+        while c.outstanding(cg) > 0 {
+            assert!(c.poll(cg, 0).unwrap().is_empty());
+        }
+    }
+    let r = c.alloc_registered(16).unwrap();
+    let ios = || {
+        (0..2u64)
+            .map(|i| BatchIoDesc {
+                write: false,
+                file: vec![(i * 8, 8)],
+                mem: vec![(r, i as usize * 8, 8)],
+                user_data: 100 + i,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(matches!(
+        c.submit_batch(&f, ios(), cg, 7, BatchCompletion::PerIo),
+        Err(Error::CompletionQueueFull)
+    ));
+    assert!(matches!(
+        c.submit_batch(&f, ios(), cg, 7, BatchCompletion::ErrorsOnly),
+        Err(Error::CompletionQueueFull)
+    ));
+    c.submit_batch(&f, ios(), cg, 7, BatchCompletion::PerBatch).unwrap();
+    let done = c.wait_all(cg).unwrap();
+    assert_eq!(done.len(), cap);
+    assert_eq!(done.last().map(|d| (d.user_data, ok(d))), Some((7, 16)));
+    assert_eq!(c.region(r).unwrap(), &data[..16]);
+    // reaped: room again
+    c.submit_batch(&f, ios(), cg, 7, BatchCompletion::PerIo).unwrap();
+    assert_eq!(c.wait_all(cg).unwrap().len(), 2);
+}
+
 for_each_provider!(
     registered_memory,
     submit_paths_and_counters,
@@ -817,5 +921,7 @@ for_each_provider!(
     server_reads_and_writes_race_free_with_many_in_flight,
     server_death_fails_in_flight_io,
     close_after_submitted_io,
-    huge_offsets
+    huge_offsets,
+    completion_groups_are_bounded,
+    completion_queue_is_bounded
 );

@@ -45,7 +45,7 @@ fn check_blocks(c: &mut Client, f: &dafs_client::File, blocks: &[(u64, u8)], hol
         assert!(buf.iter().all(|&b| b == 0), "hole at {off} is not zeros");
     }
     // registered regions, all in flight at once
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     let regions: Vec<_> =
         blocks.iter().map(|_| c.alloc_registered(MIB as usize).unwrap()).collect();
     for (i, (&(off, _), r)) in blocks.iter().zip(&regions).enumerate() {
@@ -104,7 +104,7 @@ fn sparse_file_past_1gib(p: Provider) {
     let last = (size - MIB, 7u8);
     let r = c.alloc_registered(MIB as usize).unwrap();
     c.region_mut(r).unwrap().copy_from_slice(&pattern(last.0, MIB as usize, last.1));
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     c.submit_write(&f, last.0, IoBuf::Region { region: r, offset: 0, len: MIB as usize }, cg, 0)
         .unwrap();
     assert_eq!(*c.wait_one(cg, None).unwrap().unwrap().result.as_ref().unwrap(), MIB as usize);

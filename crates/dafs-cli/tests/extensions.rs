@@ -35,7 +35,7 @@ fn batch_gather_scatter_reads_and_writes() {
         let f = c.open(&name, OpenOptions::read_write()).unwrap();
         let r = c.alloc_registered(256 * 1024).unwrap();
         c.region_mut(r).unwrap().fill(0xAA);
-        let cg = c.create_cg();
+        let cg = c.create_cg().unwrap();
         let ios = vec![
             // Gather: two file ranges into one buffer range.
             BatchIoDesc {
@@ -113,7 +113,7 @@ fn batch_errors_only_and_bad_input() {
         let mut c = srv.client_on(p);
         let f = c.open(&name, OpenOptions::read()).unwrap();
         let r = c.alloc_registered(65536).unwrap();
-        let cg = c.create_cg();
+        let cg = c.create_cg().unwrap();
         // Errors only: the write fails (read-only open), the reads succeed.
         let ios = vec![
             BatchIoDesc {
@@ -570,7 +570,7 @@ fn async_io_still_reports_write_offsets() {
     let srv = TestServer::start(&[]);
     let mut c = srv.client();
     let f = c.open("o", OpenOptions::read_write().create(true)).unwrap();
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     c.submit_write(&f, 12345, IoBuf::Vec(vec![1; 10]), cg, 0).unwrap();
     assert_eq!(c.wait_one(cg, None).unwrap().unwrap().result.unwrap(), 10);
     assert_eq!(std::fs::metadata(srv.dir().join("o")).unwrap().len(), 12355);

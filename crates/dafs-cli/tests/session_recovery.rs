@@ -384,7 +384,7 @@ fn server_directed_slot_target() {
     let id = format!("{:016x}", c.session_id());
     assert_eq!(admin(&sock, &["slots", &id, "2"])["target_highest"], 1);
     c.null().unwrap(); // the next reply carries the new target
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     // Submitting never polls for replies while a slot is free, so the number in flight
     // shows how many slots the client allows itself.
     let mut max_in_flight = 0;

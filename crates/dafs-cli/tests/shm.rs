@@ -51,7 +51,7 @@ fn direct_reads_and_writes_land_in_registered_memory() {
     // Write from a registered (memfd) region: the server pwrites straight from it.
     let r = c.alloc_registered(len).unwrap();
     c.region_mut(r).unwrap().copy_from_slice(&data);
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     c.submit_write(&f, 0, IoBuf::Region { region: r, offset: 0, len }, cg, 1).unwrap();
     let done = c.wait_one(cg, None).unwrap().unwrap();
     assert_eq!(done.result.unwrap(), len);
@@ -145,7 +145,7 @@ fn concurrent_shm_clients() {
                 let name = format!("file{t}");
                 let f = c.open(&name, OpenOptions::read_write().create(true)).unwrap();
                 let r = c.alloc_registered(256 * 1024).unwrap();
-                let cg = c.create_cg();
+                let cg = c.create_cg().unwrap();
                 for i in 0..40u64 {
                     let data = pattern(i * 256 * 1024, 256 * 1024, t);
                     c.region_mut(r).unwrap().copy_from_slice(&data);

@@ -69,7 +69,7 @@ fn every_kind_of_io_over_tls() {
     let f = c.open("big", OpenOptions::read_write().create(true)).unwrap();
     let w = c.alloc_registered(BIG).unwrap();
     c.region_mut(w).unwrap().copy_from_slice(&data);
-    let cg = c.create_cg();
+    let cg = c.create_cg().unwrap();
     c.submit_write(&f, 0, IoBuf::Region { region: w, offset: 0, len: BIG }, cg, 1).unwrap();
     let done = c.wait_one(cg, Some(Duration::from_secs(30))).unwrap().expect("write completes");
     assert_eq!(done.result.unwrap(), BIG);

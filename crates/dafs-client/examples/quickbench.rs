@@ -70,7 +70,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (i, b) in c.region_mut(region)?.iter_mut().enumerate() {
         *b = (i * 31 % 251) as u8;
     }
-    let cg = c.create_cg();
+    let cg = c.create_cg()?;
     let mut off = 0;
     while off < FILE_SIZE {
         c.submit_write(&f, off, IoBuf::Region { region, offset: 0, len: 4 << 20 }, cg, 0)?;

@@ -7,9 +7,11 @@
 //! requests the path-based calls send, just without the root-relative lookup in front.
 
 use dafs_proto::types::DirEntries;
-use dafs_proto::{Attr, FileHandle, FileType, Reply, Request};
+use dafs_proto::{Attr, FileHandle, FileType, Opcode, Reply, Request};
 
-use crate::{Client, DirEntry, Error, File, OpenOptions, Result};
+use crate::error::unexpected_reply;
+use crate::file::MODE_BITS;
+use crate::{Client, DirEntry, File, OpenOptions, ProtocolViolation, Result};
 
 /// One directory entry and the cookie that continues the listing after it.
 #[derive(Debug, Clone)]
@@ -19,11 +21,11 @@ pub struct DirEntryAt {
 }
 
 impl Client {
-    fn handle_reply(&mut self, req: &Request, what: &str) -> Result<(FileHandle, Attr)> {
+    fn handle_reply(&mut self, req: &Request) -> Result<(FileHandle, Attr)> {
         let m = self.call(req)?;
         match self.decode(&m)?.1 {
             Reply::Handle { fh, attr } => Ok((fh, attr)),
-            _ => Err(Error::Protocol(format!("bad {what} reply"))),
+            _ => Err(unexpected_reply(req.opcode())),
         }
     }
 
@@ -34,7 +36,7 @@ impl Client {
         name: &[u8],
         follow: bool,
     ) -> Result<(FileHandle, Attr)> {
-        self.handle_reply(&Request::Lookup { dir, path: name, follow }, "LOOKUP")
+        self.handle_reply(&Request::Lookup { dir, path: name, follow })
     }
 
     /// Create `name` in `dir` without opening it (regular file, directory, ...).
@@ -46,10 +48,7 @@ impl Client {
         mode: u32,
         exclusive: bool,
     ) -> Result<(FileHandle, Attr)> {
-        self.handle_reply(
-            &Request::Create { dir, ftype, mode: mode & 0o7777, exclusive, name },
-            "CREATE",
-        )
+        self.handle_reply(&Request::Create { dir, ftype, mode: mode & MODE_BITS, exclusive, name })
     }
 
     /// Open the object `fh` names.
@@ -66,7 +65,7 @@ impl Client {
             Reply::Open { open_id, fh, attr } => {
                 Ok(File { open_id, fh, attr, pos: 0, origin: None })
             }
-            _ => Err(Error::Protocol("bad OPEN reply".into())),
+            _ => Err(unexpected_reply(Opcode::Open)),
         }
     }
 
@@ -85,7 +84,7 @@ impl Client {
             Reply::Open { open_id, fh, attr } => {
                 Ok(File { open_id, fh, attr, pos: 0, origin: None })
             }
-            _ => Err(Error::Protocol("bad OPEN reply".into())),
+            _ => Err(unexpected_reply(Opcode::Open)),
         }
     }
 
@@ -116,7 +115,7 @@ impl Client {
         let m = self.call(&Request::Link { fh, dir, name })?;
         match self.decode(&m)?.1 {
             Reply::Attr { attr } => Ok(attr),
-            _ => Err(Error::Protocol("bad LINK reply".into())),
+            _ => Err(unexpected_reply(Opcode::Link)),
         }
     }
 
@@ -126,14 +125,14 @@ impl Client {
         name: &[u8],
         target: &[u8],
     ) -> Result<(FileHandle, Attr)> {
-        self.handle_reply(&Request::Symlink { dir, name, target }, "SYMLINK")
+        self.handle_reply(&Request::Symlink { dir, name, target })
     }
 
     pub fn readlink_handle(&mut self, fh: FileHandle) -> Result<Vec<u8>> {
         let m = self.call(&Request::ReadLink { fh })?;
         match self.decode(&m)?.1 {
             Reply::ReadLink { target } => Ok(target.to_vec()),
-            _ => Err(Error::Protocol("bad READLINK reply".into())),
+            _ => Err(unexpected_reply(Opcode::ReadLink)),
         }
     }
 
@@ -142,7 +141,7 @@ impl Client {
         let m = self.call(&Request::Access { fh, mask })?;
         match self.decode(&m)?.1 {
             Reply::Access { granted } => Ok(granted),
-            _ => Err(Error::Protocol("bad ACCESS reply".into())),
+            _ => Err(unexpected_reply(Opcode::Access)),
         }
     }
 
@@ -159,18 +158,18 @@ impl Client {
             Reply::ReadDir { eof, entries, .. } => {
                 let mut out = Vec::new();
                 for e in DirEntries::new(entries) {
-                    let e = e.map_err(|e| Error::Protocol(e.to_string()))?;
+                    let e = e?;
                     out.push(DirEntryAt {
                         entry: DirEntry { name: e.name.to_vec(), fileid: e.fileid, ftype: e.ftype },
                         cookie: e.cookie,
                     });
                 }
                 if !eof && out.is_empty() {
-                    return Err(Error::Protocol("READDIR made no progress".into()));
+                    return Err(ProtocolViolation::ReaddirNoProgress.into());
                 }
                 Ok((out, eof))
             }
-            _ => Err(Error::Protocol("bad READDIR reply".into())),
+            _ => Err(unexpected_reply(Opcode::ReadDir)),
         }
     }
 
@@ -178,7 +177,7 @@ impl Client {
         let m = self.call(&Request::GetNamedAttr { fh, name: name.as_bytes() })?;
         match self.decode(&m)?.1 {
             Reply::NamedAttr { value } => Ok(value.to_vec()),
-            _ => Err(Error::Protocol("bad GET_NATTR reply".into())),
+            _ => Err(unexpected_reply(Opcode::GetNamedAttr)),
         }
     }
 
@@ -200,7 +199,7 @@ impl Client {
             Reply::NamedAttrList { names } => {
                 Ok(names.split(|&b| b == 0).filter(|n| !n.is_empty()).map(|n| n.to_vec()).collect())
             }
-            _ => Err(Error::Protocol("bad LIST_NATTR reply".into())),
+            _ => Err(unexpected_reply(Opcode::ListNamedAttr)),
         }
     }
 
@@ -214,10 +213,8 @@ impl Client {
     /// long-lived client: the server's handle table is bounded and may recycle the root
     /// handle's slot like any other, after which it answers STALE.
     pub fn refresh_root(&mut self, export: &str) -> Result<(FileHandle, Attr)> {
-        let (fh, attr) = self.handle_reply(
-            &Request::GetRootHandle { export: export.as_bytes() },
-            "GET_ROOTHANDLE",
-        )?;
+        let (fh, attr) =
+            self.handle_reply(&Request::GetRootHandle { export: export.as_bytes() })?;
         self.root = fh;
         Ok((fh, attr))
     }

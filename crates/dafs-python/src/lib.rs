@@ -961,11 +961,14 @@ impl PyClient {
     // ------------------------------------------------------------------ asynchronous I/O
 
     fn completion_group(slf: &Bound<'_, Self>) -> PyResult<Py<PyCg>> {
-        let id = slf.get().run(|inner| {
-            let cg = inner.c.0.create_cg();
-            inner.cgs.insert(cg.0);
-            cg.0
-        })?;
+        let id = slf
+            .get()
+            .run(|inner| {
+                let cg = inner.c.0.create_cg()?;
+                inner.cgs.insert(cg.0);
+                Ok::<_, Error>(cg.0)
+            })?
+            .map_err(|e| to_pyerr(e, None, None))?;
         Py::new(
             slf.py(),
             PyCg {

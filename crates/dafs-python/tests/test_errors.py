@@ -209,6 +209,18 @@ def test_file_and_region_context_managers(client, wd):
     assert cg.closed
 
 
+def test_completion_groups_are_bounded(server, provider):
+    with connect(server, provider) as c:
+        groups = [c.completion_group() for _ in range(1024)]
+        with pytest.raises(OSError) as e:
+            c.completion_group()
+        assert e.value.errno == errno.EMFILE
+        groups.pop().close()
+        groups.append(c.completion_group())
+        for cg in groups:
+            cg.close()
+
+
 def test_close_waits_for_in_flight_io(server, provider):
     c = connect(server, provider)
     with c.open("big", "wb") as f:

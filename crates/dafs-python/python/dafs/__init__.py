@@ -22,8 +22,9 @@ A thin layer over the Rust client library (``dafs._dafs``)::
   :meth:`Client.submit_write`, :meth:`CompletionGroup.wait`).
 * Errors are :class:`OSError` subclasses with ``errno`` set (FileNotFoundError,
   FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError, ...);
-  a lost connection raises :class:`ConnectionError`; no free request slot for an
-  asynchronous submit raises :class:`BlockingIOError`.
+  a lost connection raises :class:`ConnectionError`; no free request slot (or no room
+  in the completion group's queue) for an asynchronous submit raises
+  :class:`BlockingIOError`.
 
 Thread safety: a :class:`Client` may be shared by threads (calls are serialised on the
 session; blocking calls release the GIL). A :class:`File` object's position is not
@@ -415,14 +416,15 @@ class Client:
 
     def completion_group(self) -> CompletionGroup:
         """A new completion group (a context manager; ``close()`` waits for its
-        in-flight requests)."""
+        in-flight requests). Raises OSError (EMFILE) when 1024 groups are open already."""
         return self._c.completion_group()
 
     def submit_read(self, file, offset, region, region_offset=0, length=None, user_data=0, cg=None) -> int:
         """Start reading ``length`` bytes (default: the rest of the region) at file
         ``offset`` into ``region[region_offset:]``; complete on ``cg``. Returns the request
-        id. Raises BlockingIOError when all slots are busy (reap completions, retry) and
-        BufferError while the region's buffer is exported."""
+        id. Raises BlockingIOError when all slots are busy or the group's completion queue
+        is full (reap completions, retry) and BufferError while the region's buffer is
+        exported."""
         fid, length = self._io_args(file, region, region_offset, length, cg)
         return self._c.submit_read(fid, offset, region, region_offset, length, user_data, cg)
 

@@ -1,0 +1,203 @@
+//! The blocking data path: `pread`/`pwrite`/`read`/`write`, thin wrappers over the
+//! asynchronous path (and one inline round trip for small transfers).
+
+use dafs_proto::{Opcode, Reply, Request, Status};
+use dafs_transport::Access;
+
+use crate::completions::INTERNAL_CG;
+use crate::error::{check_write_count, unexpected_reply};
+use crate::region::RegionInfo;
+use crate::{Client, Error, File, IoBuf, ProtocolViolation, RegionId, Result};
+
+impl Client {
+    /// Read into `buf` at `offset`; returns bytes read (short only at end of file).
+    pub fn pread(&mut self, f: &File, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.blocking_io(f.open_id, buf.as_mut_ptr(), buf.len(), offset, true)
+    }
+
+    /// Write all of `buf` at `offset`.
+    pub fn pwrite(&mut self, f: &File, buf: &[u8], offset: u64) -> Result<usize> {
+        self.blocking_io(f.open_id, buf.as_ptr() as *mut u8, buf.len(), offset, false)
+    }
+
+    /// Read at the file position and advance it.
+    pub fn read(&mut self, f: &mut File, buf: &mut [u8]) -> Result<usize> {
+        let n = self.blocking_io(f.open_id, buf.as_mut_ptr(), buf.len(), f.pos, true)?;
+        f.pos += n as u64;
+        Ok(n)
+    }
+
+    /// Write at the file position and advance it.
+    pub fn write(&mut self, f: &mut File, buf: &[u8]) -> Result<usize> {
+        let n = self.blocking_io(f.open_id, buf.as_ptr() as *mut u8, buf.len(), f.pos, false)?;
+        f.pos += n as u64;
+        Ok(n)
+    }
+
+    /// The blocking path: chunks of at most `max_io_size()` (or the inline threshold),
+    /// pipelined over the free slots, on the internal completion group.
+    fn blocking_io(
+        &mut self,
+        open_id: u64,
+        ptr: *mut u8,
+        len: usize,
+        offset: u64,
+        read: bool,
+    ) -> Result<usize> {
+        if len == 0 {
+            return Ok(0);
+        }
+        offset
+            .checked_add(len as u64)
+            .filter(|e| *e <= i64::MAX as u64)
+            .ok_or(Error::Status(Status::FBig))?;
+        if len <= self.inline_threshold {
+            return self.blocking_inline(open_id, ptr, len, offset, read);
+        }
+        let direct = true;
+        let chunk = if direct { self.direct_max } else { self.inline_threshold.max(1) };
+        // Register the caller's memory for the duration of this call: sound because the
+        // call holds the borrow and does not return before every chunk has completed.
+        let (region, temp) = if direct {
+            self.stats.off_direct_path += 1;
+            // SAFETY: see above; the memory outlives the registration (deregistered below).
+            let key = unsafe { self.register_recovering(ptr, len, Access::READ_WRITE)? };
+            self.regions.insert(key, RegionInfo::new(key, ptr, len, None));
+            (Some(RegionId(key)), true)
+        } else {
+            (None, false)
+        };
+        let cg = INTERNAL_CG;
+        let nchunks = len.div_ceil(chunk);
+        let mut counts = vec![usize::MAX; nchunks];
+        let mut eofs = vec![false; nchunks];
+        let mut first_err: Option<Error> = None;
+        let mut next = 0;
+        let mut done = 0;
+        while done < nchunks {
+            while next < nchunks && first_err.is_none() && self.slots.available() > 0 {
+                let off = next * chunk;
+                let n = chunk.min(len - off);
+                let buf = match region {
+                    Some(r) => IoBuf::Region { region: r, offset: off, len: n },
+                    None => {
+                        let mut v = vec![0u8; n];
+                        if !read {
+                            // SAFETY: off + n <= len, within the caller's buffer.
+                            v.copy_from_slice(unsafe {
+                                std::slice::from_raw_parts(ptr.add(off), n)
+                            });
+                        }
+                        IoBuf::Vec(v)
+                    }
+                };
+                match self.submit(open_id, offset + off as u64, buf, cg, next as u64, read, true) {
+                    Ok(_) => next += 1,
+                    Err(e) => {
+                        first_err = Some(e);
+                    }
+                }
+            }
+            if next == done && first_err.is_some() {
+                break;
+            }
+            for c in self.wait_n(cg, 1, None)? {
+                let i = c.user_data as usize;
+                done += 1;
+                match c.result {
+                    Ok(n) => {
+                        counts[i] = n;
+                        eofs[i] = c.eof;
+                        if let (Some(v), true) = (c.buf, read) {
+                            // SAFETY: chunk i covers [i*chunk, i*chunk + v.len()) of the caller's buffer.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    v.as_ptr(),
+                                    ptr.add(i * chunk),
+                                    n.min(v.len()),
+                                )
+                            };
+                        }
+                    }
+                    Err(e) => {
+                        if first_err.is_none() {
+                            first_err = Some(e);
+                        }
+                    }
+                }
+            }
+            if self.dead {
+                break;
+            }
+        }
+        if temp {
+            let r = self.regions.remove(&region.unwrap().0).unwrap();
+            assert!(r.busy.is_zero(), "every chunk has completed");
+            let _ = self.t.deregister(r.key);
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        // Bytes transferred: contiguous from the start up to the first short chunk.
+        let mut total = 0;
+        for (i, &count) in counts.iter().enumerate() {
+            let want = chunk.min(len - i * chunk);
+            total += count;
+            if count < want {
+                if !read {
+                    return Err(ProtocolViolation::ShortWrite {
+                        written: count as u64,
+                        asked: want as u64,
+                    }
+                    .into());
+                }
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// One inline round trip straight to and from the caller's buffer: no staging
+    /// buffers, no completion-group bookkeeping (the small-I/O latency path).
+    fn blocking_inline(
+        &mut self,
+        open_id: u64,
+        ptr: *mut u8,
+        len: usize,
+        offset: u64,
+        read: bool,
+    ) -> Result<usize> {
+        if read {
+            self.stats.inline_reads += 1;
+            let m = self.call(&Request::ReadInline { open_id, offset, len: len as u32 })?;
+            match self.decode(&m)?.1 {
+                Reply::ReadInline { data, .. } if data.len() <= len => {
+                    // SAFETY: the caller's buffer has `len` bytes; data.len() <= len.
+                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, data.len()) };
+                    self.stats.inline_bytes += data.len() as u64;
+                    Ok(data.len())
+                }
+                Reply::ReadInline { data, .. } => Err(ProtocolViolation::CountExceedsRequest {
+                    op: Opcode::ReadInline,
+                    count: data.len() as u64,
+                    asked: len as u64,
+                }
+                .into()),
+                _ => Err(unexpected_reply(Opcode::ReadInline)),
+            }
+        } else {
+            self.stats.inline_writes += 1;
+            // SAFETY: the caller's buffer has `len` readable bytes for this call.
+            let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
+            let m = self.call(&Request::WriteInline { open_id, offset, stable: false, data })?;
+            match self.decode(&m)?.1 {
+                Reply::Write { count, .. } => {
+                    check_write_count(Opcode::WriteInline, count, len)?;
+                    self.stats.inline_bytes += len as u64;
+                    Ok(len)
+                }
+                _ => Err(unexpected_reply(Opcode::WriteInline)),
+            }
+        }
+    }
+}

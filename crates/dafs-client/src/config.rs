@@ -1,0 +1,160 @@
+//! How to connect: the client's configuration and `dafs://` URLs.
+
+use std::time::Duration;
+
+use dafs_proto::limits;
+
+use crate::{Error, Result, TlsClientOptions};
+
+/// Slots a client asks for by default: enough to keep a pipelined blocking transfer and
+/// a few asynchronous requests in flight without holding much of the server's reply
+/// cache (the server may grant fewer).
+const SLOTS_DEFAULT: u32 = 32;
+
+/// How long a connect (and each reconnect attempt) may take by default.
+const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
+
+/// How long to keep trying to recover a broken connection by default: well below the
+/// server's default lease (90 s), so the session is still there to re-bind.
+const RECONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
+
+/// The port a `dafs://` or `dafs+tls://` URL without one names (dafsd's default).
+const PORT_DEFAULT: u16 = 7420;
+
+/// How to connect.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Identity presented to the server (default: `hostname:pid`).
+    pub client_id: String,
+    /// Shared secret for HMAC authentication; when set, the client refuses servers that
+    /// cannot prove they hold it.
+    pub secret: Option<Vec<u8>>,
+    /// Slots (outstanding requests) to ask for; the server may grant fewer.
+    pub slots: u32,
+    /// Maximum message size to ask for; the server may lower it.
+    pub max_msg_size: u32,
+    /// Export name ("" = the server's default export).
+    pub export: String,
+    pub connect_timeout: Duration,
+    /// Which provider to use for `host:port` targets (see [`Provider`]).
+    pub provider: Provider,
+    /// When the connection breaks, reconnect by itself, re-bind the session and resend
+    /// what was in flight (exactly-once through the server's reply cache). Off: the
+    /// first transport error fails every request and the client.
+    pub reconnect: bool,
+    /// How long to keep trying to reconnect before giving up (should stay below the
+    /// server's lease, 90 s by default).
+    pub reconnect_timeout: Duration,
+    /// TLS for TCP connections. `Some`: every TCP connection is TLS, or the connect
+    /// fails (a `dafs+tls://` target selects TLS too, with default options if `None`).
+    /// With [`Provider::Auto`] a same-host client may still switch to shared memory
+    /// after the TLS session (the offer arrived over the verified TLS channel; shared
+    /// memory never leaves the host). [`Provider::Tcp`] stays on TLS.
+    pub tls: Option<TlsClientOptions>,
+}
+
+/// Provider choice for TCP targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// Use shared memory when the server offers it and runs on this host, else TCP.
+    Auto,
+    /// Always TCP.
+    Tcp,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        ClientConfig {
+            client_id: format!("{}:{}", host.trim(), std::process::id()),
+            secret: None,
+            slots: SLOTS_DEFAULT,
+            max_msg_size: limits::MSG_SIZE_DEFAULT,
+            export: String::new(),
+            connect_timeout: CONNECT_TIMEOUT_DEFAULT,
+            provider: Provider::Auto,
+            reconnect: true,
+            reconnect_timeout: RECONNECT_TIMEOUT_DEFAULT,
+            tls: None,
+        }
+    }
+}
+
+/// Split a URL into (connect target, path inside the export):
+/// `dafs://host:port/path` -> ("host:port", "/path");
+/// `dafs+tls://host:port/path` -> ("dafs+tls://host:port", "/path");
+/// `dafs+shm:///run/dafsd.sock/path` -> ("dafs+shm:///run/dafsd.sock", "/path"): the
+/// socket path ends at the first component ending in `.sock`.
+pub fn parse_url(url: &str) -> Result<(String, String)> {
+    if let Some(rest) = url.strip_prefix("dafs+shm://") {
+        if !rest.starts_with('/') {
+            return Err(Error::InvalidArgument("dafs+shm:// URLs name an absolute socket path"));
+        }
+        let mut end = None;
+        let mut pos = 0;
+        for comp in rest.split('/') {
+            pos += comp.len() + 1;
+            if comp.ends_with(".sock") {
+                end = Some(pos - 1);
+                break;
+            }
+        }
+        let end =
+            end.ok_or(Error::InvalidArgument("dafs+shm:// URL: no path component ends in .sock"))?;
+        let path = &rest[end..];
+        return Ok((
+            format!("dafs+shm://{}", &rest[..end]),
+            if path.is_empty() { "/".into() } else { path.into() },
+        ));
+    }
+    let (scheme, rest) = match url.strip_prefix("dafs+tls://") {
+        Some(r) => ("dafs+tls://", r),
+        None => (
+            "",
+            url.strip_prefix("dafs://").ok_or(Error::InvalidArgument(
+                "URL must start with dafs://, dafs+tls:// or dafs+shm://",
+            ))?,
+        ),
+    };
+    let (hostport, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if hostport.is_empty() {
+        return Err(Error::InvalidArgument("URL has no host"));
+    }
+    let hostport = if hostport.contains(':') && !hostport.ends_with(']') {
+        hostport.to_string()
+    } else {
+        format!("{hostport}:{PORT_DEFAULT}")
+    };
+    Ok((format!("{scheme}{hostport}"), path.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            parse_url("dafs://127.0.0.1:9/a/b").unwrap(),
+            ("127.0.0.1:9".into(), "/a/b".into())
+        );
+        assert_eq!(parse_url("dafs://localhost").unwrap(), ("localhost:7420".into(), "/".into()));
+        assert!(parse_url("http://x").is_err());
+        assert!(parse_url("dafs:///x").is_err());
+        assert_eq!(
+            parse_url("dafs+shm:///tmp/d.sock/a/b").unwrap(),
+            ("dafs+shm:///tmp/d.sock".into(), "/a/b".into())
+        );
+        assert_eq!(
+            parse_url("dafs+shm:///tmp/d.sock").unwrap(),
+            ("dafs+shm:///tmp/d.sock".into(), "/".into())
+        );
+        assert!(parse_url("dafs+shm:///tmp/nosock/a").is_err());
+        assert_eq!(parse_url("dafs+tls://h:9/a").unwrap(), ("dafs+tls://h:9".into(), "/a".into()));
+        assert_eq!(parse_url("dafs+tls://h").unwrap(), ("dafs+tls://h:7420".into(), "/".into()));
+        assert!(parse_url("dafs+tls:///a").is_err());
+    }
+}

@@ -1,0 +1,380 @@
+//! Connection setup: connect (TCP, TLS, shared memory, and the switch from TCP to shared
+//! memory on the server's host), SESSION_CREATE negotiation, authentication, and the
+//! session's end when the client is dropped.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use dafs_proto::session::ClientSlots;
+use dafs_proto::{auth, limits, AuthMethod, FileHandle, Header, Opcode, Reply, Request, Status};
+use dafs_transport::shm::ShmClient;
+use dafs_transport::tcp::TcpClient;
+use dafs_transport::{Access, ClientTransport, TransportStats, Wait};
+
+use crate::completions::CgTable;
+use crate::config::parse_url;
+use crate::error::unexpected_reply;
+use crate::inflight::small_inflight_count;
+use crate::{Client, ClientConfig, ClientStats, Error, ProtocolViolation, Provider, Result};
+
+/// What SESSION_CREATE negotiated.
+pub(crate) struct Negotiated {
+    session_id: u64,
+    max_msg: u32,
+    slots: u32,
+    threshold: u32,
+    auth: AuthMethod,
+    server_nonce: [u8; 32],
+    direct_max: u32,
+    batch_max: u32,
+    offer: ShmOffer,
+}
+
+/// Room a message needs beyond an inline payload of the threshold's size, for the header
+/// and the fixed part of READ_INLINE/WRITE_INLINE: a server whose threshold leaves less
+/// could not carry the inline transfers it promises.
+const INLINE_HEADROOM_BYTES: usize = 1024;
+
+impl Negotiated {
+    /// Every value in the range the protocol and the client's request
+    /// (`asked_msg_size`) allow.
+    fn check(&self, asked_msg_size: u32) -> Result<(), ProtocolViolation> {
+        let out_of_range = |limit, value: u32| {
+            Err(ProtocolViolation::NegotiatedOutOfRange { limit, value: value.into() })
+        };
+        let msg_sizes = limits::MSG_SIZE_MIN..=asked_msg_size.max(limits::MSG_SIZE_MIN);
+        if !msg_sizes.contains(&self.max_msg) {
+            return out_of_range("message size", self.max_msg);
+        }
+        if !(1..=limits::SLOTS_MAX).contains(&self.slots) {
+            return out_of_range("slot count", self.slots);
+        }
+        if self.threshold as usize + INLINE_HEADROOM_BYTES > self.max_msg as usize {
+            return out_of_range("inline threshold", self.threshold);
+        }
+        if !(1..=limits::DIRECT_LEN_MAX).contains(&self.direct_max) {
+            return out_of_range("direct transfer maximum", self.direct_max);
+        }
+        Ok(())
+    }
+}
+
+/// What a server's SESSION_CREATE reply offered for same-host connections.
+#[derive(Debug, Default)]
+struct ShmOffer {
+    host_id: [u8; 16],
+    shm_path: String,
+}
+
+impl Client {
+    /// Connect and establish a session. `target` is `host:port` (TCP; on the server's
+    /// host the library switches to shared memory by itself unless
+    /// `cfg.provider == Provider::Tcp`), `dafs+tls://host:port` (TCP over TLS, also
+    /// selected by `cfg.tls`), or `dafs+shm:///path/to/socket`.
+    pub fn connect(target: &str, cfg: ClientConfig) -> Result<Client> {
+        if let Some(path) = target.strip_prefix("dafs+shm://") {
+            let t = ShmClient::connect(std::path::Path::new(path), cfg.connect_timeout)?;
+            return Ok(Self::establish(Box::new(t), &cfg)?.0);
+        }
+        let (target, tls) = match target.strip_prefix("dafs+tls://") {
+            Some(hostport) => (hostport, Some(cfg.tls.clone().unwrap_or_default())),
+            None => (target, cfg.tls.clone()),
+        };
+        let t = match &tls {
+            Some(opts) => TcpClient::connect_tls(target, cfg.connect_timeout, opts)?,
+            None => TcpClient::connect(target, cfg.connect_timeout)?,
+        };
+        let (mut c, offer) = Self::establish(Box::new(t), &cfg)?;
+        if cfg.provider == Provider::Auto
+            && !offer.shm_path.is_empty()
+            && offer.host_id == dafs_transport::shm::host_id()
+        {
+            match ShmClient::connect(std::path::Path::new(&offer.shm_path), cfg.connect_timeout) {
+                Ok(shm) => {
+                    // The shared-memory session replaces the TCP one: end that first (and
+                    // wait for it), so the server never counts both against this client's
+                    // limits. Its connection stays open in case the switch fails.
+                    c.call(&Request::SessionDestroy).and_then(|m| c.decode(&m).map(|_| ()))?;
+                    c.dead = true;
+                    let tcp = std::mem::replace(&mut c.t, Box::new(NoTransport));
+                    match Self::establish(Box::new(shm), &cfg) {
+                        Ok((shm_client, _)) => return Ok(shm_client),
+                        Err(e) => {
+                            tracing::debug!("shared-memory session failed, staying on tcp: {e}");
+                            return Ok(Self::establish(tcp, &cfg)?.0);
+                        }
+                    }
+                }
+                Err(e) => tracing::debug!(
+                    "shared-memory connect to {} failed, staying on tcp: {e}",
+                    offer.shm_path
+                ),
+            }
+        }
+        Ok(c)
+    }
+
+    /// Connect from a `dafs://host:port/...`, `dafs+tls://host:port/...` or
+    /// `dafs+shm:///x.sock/...` URL (the path part is ignored here).
+    pub fn connect_url(url: &str, cfg: ClientConfig) -> Result<Client> {
+        let (addr, _) = parse_url(url)?;
+        Self::connect(&addr, cfg)
+    }
+
+    /// Establish a session over any provider.
+    pub fn with_transport(t: Box<dyn ClientTransport>, cfg: ClientConfig) -> Result<Client> {
+        Ok(Self::establish(t, &cfg)?.0)
+    }
+
+    /// Keepalive on TCP connections, so a vanished server is noticed by a waiting call.
+    pub(crate) fn keepalive(t: &dyn ClientTransport) {
+        if t.provider() == "tcp" {
+            // SAFETY: the transport's descriptor, alive while `t` is borrowed.
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(t.raw_fd()) };
+            if let Err(e) = dafs_transport::set_tcp_keepalive(fd) {
+                tracing::debug!("cannot enable TCP keepalive: {e}");
+            }
+        }
+    }
+
+    /// SESSION_CREATE on `t`: the negotiated values, checked to be in range.
+    pub(crate) fn negotiate(t: &mut dyn ClientTransport, cfg: &ClientConfig) -> Result<Negotiated> {
+        Self::keepalive(t);
+        let want_auth =
+            if cfg.secret.is_some() { AuthMethod::HmacSha256 } else { AuthMethod::None };
+        let mut buf = Vec::new();
+        let h = Header::request(Opcode::SessionCreate, 0, 0, 0, 0);
+        let req = Request::SessionCreate {
+            max_msg_size: cfg.max_msg_size,
+            slots: cfg.slots.clamp(1, limits::SLOTS_MAX),
+            auth: want_auth,
+            client_id: cfg.client_id.as_bytes(),
+        };
+        dafs_proto::encode_request(&h, &req, &mut buf, t.max_msg_size())?;
+        t.send(&buf)?;
+        let msg = t.recv(Wait::Timeout(cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
+        let (rh, reply) = dafs_proto::decode_reply(&msg, t.max_msg_size())?;
+        let n = match reply {
+            Reply::SessionCreate {
+                max_msg_size,
+                slots,
+                inline_threshold,
+                auth,
+                server_nonce,
+                direct_max,
+                batch_max,
+                host_id,
+                shm_path,
+            } => Negotiated {
+                session_id: rh.session_id,
+                max_msg: max_msg_size,
+                slots,
+                threshold: inline_threshold,
+                auth,
+                server_nonce,
+                direct_max,
+                batch_max,
+                offer: ShmOffer {
+                    host_id,
+                    shm_path: String::from_utf8_lossy(shm_path).into_owned(),
+                },
+            },
+            Reply::Error(Status::AuthRequired) => {
+                return Err(Error::Auth(
+                    "the server requires a shared secret (use --secret-file)".into(),
+                ))
+            }
+            Reply::Error(s) => return Err(Error::Status(s)),
+            _ => return Err(unexpected_reply(Opcode::SessionCreate)),
+        };
+        n.check(cfg.max_msg_size)?;
+        t.set_max_msg_size(n.max_msg as usize);
+        Ok(n)
+    }
+
+    fn establish(
+        mut t: Box<dyn ClientTransport>,
+        cfg: &ClientConfig,
+    ) -> Result<(Client, ShmOffer)> {
+        let n = Self::negotiate(t.as_mut(), cfg)?;
+        let base_spin = t.default_spin();
+        let mut c = Client {
+            t,
+            session_id: 0,
+            slots: ClientSlots::new(1),
+            inflight: Vec::new(),
+            max_msg: 0,
+            inline_threshold: 0,
+            direct_max: 0,
+            batch_max: 0,
+            root: FileHandle([0; FileHandle::LEN]),
+            regions: HashMap::new(),
+            cgs: CgTable::new(),
+            next_req: 1,
+            sync_done: None,
+            reqbufs: Vec::new(),
+            stats: ClientStats::default(),
+            dead: false,
+            dead_status: None,
+            cfg: cfg.clone(),
+            bind_nonce: [0; 32],
+            small_inflight: small_inflight_count(0),
+            base_spin,
+            spin_now: base_spin,
+        };
+        c.start_session(&n)?;
+        Ok((c, n.offer))
+    }
+
+    /// Take on the session `n` describes: fresh slots, then authenticate (if the server
+    /// requires it) and fetch the export's root handle.
+    pub(crate) fn start_session(&mut self, n: &Negotiated) -> Result<()> {
+        self.session_id = n.session_id;
+        self.slots = ClientSlots::new(n.slots);
+        self.inflight = (0..n.slots).map(|_| None).collect();
+        self.reqbufs = (0..n.slots).map(|_| Vec::new()).collect();
+        self.max_msg = n.max_msg as usize;
+        self.inline_threshold = n.threshold as usize;
+        self.direct_max = n.direct_max as usize;
+        self.batch_max = n.batch_max;
+        self.bind_nonce = n.server_nonce;
+        self.dead = false;
+        self.dead_status = None;
+        // Nothing is in flight (a new client, or `reestablish` checked): the count starts
+        // over, sized for this session's slots.
+        assert!(self.small_inflight.is_zero(), "no request is in flight");
+        self.small_inflight = small_inflight_count(n.slots);
+        self.sync_done = None;
+        let cfg = &self.cfg;
+        match (&cfg.secret, n.auth) {
+            (Some(secret), AuthMethod::HmacSha256) => {
+                let secret = secret.clone();
+                let client_id = cfg.client_id.clone();
+                let mut client_nonce = [0u8; 32];
+                getrandom::getrandom(&mut client_nonce).map_err(|e| Error::Auth(e.to_string()))?;
+                let proof = auth::client_proof(
+                    &secret,
+                    self.session_id,
+                    &n.server_nonce,
+                    &client_nonce,
+                    client_id.as_bytes(),
+                );
+                let m = self.call(&Request::SessionAuth { client_nonce, proof })?;
+                let (_, r) = self.decode(&m)?;
+                let Reply::SessionAuth { server_proof } = r else {
+                    return Err(unexpected_reply(Opcode::SessionAuth));
+                };
+                if !auth::verify_server(
+                    &secret,
+                    self.session_id,
+                    &n.server_nonce,
+                    &client_nonce,
+                    client_id.as_bytes(),
+                    &server_proof,
+                ) {
+                    return Err(Error::Auth(
+                        "the server could not prove it holds the shared secret".into(),
+                    ));
+                }
+            }
+            (Some(_), AuthMethod::None) => {
+                return Err(Error::Auth(
+                    "a secret is configured but the server does not authenticate".into(),
+                ))
+            }
+            (None, AuthMethod::HmacSha256) => {
+                return Err(Error::Auth("the server requires a shared secret".into()))
+            }
+            (None, AuthMethod::None) => {}
+        }
+        let export = self.cfg.export.clone();
+        let m = self.call(&Request::GetRootHandle { export: export.as_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { fh, .. } => self.root = fh,
+            _ => return Err(unexpected_reply(Opcode::GetRootHandle)),
+        }
+        Ok(())
+    }
+}
+
+/// How long dropping a client waits for I/O still in flight: long enough for any one
+/// transfer (at most `DIRECT_LEN_MAX`) to finish, short enough that a dead server does
+/// not hang the application's exit.
+const DROP_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        // Never reconnect from a destructor: a dead server must not hold it up.
+        self.cfg.reconnect = false;
+        // I/O still in flight may name application memory (registered with
+        // register_raw, or reached by address on shared memory): wait for it, bounded,
+        // so the server never writes there after the client is gone.
+        let deadline = Instant::now() + DROP_DRAIN_TIMEOUT;
+        while !self.dead && self.inflight.iter().any(Option::is_some) {
+            let now = Instant::now();
+            if now >= deadline || self.progress(Wait::Timeout(deadline - now)).is_err() {
+                break;
+            }
+        }
+        // Then tell the server the session is over (it also ends with the connection).
+        if !self.dead {
+            if let Some((slot, seq)) = self.slots.acquire() {
+                let h = Header::request(Opcode::SessionDestroy, self.session_id, slot, seq, slot);
+                let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
+                buf.clear();
+                if dafs_proto::encode_request(&h, &Request::SessionDestroy, &mut buf, self.max_msg)
+                    .is_ok()
+                {
+                    let _ = self.t.send(&buf);
+                }
+            }
+        }
+    }
+}
+
+/// Placeholder transport of a client whose transport moved to a new session.
+struct NoTransport;
+
+impl ClientTransport for NoTransport {
+    fn max_msg_size(&self) -> usize {
+        limits::MSG_SIZE_MIN as usize
+    }
+    fn set_max_msg_size(&mut self, _n: usize) {}
+    fn send(&mut self, _msg: &[u8]) -> std::result::Result<(), dafs_transport::TransportError> {
+        Err(dafs_transport::TransportError::Closed)
+    }
+    fn recv(
+        &mut self,
+        _wait: Wait,
+    ) -> std::result::Result<Option<Vec<u8>>, dafs_transport::TransportError> {
+        Err(dafs_transport::TransportError::Closed)
+    }
+    fn recycle(&mut self, _buf: Vec<u8>) {}
+    fn set_spin(&mut self, _spin: Duration) {}
+    unsafe fn register(
+        &mut self,
+        _ptr: *mut u8,
+        _len: usize,
+        _access: Access,
+    ) -> std::result::Result<u64, dafs_transport::TransportError> {
+        Err(dafs_transport::TransportError::Closed)
+    }
+    fn deregister(&mut self, _key: u64) -> std::result::Result<(), dafs_transport::TransportError> {
+        Err(dafs_transport::TransportError::Closed)
+    }
+    fn alloc_registered(
+        &mut self,
+        _len: usize,
+    ) -> std::result::Result<(u64, *mut u8), dafs_transport::TransportError> {
+        Err(dafs_transport::TransportError::Closed)
+    }
+    fn provider(&self) -> &'static str {
+        "none"
+    }
+    fn stats(&self) -> TransportStats {
+        TransportStats::default()
+    }
+    fn raw_fd(&self) -> std::os::fd::RawFd {
+        -1
+    }
+}

@@ -1,0 +1,135 @@
+//! An open file, and the options it is opened with (including the DAFS open modes).
+
+use dafs_proto::types::{open_flags, OPEN_KEY_MAX};
+use dafs_proto::{Attr, FileHandle};
+
+use crate::{Error, Result};
+
+/// The mode bits a client may set (permissions, setuid, setgid, sticky): the file type
+/// is never the caller's to choose through a mode.
+pub(crate) const MODE_BITS: u32 = 0o7777;
+
+/// Mode of files created without [`OpenOptions::mode`]: rw-r--r--, the usual mode of
+/// a new data file.
+const MODE_DEFAULT: u32 = 0o644;
+
+/// An open file.
+#[derive(Debug)]
+pub struct File {
+    pub(crate) open_id: u64,
+    pub fh: FileHandle,
+    /// Attributes at open time.
+    pub attr: Attr,
+    /// Position for [`Client::read`](crate::Client::read) / [`Client::write`](crate::Client::write).
+    pub pos: u64,
+    /// Path and options it was opened with, for [`Client::reopen`] after a session loss.
+    pub(crate) origin: Option<(String, OpenOptions)>,
+}
+
+impl File {
+    pub fn open_id(&self) -> u64 {
+        self.open_id
+    }
+}
+
+/// OPEN options, like `std::fs::OpenOptions`.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    pub(crate) flags: u32,
+    pub(crate) mode: u32,
+    key: [u8; OPEN_KEY_MAX],
+    key_len: u8,
+}
+
+impl OpenOptions {
+    const fn with(flags: u32) -> Self {
+        OpenOptions { flags, mode: MODE_DEFAULT, key: [0; OPEN_KEY_MAX], key_len: 0 }
+    }
+    pub fn read() -> Self {
+        Self::with(open_flags::READ)
+    }
+    pub fn write_only() -> Self {
+        Self::with(open_flags::WRITE)
+    }
+    pub fn read_write() -> Self {
+        Self::with(open_flags::READ | open_flags::WRITE)
+    }
+    /// Every write appends atomically: the server picks the offset (see [`Client::append`](crate::Client::append)).
+    pub fn append(mut self, on: bool) -> Self {
+        self.set(open_flags::APPEND, on);
+        self
+    }
+    /// Create-unlinked: the file gets its name only at [`Client::publish`](crate::Client::publish); closing
+    /// without publishing (or the session ending) discards it. Implies create + write.
+    pub fn unlinked(mut self, on: bool) -> Self {
+        self.set(open_flags::UNLINKED, on);
+        if on {
+            self.flags |= open_flags::CREATE | open_flags::WRITE
+        }
+        self
+    }
+    /// Remove the file's name when the last open of it (by any client) closes.
+    pub fn delete_on_close(mut self, on: bool) -> Self {
+        self.set(open_flags::DELETE_ON_CLOSE, on);
+        self
+    }
+    /// While this open lasts, no other open may read the file.
+    pub fn deny_read(mut self, on: bool) -> Self {
+        self.set(open_flags::DENY_READ, on);
+        self
+    }
+    /// While this open lasts, no other open may write the file.
+    pub fn deny_write(mut self, on: bool) -> Self {
+        self.set(open_flags::DENY_WRITE, on);
+        self
+    }
+    /// Open key (at most 64 bytes): the first opener of a file sets it, every later
+    /// opener must present the same key (`BadKey` otherwise) while any open lasts.
+    /// A key longer than 64 bytes makes the open fail with `InvalidArgument`.
+    pub fn key(mut self, key: &[u8]) -> Self {
+        if key.len() > OPEN_KEY_MAX {
+            self.key_len = u8::MAX; // refused at open()
+            return self;
+        }
+        self.key[..key.len()].copy_from_slice(key);
+        self.key_len = key.len() as u8;
+        self
+    }
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.key_len as usize > OPEN_KEY_MAX {
+            return Err(Error::InvalidArgument("open key longer than 64 bytes"));
+        }
+        Ok(())
+    }
+    pub(crate) fn key_bytes(&self) -> &[u8] {
+        &self.key[..(self.key_len as usize).min(OPEN_KEY_MAX)]
+    }
+    pub fn create(mut self, on: bool) -> Self {
+        self.set(open_flags::CREATE, on);
+        self
+    }
+    /// Create, failing with `EXIST` if the file exists (implies `create`).
+    pub fn exclusive(mut self, on: bool) -> Self {
+        if on {
+            self.flags |= open_flags::CREATE | open_flags::EXCLUSIVE
+        } else {
+            self.flags &= !open_flags::EXCLUSIVE
+        }
+        self
+    }
+    pub fn truncate(mut self, on: bool) -> Self {
+        self.set(open_flags::TRUNCATE, on);
+        self
+    }
+    pub fn mode(mut self, mode: u32) -> Self {
+        self.mode = mode & MODE_BITS;
+        self
+    }
+    fn set(&mut self, bit: u32, on: bool) {
+        if on {
+            self.flags |= bit
+        } else {
+            self.flags &= !bit
+        }
+    }
+}

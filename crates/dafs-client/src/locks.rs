@@ -1,0 +1,100 @@
+//! Byte-range locks: advisory, owned by the session.
+
+use std::time::{Duration, Instant};
+
+use dafs_proto::{Opcode, Reply, Request, Status};
+
+use crate::error::unexpected_reply;
+use crate::{Client, Error, File, Result};
+
+/// A lock held by another session (from [`Client::test_lock`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockInfo {
+    pub exclusive: bool,
+    /// The owning session's id.
+    pub owner: u64,
+    pub offset: u64,
+    /// 0 means "to the end of the 64-bit range".
+    pub len: u64,
+}
+
+/// First pause of [`Client::lock_wait`] between attempts: about a round trip, so a lock
+/// released at once is taken at once.
+const LOCK_WAIT_BACKOFF_START: Duration = Duration::from_micros(100);
+
+/// Longest pause of [`Client::lock_wait`]: a lock released after a long hold is taken
+/// within 10 ms, at no more than 100 LOCK requests a second.
+const LOCK_WAIT_BACKOFF_MAX: Duration = Duration::from_millis(10);
+
+impl Client {
+    /// Take a byte-range lock without waiting: `Err(Status(Denied))` on conflict.
+    /// `len == 0` locks to the end of the 64-bit range. Locks are advisory and belong to
+    /// this session: they are released by [`Client::unlock`] or when the session ends.
+    pub fn lock(&mut self, f: &File, offset: u64, len: u64, exclusive: bool) -> Result<()> {
+        let ltype = if exclusive {
+            dafs_proto::types::lock_type::EXCLUSIVE
+        } else {
+            dafs_proto::types::lock_type::SHARED
+        };
+        let m = self.call(&Request::Lock { fh: f.fh, offset, len, ltype })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Take a lock, waiting up to `timeout` by bounded polling: retries with exponential
+    /// backoff from 100 µs to 10 ms while the range is held by another session.
+    pub fn lock_wait(
+        &mut self,
+        f: &File,
+        offset: u64,
+        len: u64,
+        exclusive: bool,
+        timeout: Duration,
+    ) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut backoff = LOCK_WAIT_BACKOFF_START;
+        loop {
+            match self.lock(f, offset, len, exclusive) {
+                Err(Error::Status(Status::Denied)) if Instant::now() < deadline => {
+                    std::thread::sleep(
+                        backoff.min(deadline.saturating_duration_since(Instant::now())),
+                    );
+                    backoff = (backoff * 2).min(LOCK_WAIT_BACKOFF_MAX);
+                }
+                Err(Error::Status(Status::Denied)) => return Err(Error::TimedOut),
+                r => return r,
+            }
+        }
+    }
+
+    /// A lock of another session that would conflict, if any.
+    pub fn test_lock(
+        &mut self,
+        f: &File,
+        offset: u64,
+        len: u64,
+        exclusive: bool,
+    ) -> Result<Option<LockInfo>> {
+        let ltype = if exclusive {
+            dafs_proto::types::lock_type::EXCLUSIVE
+        } else {
+            dafs_proto::types::lock_type::SHARED
+        };
+        let m = self.call(&Request::LockTest { fh: f.fh, offset, len, ltype })?;
+        match self.decode(&m)?.1 {
+            Reply::LockTest { conflict: false, .. } => Ok(None),
+            Reply::LockTest { ltype, owner, offset, len, .. } => Ok(Some(LockInfo {
+                exclusive: ltype == dafs_proto::types::lock_type::EXCLUSIVE,
+                owner,
+                offset,
+                len,
+            })),
+            _ => Err(unexpected_reply(Opcode::LockTest)),
+        }
+    }
+
+    /// Release this session's locks over a range (may split locks it partly covers).
+    pub fn unlock(&mut self, f: &File, offset: u64, len: u64) -> Result<()> {
+        let m = self.call(&Request::Unlock { fh: f.fh, offset, len })?;
+        self.decode(&m).map(|_| ())
+    }
+}

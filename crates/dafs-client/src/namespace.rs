@@ -1,0 +1,394 @@
+//! Path-based namespace calls: lookup, stat, open and close, create, remove, rename,
+//! links, attributes, directories (the handle-based twins are in `at`).
+
+use dafs_proto::types::{open_flags, setattr_mask, DirEntries};
+use dafs_proto::{
+    limits, Attr, FileHandle, FileType, FsStat, Opcode, Reply, Request, SetAttrs, Status,
+};
+
+use crate::error::unexpected_reply;
+use crate::file::MODE_BITS;
+use crate::{Client, Error, File, OpenOptions, ProtocolViolation, Result};
+
+/// A directory entry with its name owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub fileid: u64,
+    pub ftype: FileType,
+}
+
+impl DirEntry {
+    pub fn name_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.name).into_owned()
+    }
+}
+
+/// Normalise a path inside the export: strip leading '/', drop empty and "." parts.
+pub(crate) fn clean_path(path: &str) -> Result<String> {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
+    let s = parts.join("/");
+    if s.len() > limits::PATH_LEN_MAX {
+        return Err(Error::Status(Status::NameTooLong));
+    }
+    Ok(s)
+}
+
+pub(crate) fn split_parent(path: &str) -> Result<(String, String)> {
+    let p = clean_path(path)?;
+    let (parent, name) = match p.rfind('/') {
+        Some(i) => (p[..i].to_string(), p[i + 1..].to_string()),
+        None => (String::new(), p),
+    };
+    if name.is_empty() || name == ".." {
+        return Err(Error::InvalidArgument("path names no entry"));
+    }
+    if name.len() > limits::NAME_LEN_MAX {
+        return Err(Error::Status(Status::NameTooLong));
+    }
+    Ok((parent, name))
+}
+
+impl Client {
+    pub(crate) fn lookup_path(&mut self, path: &str, follow: bool) -> Result<(FileHandle, Attr)> {
+        match self.lookup_path_once(path, follow) {
+            // The server's handle table recycled the export's root handle (it is a cache
+            // of bounded size): fetch it again and retry once.
+            Err(Error::Status(Status::Stale)) => {
+                let export = self.cfg.export.clone();
+                self.refresh_root(&export)?;
+                self.lookup_path_once(path, follow)
+            }
+            r => r,
+        }
+    }
+
+    fn lookup_path_once(&mut self, path: &str, follow: bool) -> Result<(FileHandle, Attr)> {
+        let p = clean_path(path)?;
+        if p.is_empty() {
+            let m = self.call(&Request::GetAttr { fh: self.root })?;
+            return match self.decode(&m)?.1 {
+                Reply::Attr { attr } => Ok((self.root, attr)),
+                _ => Err(unexpected_reply(Opcode::GetAttr)),
+            };
+        }
+        let m = self.call(&Request::Lookup { dir: self.root, path: p.as_bytes(), follow })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { fh, attr } => Ok((fh, attr)),
+            _ => Err(unexpected_reply(Opcode::Lookup)),
+        }
+    }
+
+    fn dir_of(&mut self, parent: &str) -> Result<FileHandle> {
+        if parent.is_empty() {
+            Ok(self.root)
+        } else {
+            Ok(self.lookup_path(parent, true)?.0)
+        }
+    }
+
+    /// Look up a path (following symlinks) and return its handle and attributes.
+    pub fn lookup(&mut self, path: &str) -> Result<(FileHandle, Attr)> {
+        self.lookup_path(path, true)
+    }
+
+    /// Attributes of a path, following a final symlink.
+    pub fn stat(&mut self, path: &str) -> Result<Attr> {
+        Ok(self.lookup_path(path, true)?.1)
+    }
+
+    /// Attributes of a path, not following a final symlink.
+    pub fn lstat(&mut self, path: &str) -> Result<Attr> {
+        Ok(self.lookup_path(path, false)?.1)
+    }
+
+    /// Fresh attributes of an open file (or any handle).
+    pub fn getattr(&mut self, fh: FileHandle) -> Result<Attr> {
+        let m = self.call(&Request::GetAttr { fh })?;
+        match self.decode(&m)?.1 {
+            Reply::Attr { attr } => Ok(attr),
+            _ => Err(unexpected_reply(Opcode::GetAttr)),
+        }
+    }
+
+    pub fn fstat(&mut self, f: &File) -> Result<Attr> {
+        self.getattr(f.fh)
+    }
+
+    /// Parent of a directory handle.
+    pub fn lookup_parent(&mut self, fh: FileHandle) -> Result<(FileHandle, Attr)> {
+        let m = self.call(&Request::LookupParent { fh })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { fh, attr } => Ok((fh, attr)),
+            _ => Err(unexpected_reply(Opcode::LookupParent)),
+        }
+    }
+
+    /// Open a file.
+    pub fn open(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
+        opts.check()?;
+        // Opens that create, or that act on the name later (delete-on-close), name the
+        // file in its directory; others open the looked-up handle.
+        let m = if opts.flags & (open_flags::CREATE | open_flags::DELETE_ON_CLOSE) != 0 {
+            let (parent, name) = split_parent(path)?;
+            let dir = self.dir_of(&parent)?;
+            self.call(&Request::Open {
+                fh: dir,
+                flags: opts.flags,
+                mode: opts.mode,
+                name: name.as_bytes(),
+                key: opts.key_bytes(),
+            })?
+        } else {
+            let (fh, _) = self.lookup_path(path, true)?;
+            self.call(&Request::Open {
+                fh,
+                flags: opts.flags,
+                mode: opts.mode,
+                name: b"",
+                key: opts.key_bytes(),
+            })?
+        };
+        match self.decode(&m)?.1 {
+            Reply::Open { open_id, fh, attr } => {
+                Ok(File { open_id, fh, attr, pos: 0, origin: Some((path.to_string(), opts)) })
+            }
+            _ => Err(unexpected_reply(Opcode::Open)),
+        }
+    }
+
+    /// Create (or truncate) a file for writing, like `std::fs::File::create`.
+    pub fn create(&mut self, path: &str) -> Result<File> {
+        self.open(path, OpenOptions::read_write().create(true).truncate(true))
+    }
+
+    pub fn close(&mut self, f: File) -> Result<()> {
+        let m = self.call(&Request::Close { open_id: f.open_id })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Make the file's data durable (COMMIT).
+    pub fn fsync(&mut self, f: &File) -> Result<()> {
+        let m = self.call(&Request::Commit { open_id: f.open_id, offset: 0, len: 0 })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    pub fn mkdir(&mut self, path: &str, mode: u32) -> Result<Attr> {
+        let (parent, name) = split_parent(path)?;
+        let dir = self.dir_of(&parent)?;
+        let m = self.call(&Request::Create {
+            dir,
+            ftype: FileType::Directory,
+            mode: mode & MODE_BITS,
+            exclusive: true,
+            name: name.as_bytes(),
+        })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { attr, .. } => Ok(attr),
+            _ => Err(unexpected_reply(Opcode::Create)),
+        }
+    }
+
+    /// Create a regular file without opening it.
+    pub fn create_file(
+        &mut self,
+        path: &str,
+        mode: u32,
+        exclusive: bool,
+    ) -> Result<(FileHandle, Attr)> {
+        let (parent, name) = split_parent(path)?;
+        let dir = self.dir_of(&parent)?;
+        let m = self.call(&Request::Create {
+            dir,
+            ftype: FileType::Regular,
+            mode: mode & MODE_BITS,
+            exclusive,
+            name: name.as_bytes(),
+        })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { fh, attr } => Ok((fh, attr)),
+            _ => Err(unexpected_reply(Opcode::Create)),
+        }
+    }
+
+    /// Remove a file (not a directory).
+    pub fn remove(&mut self, path: &str) -> Result<()> {
+        let (parent, name) = split_parent(path)?;
+        let dir = self.dir_of(&parent)?;
+        let m = self.call(&Request::Remove { dir, name: name.as_bytes() })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    pub fn rmdir(&mut self, path: &str) -> Result<()> {
+        let (parent, name) = split_parent(path)?;
+        let dir = self.dir_of(&parent)?;
+        let m = self.call(&Request::RmDir { dir, name: name.as_bytes() })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        let (fp, fname) = split_parent(from)?;
+        let (tp, tname) = split_parent(to)?;
+        let from_dir = self.dir_of(&fp)?;
+        let to_dir = self.dir_of(&tp)?;
+        let m = self.call(&Request::Rename {
+            from_dir,
+            from_name: fname.as_bytes(),
+            to_dir,
+            to_name: tname.as_bytes(),
+        })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Hard link: `new_path` names the same file as `existing`.
+    pub fn link(&mut self, existing: &str, new_path: &str) -> Result<Attr> {
+        let (fh, _) = self.lookup_path(existing, false)?;
+        let (p, name) = split_parent(new_path)?;
+        let dir = self.dir_of(&p)?;
+        let m = self.call(&Request::Link { fh, dir, name: name.as_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::Attr { attr } => Ok(attr),
+            _ => Err(unexpected_reply(Opcode::Link)),
+        }
+    }
+
+    pub fn symlink(&mut self, target: &str, link_path: &str) -> Result<Attr> {
+        let (p, name) = split_parent(link_path)?;
+        let dir = self.dir_of(&p)?;
+        let m =
+            self.call(&Request::Symlink { dir, name: name.as_bytes(), target: target.as_bytes() })?;
+        match self.decode(&m)?.1 {
+            Reply::Handle { attr, .. } => Ok(attr),
+            _ => Err(unexpected_reply(Opcode::Symlink)),
+        }
+    }
+
+    pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
+        let (fh, _) = self.lookup_path(path, false)?;
+        self.readlink_handle(fh)
+    }
+
+    /// Change attributes (see [`dafs_proto::types::setattr_mask`]).
+    pub fn setattr(&mut self, fh: FileHandle, set: SetAttrs) -> Result<Attr> {
+        let m = self.call(&Request::SetAttr { fh, set })?;
+        match self.decode(&m)?.1 {
+            Reply::Attr { attr } => Ok(attr),
+            _ => Err(unexpected_reply(Opcode::SetAttr)),
+        }
+    }
+
+    pub fn truncate(&mut self, path: &str, size: u64) -> Result<Attr> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        self.setattr(fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
+    }
+
+    pub fn chmod(&mut self, path: &str, mode: u32) -> Result<Attr> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        self.setattr(
+            fh,
+            SetAttrs { mask: setattr_mask::MODE, mode: mode & MODE_BITS, ..Default::default() },
+        )
+    }
+
+    /// Set access and modification times (nanoseconds since the epoch).
+    pub fn set_times(&mut self, path: &str, atime_ns: i64, mtime_ns: i64) -> Result<Attr> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        self.setattr(
+            fh,
+            SetAttrs {
+                mask: setattr_mask::ATIME | setattr_mask::MTIME,
+                atime_ns,
+                mtime_ns,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// Which of `mask` ([`dafs_proto::types::access_mask`]) the server grants.
+    pub fn access(&mut self, path: &str, mask: u32) -> Result<u32> {
+        let (fh, _) = self.lookup_path(path, true)?;
+        self.access_handle(fh, mask)
+    }
+
+    pub fn statfs(&mut self) -> Result<FsStat> {
+        let m = self.call(&Request::FsStat { fh: self.root })?;
+        match self.decode(&m)?.1 {
+            Reply::FsStat(s) => Ok(s),
+            _ => Err(unexpected_reply(Opcode::FsStat)),
+        }
+    }
+
+    /// One READDIR round trip: entries after `cookie`, the cookie to continue from, eof.
+    pub fn readdir_page(
+        &mut self,
+        dir: FileHandle,
+        cookie: u64,
+        max_entries: u32,
+    ) -> Result<(Vec<DirEntry>, u64, bool)> {
+        let m = self.call(&Request::ReadDir { dir, cookie, max_entries, max_bytes: 0 })?;
+        match self.decode(&m)?.1 {
+            Reply::ReadDir { eof, entries, .. } => {
+                let mut out = Vec::new();
+                let mut next = cookie;
+                for e in DirEntries::new(entries) {
+                    let e = e?;
+                    next = e.cookie;
+                    out.push(DirEntry { name: e.name.to_vec(), fileid: e.fileid, ftype: e.ftype });
+                }
+                if !eof && out.is_empty() {
+                    return Err(ProtocolViolation::ReaddirNoProgress.into());
+                }
+                Ok((out, next, eof))
+            }
+            _ => Err(unexpected_reply(Opcode::ReadDir)),
+        }
+    }
+
+    /// All entries of a directory (any size: continues with cookies).
+    pub fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>> {
+        let (dir, attr) = self.lookup_path(path, true)?;
+        if !attr.is_dir() {
+            return Err(Error::Status(Status::NotDir));
+        }
+        let mut all = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let (mut page, next, eof) = self.readdir_page(dir, cookie, 0)?;
+            all.append(&mut page);
+            if eof {
+                return Ok(all);
+            }
+            cookie = next;
+        }
+    }
+
+    /// Open the file `f` names again, by the path and options it was opened with (after
+    /// [`Client::reestablish`]); the position carries over. Creation and truncation are
+    /// not repeated.
+    pub fn reopen(&mut self, f: &File) -> Result<File> {
+        let (path, opts) =
+            f.origin.clone().ok_or(Error::InvalidArgument("file was not opened by path"))?;
+        let mut opts = opts;
+        opts.flags &= !(open_flags::CREATE
+            | open_flags::EXCLUSIVE
+            | open_flags::TRUNCATE
+            | open_flags::UNLINKED);
+        let mut nf = self.open(&path, opts)?;
+        nf.pos = f.pos;
+        Ok(nf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        assert_eq!(clean_path("//a/./b//c/").unwrap(), "a/b/c");
+        assert_eq!(split_parent("/a/b").unwrap(), ("a".into(), "b".into()));
+        assert_eq!(split_parent("x").unwrap(), ("".into(), "x".into()));
+        assert!(split_parent("/").is_err());
+        assert!(split_parent("a/..").is_err());
+    }
+}

@@ -1,0 +1,112 @@
+//! What the session negotiated and how it stands: limits, counters, credentials, and a
+//! few diagnostics.
+
+use dafs_proto::{limits, FileHandle, Request, Status};
+use dafs_transport::TransportStats;
+
+use crate::{Client, Error, Result};
+
+/// Counters a user can read to see which path their I/O took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    pub requests: u64,
+    pub inline_reads: u64,
+    pub inline_writes: u64,
+    pub direct_reads: u64,
+    pub direct_writes: u64,
+    pub inline_bytes: u64,
+    pub direct_bytes: u64,
+    /// I/Os above the inline threshold whose memory was not pre-registered: the library
+    /// registered it just for that request (or bounced it). Pre-register to avoid this.
+    pub off_direct_path: u64,
+    /// Times a submit found every slot busy.
+    pub slot_waits: u64,
+    pub errors: u64,
+    /// Times the connection broke and the session was re-bound to a new one.
+    pub reconnects: u64,
+    /// Requests sent again after a reconnect.
+    pub retransmits: u64,
+    /// Replies that matched no request in flight (answers to duplicates), dropped.
+    pub stale_replies: u64,
+    pub transport: TransportStats,
+}
+
+impl Client {
+    // ------------------------------------------------------------------ negotiated values
+
+    /// Reads and writes up to this many bytes travel inline in messages; larger ones are
+    /// placed directly by the server.
+    pub fn inline_threshold(&self) -> usize {
+        self.inline_threshold
+    }
+    /// Largest single asynchronous I/O (blocking calls split larger ones).
+    pub fn max_io_size(&self) -> usize {
+        self.direct_max
+    }
+    /// Most I/Os one batch may carry (negotiated).
+    pub fn batch_max(&self) -> u32 {
+        self.batch_max
+    }
+    /// The most completions one completion group holds, delivered and owed: enough for
+    /// every slot to carry a batch of [`Client::batch_max`] I/Os, so an application that
+    /// reaps what it receives is never refused. A submit that could exceed it fails with
+    /// [`Error::CompletionQueueFull`] (see [`crate::limits::COMPLETIONS_QUEUED_MAX`]).
+    pub fn completions_queued_max(&self) -> usize {
+        self.slots.granted() as usize * (self.batch_max as usize + 1)
+    }
+    /// Slots granted by the server (the most requests in flight at once).
+    pub fn slots(&self) -> u32 {
+        self.slots.granted()
+    }
+    pub fn max_msg_size(&self) -> usize {
+        self.max_msg
+    }
+    pub fn session_id(&self) -> u64 {
+        self.session_id
+    }
+    pub fn provider(&self) -> &'static str {
+        self.t.provider()
+    }
+    pub fn root_handle(&self) -> FileHandle {
+        self.root
+    }
+    pub fn stats(&self) -> ClientStats {
+        let mut s = self.stats;
+        s.transport = self.t.stats();
+        s
+    }
+
+    /// Why the client stopped working, if it did: `Some(BadSession)` when the server no
+    /// longer knows the session (its lease expired, the server restarted, or an
+    /// administrator ended it), `Some(Fenced)` when this client is fenced.
+    pub fn session_lost(&self) -> Option<Status> {
+        if self.dead {
+            self.dead_status
+        } else {
+            None
+        }
+    }
+
+    /// The credential (uid, gid, supplementary groups) this session's following requests
+    /// run with, on a server whose `identity` is `asserted` (NOTSUPP otherwise).
+    pub fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]) -> Result<()> {
+        if groups.len() > limits::CRED_GROUPS_MAX {
+            return Err(Error::InvalidArgument("more than 16 supplementary groups"));
+        }
+        let packed: Vec<u8> = groups.iter().flat_map(|g| g.to_le_bytes()).collect();
+        let m = self.call(&Request::SetCred { uid, gid, groups: &packed })?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// NULL round trip (latency probe).
+    pub fn null(&mut self) -> Result<()> {
+        let m = self.call(&Request::Null)?;
+        self.decode(&m).map(|_| ())
+    }
+
+    /// Send a raw, pre-encoded request on a free slot and wait for its reply (testing
+    /// and diagnostics: lets a caller exercise the server's handling of odd requests).
+    pub fn raw_call(&mut self, req: &Request) -> Result<Vec<u8>> {
+        self.call(req)
+    }
+}
