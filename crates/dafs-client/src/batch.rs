@@ -84,7 +84,7 @@ impl Client {
             let mut mem = Vec::with_capacity(io.mem.len());
             for &(rid, off, len) in &io.mem {
                 let r = self.regions.get(&rid.0).ok_or(Error::InvalidArgument("unknown region"))?;
-                if off.checked_add(len).is_none_or(|e| e > r.len) {
+                if off.checked_add(len).is_none_or(|e| e > r.len()) {
                     return Err(Error::InvalidArgument("range outside the region"));
                 }
                 mem.push((RemoteRegion { key: r.key, offset: off as u64 }, len as u64));

@@ -148,11 +148,11 @@ impl Client {
         match &mut io.target {
             Target::Region { id, offset } => {
                 let r = self.regions.get(&id.0).expect("a busy region stays registered");
-                assert!(*offset + data.len() <= r.len);
+                assert!(*offset + data.len() <= r.len());
                 // SAFETY: in bounds (asserted), and the region is pinned (busy) so the
                 // application holds no reference to it.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(data.as_ptr(), r.ptr.add(*offset), data.len())
+                    std::ptr::copy_nonoverlapping(data.as_ptr(), r.mem.as_ptr().add(*offset), data.len())
                 };
             }
             Target::Vec { buf, .. } => buf[..data.len()].copy_from_slice(data),

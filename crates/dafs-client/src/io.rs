@@ -65,7 +65,7 @@ impl Client {
             IoBuf::Region { region, offset: off, len } => {
                 let r =
                     self.regions.get(&region.0).ok_or(Error::InvalidArgument("unknown region"))?;
-                if off.checked_add(*len).is_none_or(|end| end > r.len) {
+                if off.checked_add(*len).is_none_or(|end| end > r.len()) {
                     return Err(Error::InvalidArgument("range outside the region"));
                 }
                 *len
@@ -146,7 +146,7 @@ impl Client {
                 Target::Region { id, offset } => {
                     let r = &self.regions[&id.0];
                     // SAFETY: range checked against the region above.
-                    unsafe { std::slice::from_raw_parts(r.ptr.add(*offset), len) }
+                    unsafe { std::slice::from_raw_parts(r.mem.as_ptr().add(*offset), len) }
                 }
                 Target::Vec { buf, .. } => buf,
             };

@@ -1,7 +1,7 @@
 //! Registered memory regions: memory the server may place data into (or take it from)
 //! directly, pinned while I/O naming it is in flight.
 
-use dafs_transport::Access;
+use dafs_transport::{Access, MemPtr};
 
 use crate::counters::InFlightCount;
 use crate::{Client, Error, Result};
@@ -13,8 +13,8 @@ pub struct RegionId(pub u64);
 
 pub(crate) struct RegionInfo {
     pub(crate) key: u64,
-    pub(crate) ptr: *mut u8,
-    pub(crate) len: usize,
+    /// The registered bytes (non-null, registered with the transport under `key`).
+    pub(crate) mem: MemPtr,
     /// The Vec handed to `register`, returned by `unregister`.
     pub(crate) vec: Option<Vec<u8>>,
     /// I/Os in flight that name this region: while > 0 the application may not touch it.
@@ -28,7 +28,11 @@ const PINS_MAX: u32 = u32::MAX;
 
 impl RegionInfo {
     pub(crate) fn new(key: u64, ptr: *mut u8, len: usize, vec: Option<Vec<u8>>) -> Self {
-        RegionInfo { key, ptr, len, vec, busy: InFlightCount::new("region pins", PINS_MAX) }
+        let mem = MemPtr::new(ptr, len).expect("the transport registered non-null memory");
+        RegionInfo { key, mem, vec, busy: InFlightCount::new("region pins", PINS_MAX) }
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.mem.len()
     }
 }
 
@@ -122,7 +126,7 @@ impl Client {
         }
         // SAFETY: registered memory of r.len bytes, valid until unregistered, and no
         // placement targets it now (busy == 0); &self prevents progress meanwhile.
-        Ok(unsafe { std::slice::from_raw_parts(r.ptr, r.len) })
+        Ok(unsafe { r.mem.as_slice() })
     }
 
     pub fn region_mut(&mut self, id: RegionId) -> Result<&mut [u8]> {
@@ -131,6 +135,6 @@ impl Client {
             return Err(Error::RegionBusy);
         }
         // SAFETY: as in `region`, and &mut self makes the borrow exclusive.
-        Ok(unsafe { std::slice::from_raw_parts_mut(r.ptr, r.len) })
+        Ok(unsafe { r.mem.as_mut_slice() })
     }
 }
