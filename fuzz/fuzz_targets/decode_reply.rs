@@ -5,7 +5,7 @@
 use dafs_proto::{decode_reply, encode_reply, limits, DirEntries, Reply};
 use libfuzzer_sys::fuzz_target;
 
-const MAX: usize = limits::MSG_SIZE_MAX as usize;
+const MAX: usize = limits::MSG_SIZE_BYTES_MAX as usize;
 
 fn within(buf: &[u8], s: &[u8]) -> bool {
     let (b, p) = (buf.as_ptr() as usize, s.as_ptr() as usize);

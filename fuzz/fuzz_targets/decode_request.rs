@@ -5,10 +5,10 @@
 use dafs_proto::{decode_request, encode_request, limits, Request};
 use libfuzzer_sys::fuzz_target;
 
-const MAX: usize = limits::MSG_SIZE_MAX as usize;
+const MAX: usize = limits::MSG_SIZE_BYTES_MAX as usize;
 /// Heap fields may overlap on the wire; the canonical re-encoding writes each one out,
 /// so it may be slightly longer than the input.
-const REENCODE_MAX: usize = MAX + 2 * limits::PATH_LEN_MAX;
+const REENCODE_MAX: usize = MAX + 2 * limits::PATH_BYTES_MAX;
 
 fn within(buf: &[u8], s: &[u8]) -> bool {
     let (b, p) = (buf.as_ptr() as usize, s.as_ptr() as usize);

@@ -436,11 +436,11 @@ impl Dafs {
         let (pid, size) = (self.srv_pid, self.size);
         let c = self.c.as_mut().unwrap();
         let f = self.f.as_ref().unwrap();
-        if s.bs > c.max_io_size() {
+        if s.bs > c.io_bytes_max() {
             return Err(format!(
                 "block size {} above the server's max I/O size {}",
                 s.bs,
-                c.max_io_size()
+                c.io_bytes_max()
             ));
         }
         let mut regions = Vec::with_capacity(s.qd);
@@ -633,8 +633,8 @@ impl Dafs {
             c.provider(),
             c.slots(),
             c.inline_threshold(),
-            c.max_io_size(),
-            c.max_msg_size()
+            c.io_bytes_max(),
+            c.msg_size_bytes_max()
         ))
     }
 }

@@ -417,7 +417,7 @@ pub unsafe extern "C" fn dafs_connect(
                     cfg.connect_timeout = Duration::from_millis(o.connect_timeout_ms as u64);
                 }
                 if o.max_msg_size != 0 {
-                    cfg.max_msg_size = o.max_msg_size;
+                    cfg.msg_size_bytes_max = o.max_msg_size;
                 }
             }
             let client = Client::connect(target, cfg).map_err(errno)?;
@@ -480,7 +480,7 @@ pub extern "C" fn dafs_inline_threshold(client: *const dafs_client_t) -> usize {
 
 #[no_mangle]
 pub extern "C" fn dafs_max_io_size(client: *const dafs_client_t) -> usize {
-    guarded(0, || query(client, 0, |c| c.max_io_size()))
+    guarded(0, || query(client, 0, |c| c.io_bytes_max()))
 }
 
 #[no_mangle]
@@ -975,7 +975,7 @@ pub unsafe extern "C" fn dafs_pread_nb_buf(
         if buf.is_null() && len > 0 {
             return Err(EINVAL);
         }
-        if len > inner.client.max_io_size() {
+        if len > inner.client.io_bytes_max() {
             return Err(EINVAL);
         }
         // The request owns a staging Vec; the data is copied into `buf` when the
@@ -1004,7 +1004,7 @@ pub unsafe extern "C" fn dafs_pwrite_nb_buf(
         if buf.is_null() && len > 0 {
             return Err(EINVAL);
         }
-        if len > inner.client.max_io_size() {
+        if len > inner.client.io_bytes_max() {
             return Err(EINVAL);
         }
         // Copied now: the caller may reuse `buf` as soon as this returns.

@@ -324,7 +324,7 @@ fn run(cli: &Cli) -> Result<(), Fail> {
             c.null().map_err(|e| op_err("ping", e))?;
             let rtt = t.elapsed();
             println!("session {:016x} over {}: rtt {:.1} us, {} slots, max message {} B, inline threshold {} B, max I/O {} B",
-                c.session_id(), c.provider(), rtt.as_secs_f64() * 1e6, c.slots(), c.max_msg_size(), c.inline_threshold(), c.max_io_size());
+                c.session_id(), c.provider(), rtt.as_secs_f64() * 1e6, c.slots(), c.msg_size_bytes_max(), c.inline_threshold(), c.io_bytes_max());
             Ok(())
         }
     }
@@ -375,7 +375,7 @@ fn write_region(
     off: u64,
 ) -> Result<(), Error> {
     let cg = c.create_cg()?;
-    let max = c.max_io_size();
+    let max = c.io_bytes_max();
     let mut pos = 0;
     while pos < n {
         let len = max.min(n - pos);
@@ -405,7 +405,7 @@ fn copy_out(cli: &Cli, c: &mut Client, path: &str, out: &mut dyn Write) -> Resul
     let cg = c.create_cg().map_err(|e| op_err("completion group", e))?;
     let mut off = 0u64;
     loop {
-        let max = c.max_io_size().min(CHUNK);
+        let max = c.io_bytes_max().min(CHUNK);
         let mut pos = 0;
         let mut i = 0;
         while pos < CHUNK {

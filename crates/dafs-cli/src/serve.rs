@@ -226,11 +226,11 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     pick!(workers, a.workers, fc.workers);
     pick!(slots_max, a.slots, fc.slots);
     pick!(inline_threshold, a.inline_threshold, fc.inline_threshold);
-    pick!(msg_size_max, a.max_msg_size, fc.max_msg_size);
+    pick!(msg_size_bytes_max, a.max_msg_size, fc.max_msg_size);
     pick!(sessions_max, a.max_sessions, fc.max_sessions);
     pick!(open_files_max, a.max_open_files, fc.max_open_files);
     pick!(spin_us, a.spin_us, fc.spin_us);
-    pick!(direct_max, None, fc.direct_max);
+    pick!(direct_bytes_max, None, fc.direct_max);
     pick!(handles_max, None, fc.handles_max);
     pick!(backlog_bytes_max, a.max_client_memory, fc.max_client_memory.or(fc.backlog_bytes_max));
     pick!(lease_secs, a.lease_secs, fc.lease_secs);

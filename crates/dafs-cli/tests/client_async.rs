@@ -113,7 +113,7 @@ fn submit_paths_and_counters(p: Provider) {
     let srv = TestServer::start(&[]);
     let mut c = srv.client_on(p);
     let thr = c.inline_threshold();
-    assert!(thr > 0 && thr < c.max_io_size());
+    assert!(thr > 0 && thr < c.io_bytes_max());
     let big = 3 * thr + 5;
     let data = make_file(&srv, "src", 4 * thr, 2);
     let src = c.open("src", OpenOptions::read()).unwrap();
@@ -359,9 +359,9 @@ fn slots_are_credits_and_submit_never_blocks(p: Provider) {
     let srv = TestServer::start(&["--slots", "4"]);
     let mut c = srv.client_on(p);
     assert_eq!(c.slots(), 4, "server grants at most --slots");
-    let max = c.max_io_size();
+    let max = c.io_bytes_max();
     // a sparse file: holes read as zeros, fast on the server, but each read still moves
-    // max_io_size bytes over the connection, so replies take a while
+    // io_bytes_max bytes over the connection, so replies take a while
     std::fs::File::create(srv.dir().join("big")).unwrap().set_len(16 * max as u64).unwrap();
     let f = c.open("big", OpenOptions::read()).unwrap();
     let cg = c.create_cg().unwrap();
@@ -520,7 +520,7 @@ fn eof_semantics(p: Provider) {
 fn max_io_size_is_enforced(p: Provider) {
     let srv = TestServer::start(&[]);
     let mut c = srv.client_on(p);
-    let max = c.max_io_size();
+    let max = c.io_bytes_max();
     assert!(max >= 1 << 20);
     let f = c.open("f", OpenOptions::read_write().create(true)).unwrap();
     let cg = c.create_cg().unwrap();
@@ -546,7 +546,7 @@ fn max_io_size_is_enforced(p: Provider) {
     assert_eq!(c.stats().requests, s0.requests, "nothing was sent");
     assert_eq!(std::fs::metadata(srv.dir().join("f")).unwrap().len(), 0);
 
-    // exactly max_io_size works, both ways
+    // exactly io_bytes_max works, both ways
     let data = pattern(0, max, 6);
     c.region_mut(r).unwrap()[..max].copy_from_slice(&data);
     c.submit_write(&f, 0, IoBuf::Region { region: r, offset: 0, len: max }, cg, 1).unwrap();

@@ -23,7 +23,7 @@ fn status<T: std::fmt::Debug>(r: dafs_client::Result<T>) -> Status {
 
 /// Decode a raw reply and return its status (Ok for success replies).
 fn raw_status(c: &dafs_client::Client, msg: &[u8]) -> Status {
-    match dafs_proto::decode_reply(msg, c.max_msg_size()).expect("well-formed reply").1 {
+    match dafs_proto::decode_reply(msg, c.msg_size_bytes_max()).expect("well-formed reply").1 {
         Reply::Error(s) => s,
         _ => Status::Ok,
     }
@@ -841,7 +841,7 @@ fn symlink_handles_do_not_reach_targets() {
         let m = c
             .raw_call(&Request::Lookup { dir: c.root_handle(), path: name, follow: false })
             .unwrap();
-        match dafs_proto::decode_reply(&m, c.max_msg_size()).unwrap().1 {
+        match dafs_proto::decode_reply(&m, c.msg_size_bytes_max()).unwrap().1 {
             Reply::Handle { fh, attr } => {
                 assert_eq!(attr.ftype, FileType::Symlink);
                 fh

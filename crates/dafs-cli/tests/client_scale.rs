@@ -1,5 +1,5 @@
 //! Scale against a real `dafsd`: sparse files past 1 GiB (and past 4 GiB, where 32-bit
-//! truncation would show), single I/Os larger than `max_io_size()`, and a directory
+//! truncation would show), single I/Os larger than `io_bytes_max()`, and a directory
 //! with over ten thousand entries.
 
 #[macro_use]
@@ -186,14 +186,14 @@ fn io_larger_than_max_io_size(p: Provider) {
     let srv = TestServer::start(&[]);
     let mut c = srv.client_on(p);
     let len = 20 * MIB as usize;
-    assert!(len > c.max_io_size(), "the test needs an I/O that must be split");
+    assert!(len > c.io_bytes_max(), "the test needs an I/O that must be split");
     let data = pattern(3, len, 11);
     let f = c.open("big", OpenOptions::read_write().create(true)).unwrap();
     let s0 = c.stats();
     assert_eq!(c.pwrite(&f, &data, 3).unwrap(), len);
     let s1 = c.stats();
-    let chunks = len.div_ceil(c.max_io_size()) as u64;
-    assert_eq!(s1.direct_writes - s0.direct_writes, chunks, "split into max_io_size pieces");
+    let chunks = len.div_ceil(c.io_bytes_max()) as u64;
+    assert_eq!(s1.direct_writes - s0.direct_writes, chunks, "split into io_bytes_max pieces");
     let disk = std::fs::read(srv.dir().join("big")).unwrap();
     assert_eq!(disk.len(), len + 3);
     assert_eq!(&disk[..3], &[0, 0, 0]);

@@ -22,7 +22,7 @@ use dafs_proto::{
 };
 use dafs_transport::frame::{FrameHeader, FrameKind, FRAME_HEADER_LEN};
 
-const MAX: usize = limits::MSG_SIZE_MAX as usize;
+const MAX: usize = limits::MSG_SIZE_BYTES_MAX as usize;
 
 // ------------------------------------------------------------------------------------
 // Raw client
@@ -65,11 +65,11 @@ struct Raw {
 }
 
 struct Created {
-    max_msg: u32,
+    msg_size_bytes_max: u32,
     slots: u32,
     auth: AuthMethod,
     nonce: [u8; 32],
-    direct_max: u32,
+    direct_bytes_max: u32,
 }
 
 impl Raw {
@@ -115,28 +115,40 @@ impl Raw {
         self.reply()
     }
 
-    fn create_req(&self, max_msg: u32, slots: u32, auth: AuthMethod) -> Vec<u8> {
-        let req = Request::SessionCreate {
-            max_msg_size: max_msg,
-            slots,
-            auth,
-            client_id: &self.client_id,
-        };
+    fn create_req(&self, msg_size_bytes_max: u32, slots: u32, auth: AuthMethod) -> Vec<u8> {
+        let req =
+            Request::SessionCreate { msg_size_bytes_max, slots, auth, client_id: &self.client_id };
         enc(&Header::request(Opcode::SessionCreate, 0, 0, 0, 0), &req)
     }
 
     /// SESSION_CREATE; on success the session is remembered.
-    fn create(&mut self, max_msg: u32, slots: u32, auth: AuthMethod) -> Result<Created, Status> {
-        let m = self.create_req(max_msg, slots, auth);
+    fn create(
+        &mut self,
+        msg_size_bytes_max: u32,
+        slots: u32,
+        auth: AuthMethod,
+    ) -> Result<Created, Status> {
+        let m = self.create_req(msg_size_bytes_max, slots, auth);
         let r = self.roundtrip(&m);
         let (h, reply) = decode_reply(&r, MAX).expect("SESSION_CREATE reply decodes");
         match reply {
             Reply::SessionCreate {
-                max_msg_size, slots, auth, server_nonce, direct_max, ..
+                msg_size_bytes_max,
+                slots,
+                auth,
+                server_nonce,
+                direct_bytes_max,
+                ..
             } => {
                 self.sid = h.session_id;
                 self.seq = vec![1; slots as usize];
-                Ok(Created { max_msg: max_msg_size, slots, auth, nonce: server_nonce, direct_max })
+                Ok(Created {
+                    msg_size_bytes_max,
+                    slots,
+                    auth,
+                    nonce: server_nonce,
+                    direct_bytes_max,
+                })
             }
             Reply::Error(s) => Err(s),
             other => panic!("unexpected SESSION_CREATE reply {other:?}"),
@@ -808,8 +820,8 @@ fn oversized_messages() {
     let srv = TestServer::start(&[]);
 
     // The client library refuses to encode a message above the negotiated maximum.
-    let mut c = srv.client_with(|cfg| cfg.max_msg_size = limits::MSG_SIZE_MIN).unwrap();
-    assert_eq!(c.max_msg_size(), limits::MSG_SIZE_MIN as usize);
+    let mut c = srv.client_with(|cfg| cfg.msg_size_bytes_max = limits::MSG_SIZE_BYTES_MIN).unwrap();
+    assert_eq!(c.msg_size_bytes_max(), limits::MSG_SIZE_BYTES_MIN as usize);
     let f = c.open("big", OpenOptions::read_write().create(true)).unwrap();
     let data = vec![7u8; 10_000];
     let err = c
@@ -824,7 +836,7 @@ fn oversized_messages() {
     c.null().expect("the client is still usable after a refused encode");
     // The blocking API splits it instead (inline threshold below the message size).
     assert_eq!(c.pwrite(&f, &data, 0).unwrap(), data.len());
-    assert!(c.inline_threshold() + 1024 <= c.max_msg_size());
+    assert!(c.inline_threshold() + 1024 <= c.msg_size_bytes_max());
     c.close(f).unwrap();
     let mut buf = Vec::new();
     let h = Header::request(Opcode::WriteInline, 1, 0, 1, 0);
@@ -840,12 +852,13 @@ fn oversized_messages() {
 
     // Raw: negotiate 8 KiB, then send a 9 KiB message -> the connection is closed.
     let mut raw = Raw::connect(&srv);
-    let s = raw.create(limits::MSG_SIZE_MIN, 2, AuthMethod::None).unwrap();
-    assert_eq!(s.max_msg, limits::MSG_SIZE_MIN);
+    let s = raw.create(limits::MSG_SIZE_BYTES_MIN, 2, AuthMethod::None).unwrap();
+    assert_eq!(s.msg_size_bytes_max, limits::MSG_SIZE_BYTES_MIN);
     let root = raw.root();
     let open_id = raw.open(root, b"big", open_flags::READ | open_flags::WRITE);
     // Inline read whose reply could not fit: MSG_TOO_BIG status, session fine.
-    let r = raw.call(0, &Request::ReadInline { open_id, offset: 0, len: limits::MSG_SIZE_MIN });
+    let r =
+        raw.call(0, &Request::ReadInline { open_id, offset: 0, len: limits::MSG_SIZE_BYTES_MIN });
     assert_eq!(status(&r), Status::MsgTooBig);
     assert_eq!(
         status(&raw.call(0, &Request::ReadInline { open_id, offset: 0, len: 4096 })),
@@ -853,21 +866,21 @@ fn oversized_messages() {
     );
     let big = vec![1u8; 9000];
     let m = raw.next(0, &Request::WriteInline { open_id, offset: 0, stable: false, data: &big });
-    assert!(m.len() > limits::MSG_SIZE_MIN as usize);
+    assert!(m.len() > limits::MSG_SIZE_BYTES_MIN as usize);
     raw.send_msg(&m);
     raw.expect_closed("message above the negotiated maximum");
     assert_serves(&srv, "oversized message");
 
     // Raw: a frame within the limit whose header announces fixed+heap beyond it.
     let mut raw = Raw::connect(&srv);
-    raw.create(limits::MSG_SIZE_MIN, 2, AuthMethod::None).unwrap();
+    raw.create(limits::MSG_SIZE_BYTES_MIN, 2, AuthMethod::None).unwrap();
     let mut m = raw.next(0, &Request::Null);
     m[40..44].copy_from_slice(&9000u32.to_le_bytes()); // heap_len
     raw.send_msg(&m);
     raw.expect_closed("header announcing more than the negotiated maximum");
     // Same with lengths that overflow u32 when added.
     let mut raw = Raw::connect(&srv);
-    raw.create(limits::MSG_SIZE_MIN, 2, AuthMethod::None).unwrap();
+    raw.create(limits::MSG_SIZE_BYTES_MIN, 2, AuthMethod::None).unwrap();
     let mut m = raw.next(0, &Request::Null);
     m[36..40].copy_from_slice(&u32::MAX.to_le_bytes());
     m[40..44].copy_from_slice(&u32::MAX.to_le_bytes());
@@ -1037,7 +1050,7 @@ fn never_reading_client_direct_reads_are_bounded() {
                 &Request::ReadDirect {
                     open_id,
                     offset: 0,
-                    len: s.direct_max,
+                    len: s.direct_bytes_max,
                     region: RemoteRegion { key: 12345, offset: 0 },
                 },
             );
@@ -1057,7 +1070,7 @@ fn never_reading_client_direct_reads_are_bounded() {
     rss = rss.max(rss_kb(pid));
     eprintln!(
         "direct-read flood: {sent} requests of {} B each; server RSS {before} -> {rss} kB",
-        s.direct_max
+        s.direct_bytes_max
     );
     assert!(rss < before + 150 * 1024, "server RSS grew from {before} kB to {rss} kB after {sent} tiny READ_DIRECTs the client never read");
     assert_serves(&srv, "direct read flood");
@@ -1154,7 +1167,7 @@ fn read_direct_with_unregistered_key_is_placed_by_key() {
         &Request::ReadDirect {
             open_id,
             offset: 0,
-            len: limits::DIRECT_LEN_MAX,
+            len: limits::DIRECT_BYTES_MAX,
             region: RemoteRegion { key: 1, offset: 0 },
         },
     );
@@ -1321,7 +1334,7 @@ mod fake_server {
                 "PUT above the direct maximum",
                 FrameHeader {
                     kind: FrameKind::Put,
-                    len: limits::DIRECT_LEN_MAX + 1,
+                    len: limits::DIRECT_BYTES_MAX + 1,
                     key: 1,
                     offset: 0,
                     tag: 0,
@@ -1355,7 +1368,7 @@ fn session_create_parameters() {
     let srv = TestServer::start(&["--max-sessions", "2", "--lease-secs", "0"]);
     let mut raw = Raw::connect(&srv);
     assert_eq!(
-        raw.create(limits::MSG_SIZE_MIN - 1, 4, AuthMethod::None).err(),
+        raw.create(limits::MSG_SIZE_BYTES_MIN - 1, 4, AuthMethod::None).err(),
         Some(Status::Inval)
     );
     assert_eq!(raw.create(0, 4, AuthMethod::None).err(), Some(Status::Inval));
@@ -1369,12 +1382,16 @@ fn session_create_parameters() {
     m[60..64].copy_from_slice(&1u32.to_le_bytes());
     assert_eq!(status(&raw.roundtrip(&m)), Status::BadXdr);
     // A client id above the limit.
-    raw.client_id = vec![b'c'; limits::CLIENT_ID_LEN_MAX + 1];
+    raw.client_id = vec![b'c'; limits::CLIENT_ID_BYTES_MAX + 1];
     assert_eq!(raw.create(65536, 4, AuthMethod::None).err(), Some(Status::BadXdr));
     raw.client_id = b"ok".to_vec();
     // Huge requests are clamped to the server's limits.
     let s = raw.create(u32::MAX, u32::MAX, AuthMethod::None).unwrap();
-    assert_eq!(s.max_msg, limits::MSG_SIZE_DEFAULT, "server default msg_size_max");
+    assert_eq!(
+        s.msg_size_bytes_max,
+        limits::MSG_SIZE_BYTES_DEFAULT,
+        "server default msg_size_bytes_max"
+    );
     assert_eq!(s.slots, 64, "server default slots_max");
     assert_eq!(s.auth, AuthMethod::None);
     // SESSION_AUTH on a server without a secret.

@@ -61,7 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         c.provider(),
         c.slots(),
         c.inline_threshold(),
-        c.max_io_size()
+        c.io_bytes_max()
     );
 
     // Data set.

@@ -98,8 +98,8 @@ impl Client {
                     "file and memory segments of an I/O must be non-empty with equal totals",
                 ));
             }
-            if desc.total() > self.direct_max as u64 {
-                return Err(Error::InvalidArgument("batched I/O larger than max_io_size()"));
+            if desc.total() > self.direct_bytes_max as u64 {
+                return Err(Error::InvalidArgument("batched I/O larger than io_bytes_max()"));
             }
             desc.pack(&mut packed);
             pins.push((io.user_data, io.mem.iter().map(|m| m.0).collect()));

@@ -34,7 +34,7 @@ impl Client {
         Ok(n)
     }
 
-    /// The blocking path: chunks of at most `max_io_size()` (or the inline threshold),
+    /// The blocking path: chunks of at most `io_bytes_max()` (or the inline threshold),
     /// pipelined over the free slots, on the internal completion group.
     fn blocking_io(
         &mut self,
@@ -55,7 +55,7 @@ impl Client {
             return self.blocking_inline(open_id, ptr, len, offset, read);
         }
         let direct = true;
-        let chunk = if direct { self.direct_max } else { self.inline_threshold.max(1) };
+        let chunk = if direct { self.direct_bytes_max } else { self.inline_threshold.max(1) };
         // Register the caller's memory for the duration of this call: sound because the
         // call holds the borrow and does not return before every chunk has completed.
         let (region, temp) = if direct {

@@ -70,7 +70,8 @@ impl Chain {
         let mut b = Vec::new();
         let h = Header::request(req.opcode(), 0, 0, 0, 0);
         // Element size errors surface when the chain is run.
-        if dafs_proto::encode_request(&h, req, &mut b, limits::MSG_SIZE_MAX as usize).is_err() {
+        if dafs_proto::encode_request(&h, req, &mut b, limits::MSG_SIZE_BYTES_MAX as usize).is_err()
+        {
             self.invalid = true;
         }
         self.elems.push(b);
@@ -139,7 +140,7 @@ impl Client {
         let msgs = dafs_proto::types::unpack_messages(replies, dafs_proto::types::CHAIN_LEN_MAX)?;
         let mut out = ChainOutcome { replies: Vec::new(), failed: None };
         for (i, msg) in msgs.iter().enumerate() {
-            let (_, r) = dafs_proto::decode_reply(msg, self.max_msg)?;
+            let (_, r) = dafs_proto::decode_reply(msg, self.msg_size_bytes_max)?;
             let owned = match r {
                 Reply::Error(s) => {
                     if failed as usize != i {

@@ -32,7 +32,7 @@ pub struct ClientConfig {
     /// Slots (outstanding requests) to ask for; the server may grant fewer.
     pub slots: u32,
     /// Maximum message size to ask for; the server may lower it.
-    pub max_msg_size: u32,
+    pub msg_size_bytes_max: u32,
     /// Export name ("" = the server's default export).
     pub export: String,
     pub connect_timeout: Duration,
@@ -69,7 +69,7 @@ impl Default for ClientConfig {
             client_id: format!("{}:{}", host.trim(), std::process::id()),
             secret: None,
             slots: SLOTS_DEFAULT,
-            max_msg_size: limits::MSG_SIZE_DEFAULT,
+            msg_size_bytes_max: limits::MSG_SIZE_BYTES_DEFAULT,
             export: String::new(),
             connect_timeout: CONNECT_TIMEOUT_DEFAULT,
             provider: Provider::Auto,

@@ -20,12 +20,12 @@ use crate::{Client, ClientConfig, ClientStats, Error, ProtocolViolation, Provide
 /// What SESSION_CREATE negotiated.
 pub(crate) struct Negotiated {
     session_id: u64,
-    max_msg: u32,
+    msg_size_bytes_max: u32,
     slots: u32,
     threshold: u32,
     auth: AuthMethod,
     server_nonce: [u8; 32],
-    direct_max: u32,
+    direct_bytes_max: u32,
     batch_max: u32,
     offer: ShmOffer,
 }
@@ -42,18 +42,18 @@ impl Negotiated {
         let out_of_range = |limit, value: u32| {
             Err(ProtocolViolation::NegotiatedOutOfRange { limit, value: value.into() })
         };
-        let msg_sizes = limits::MSG_SIZE_MIN..=asked_msg_size.max(limits::MSG_SIZE_MIN);
-        if !msg_sizes.contains(&self.max_msg) {
-            return out_of_range("message size", self.max_msg);
+        let msg_sizes = limits::MSG_SIZE_BYTES_MIN..=asked_msg_size.max(limits::MSG_SIZE_BYTES_MIN);
+        if !msg_sizes.contains(&self.msg_size_bytes_max) {
+            return out_of_range("message size", self.msg_size_bytes_max);
         }
         if !(1..=limits::SLOTS_MAX).contains(&self.slots) {
             return out_of_range("slot count", self.slots);
         }
-        if self.threshold as usize + INLINE_HEADROOM_BYTES > self.max_msg as usize {
+        if self.threshold as usize + INLINE_HEADROOM_BYTES > self.msg_size_bytes_max as usize {
             return out_of_range("inline threshold", self.threshold);
         }
-        if !(1..=limits::DIRECT_LEN_MAX).contains(&self.direct_max) {
-            return out_of_range("direct transfer maximum", self.direct_max);
+        if !(1..=limits::DIRECT_BYTES_MAX).contains(&self.direct_bytes_max) {
+            return out_of_range("direct transfer maximum", self.direct_bytes_max);
         }
         Ok(())
     }
@@ -145,34 +145,34 @@ impl Client {
         let mut buf = Vec::new();
         let h = Header::request(Opcode::SessionCreate, 0, 0, 0, 0);
         let req = Request::SessionCreate {
-            max_msg_size: cfg.max_msg_size,
+            msg_size_bytes_max: cfg.msg_size_bytes_max,
             slots: cfg.slots.clamp(1, limits::SLOTS_MAX),
             auth: want_auth,
             client_id: cfg.client_id.as_bytes(),
         };
-        dafs_proto::encode_request(&h, &req, &mut buf, t.max_msg_size())?;
+        dafs_proto::encode_request(&h, &req, &mut buf, t.msg_size_bytes_max())?;
         t.send(&buf)?;
         let msg = t.recv(Wait::Timeout(cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
-        let (rh, reply) = dafs_proto::decode_reply(&msg, t.max_msg_size())?;
+        let (rh, reply) = dafs_proto::decode_reply(&msg, t.msg_size_bytes_max())?;
         let n = match reply {
             Reply::SessionCreate {
-                max_msg_size,
+                msg_size_bytes_max,
                 slots,
                 inline_threshold,
                 auth,
                 server_nonce,
-                direct_max,
+                direct_bytes_max,
                 batch_max,
                 host_id,
                 shm_path,
             } => Negotiated {
                 session_id: rh.session_id,
-                max_msg: max_msg_size,
+                msg_size_bytes_max,
                 slots,
                 threshold: inline_threshold,
                 auth,
                 server_nonce,
-                direct_max,
+                direct_bytes_max,
                 batch_max,
                 offer: ShmOffer {
                     host_id,
@@ -187,8 +187,8 @@ impl Client {
             Reply::Error(s) => return Err(Error::Status(s)),
             _ => return Err(unexpected_reply(Opcode::SessionCreate)),
         };
-        n.check(cfg.max_msg_size)?;
-        t.set_max_msg_size(n.max_msg as usize);
+        n.check(cfg.msg_size_bytes_max)?;
+        t.set_msg_size_bytes_max(n.msg_size_bytes_max as usize);
         Ok(n)
     }
 
@@ -203,9 +203,9 @@ impl Client {
             session_id: 0,
             slots: ClientSlots::new(1),
             inflight: Vec::new(),
-            max_msg: 0,
+            msg_size_bytes_max: 0,
             inline_threshold: 0,
-            direct_max: 0,
+            direct_bytes_max: 0,
             batch_max: 0,
             root: FileHandle([0; FileHandle::LEN]),
             regions: HashMap::new(),
@@ -233,9 +233,9 @@ impl Client {
         self.slots = ClientSlots::new(n.slots);
         self.inflight = (0..n.slots).map(|_| None).collect();
         self.reqbufs = (0..n.slots).map(|_| Vec::new()).collect();
-        self.max_msg = n.max_msg as usize;
+        self.msg_size_bytes_max = n.msg_size_bytes_max as usize;
         self.inline_threshold = n.threshold as usize;
-        self.direct_max = n.direct_max as usize;
+        self.direct_bytes_max = n.direct_bytes_max as usize;
         self.batch_max = n.batch_max;
         self.bind_nonce = n.server_nonce;
         self.dead = false;
@@ -298,7 +298,7 @@ impl Client {
 }
 
 /// How long dropping a client waits for I/O still in flight: long enough for any one
-/// transfer (at most `DIRECT_LEN_MAX`) to finish, short enough that a dead server does
+/// transfer (at most `DIRECT_BYTES_MAX`) to finish, short enough that a dead server does
 /// not hang the application's exit.
 const DROP_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -322,8 +322,13 @@ impl Drop for Client {
                 let h = Header::request(Opcode::SessionDestroy, self.session_id, slot, seq, slot);
                 let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
                 buf.clear();
-                if dafs_proto::encode_request(&h, &Request::SessionDestroy, &mut buf, self.max_msg)
-                    .is_ok()
+                if dafs_proto::encode_request(
+                    &h,
+                    &Request::SessionDestroy,
+                    &mut buf,
+                    self.msg_size_bytes_max,
+                )
+                .is_ok()
                 {
                     let _ = self.t.send(&buf);
                 }
@@ -336,10 +341,10 @@ impl Drop for Client {
 struct NoTransport;
 
 impl ClientTransport for NoTransport {
-    fn max_msg_size(&self) -> usize {
-        limits::MSG_SIZE_MIN as usize
+    fn msg_size_bytes_max(&self) -> usize {
+        limits::MSG_SIZE_BYTES_MIN as usize
     }
-    fn set_max_msg_size(&mut self, _n: usize) {}
+    fn set_msg_size_bytes_max(&mut self, _n: usize) {}
     fn send(&mut self, _msg: &[u8]) -> std::result::Result<(), dafs_transport::TransportError> {
         Err(dafs_transport::TransportError::Closed)
     }

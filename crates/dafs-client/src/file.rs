@@ -1,6 +1,6 @@
 //! An open file, and the options it is opened with (including the DAFS open modes).
 
-use dafs_proto::types::{open_flags, OPEN_KEY_MAX};
+use dafs_proto::types::{open_flags, OPEN_KEY_BYTES_MAX};
 use dafs_proto::{Attr, FileHandle};
 
 use crate::{Error, Result};
@@ -37,13 +37,13 @@ impl File {
 pub struct OpenOptions {
     pub(crate) flags: u32,
     pub(crate) mode: u32,
-    key: [u8; OPEN_KEY_MAX],
+    key: [u8; OPEN_KEY_BYTES_MAX],
     key_len: u8,
 }
 
 impl OpenOptions {
     const fn with(flags: u32) -> Self {
-        OpenOptions { flags, mode: MODE_DEFAULT, key: [0; OPEN_KEY_MAX], key_len: 0 }
+        OpenOptions { flags, mode: MODE_DEFAULT, key: [0; OPEN_KEY_BYTES_MAX], key_len: 0 }
     }
     pub fn read() -> Self {
         Self::with(open_flags::READ)
@@ -87,7 +87,7 @@ impl OpenOptions {
     /// opener must present the same key (`BadKey` otherwise) while any open lasts.
     /// A key longer than 64 bytes makes the open fail with `InvalidArgument`.
     pub fn key(mut self, key: &[u8]) -> Self {
-        if key.len() > OPEN_KEY_MAX {
+        if key.len() > OPEN_KEY_BYTES_MAX {
             self.key_len = u8::MAX; // refused at open()
             return self;
         }
@@ -96,13 +96,13 @@ impl OpenOptions {
         self
     }
     pub(crate) fn check(&self) -> Result<()> {
-        if self.key_len as usize > OPEN_KEY_MAX {
+        if self.key_len as usize > OPEN_KEY_BYTES_MAX {
             return Err(Error::InvalidArgument("open key longer than 64 bytes"));
         }
         Ok(())
     }
     pub(crate) fn key_bytes(&self) -> &[u8] {
-        &self.key[..(self.key_len as usize).min(OPEN_KEY_MAX)]
+        &self.key[..(self.key_len as usize).min(OPEN_KEY_BYTES_MAX)]
     }
     pub fn create(mut self, on: bool) -> Self {
         self.set(open_flags::CREATE, on);

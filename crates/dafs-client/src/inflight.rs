@@ -152,7 +152,11 @@ impl Client {
                 // SAFETY: in bounds (asserted), and the region is pinned (busy) so the
                 // application holds no reference to it.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(data.as_ptr(), r.mem.as_ptr().add(*offset), data.len())
+                    std::ptr::copy_nonoverlapping(
+                        data.as_ptr(),
+                        r.mem.as_ptr().add(*offset),
+                        data.len(),
+                    )
                 };
             }
             Target::Vec { buf, .. } => buf[..data.len()].copy_from_slice(data),

@@ -72,8 +72,8 @@ impl Client {
             }
             IoBuf::Vec(v) => v.len(),
         };
-        if len > self.direct_max {
-            return Err(Error::InvalidArgument("I/O larger than max_io_size()"));
+        if len > self.direct_bytes_max {
+            return Err(Error::InvalidArgument("I/O larger than io_bytes_max()"));
         }
         let direct = len > self.inline_threshold;
         self.check_queue_room(cg, 1)?;
@@ -163,7 +163,7 @@ impl Client {
                 &h,
                 &Request::WriteInline { open_id, offset, stable, data },
                 &mut buf,
-                self.max_msg,
+                self.msg_size_bytes_max,
             );
             self.reqbufs[slot as usize] = buf;
             match enc {

@@ -28,7 +28,7 @@ impl DirEntry {
 pub(crate) fn clean_path(path: &str) -> Result<String> {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
     let s = parts.join("/");
-    if s.len() > limits::PATH_LEN_MAX {
+    if s.len() > limits::PATH_BYTES_MAX {
         return Err(Error::Status(Status::NameTooLong));
     }
     Ok(s)
@@ -43,7 +43,7 @@ pub(crate) fn split_parent(path: &str) -> Result<(String, String)> {
     if name.is_empty() || name == ".." {
         return Err(Error::InvalidArgument("path names no entry"));
     }
-    if name.len() > limits::NAME_LEN_MAX {
+    if name.len() > limits::NAME_BYTES_MAX {
         return Err(Error::Status(Status::NameTooLong));
     }
     Ok((parent, name))

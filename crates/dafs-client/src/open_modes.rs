@@ -32,9 +32,9 @@ impl Client {
                 _ => Err(unexpected_reply(Opcode::WriteInline)),
             };
         }
-        if data.len() > self.direct_max {
+        if data.len() > self.direct_bytes_max {
             return Err(Error::InvalidArgument(
-                "append larger than max_io_size() would not be atomic",
+                "append larger than io_bytes_max() would not be atomic",
             ));
         }
         self.stats.off_direct_path += 1;

@@ -65,7 +65,7 @@ impl Client {
     }
 
     fn route(&mut self, msg: &[u8]) -> Result<()> {
-        let (h, reply) = dafs_proto::decode_reply(msg, self.max_msg)?;
+        let (h, reply) = dafs_proto::decode_reply(msg, self.msg_size_bytes_max)?;
         let i = h.slot_id as usize;
         if h.session_id != self.session_id || i >= self.inflight.len() {
             return Err(ProtocolViolation::Misaddressed {
@@ -184,7 +184,7 @@ impl Client {
             Header::request(req.opcode(), self.session_id, slot, seq, self.slots.highest_in_use());
         let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
         buf.clear();
-        let enc = dafs_proto::encode_request(&h, req, &mut buf, self.max_msg);
+        let enc = dafs_proto::encode_request(&h, req, &mut buf, self.msg_size_bytes_max);
         self.reqbufs[slot as usize] = buf;
         if let Err(e) = enc {
             self.slots.abandon(slot);
@@ -231,7 +231,7 @@ impl Client {
     }
 
     pub(crate) fn decode<'a>(&self, m: &'a [u8]) -> Result<(Header, Reply<'a>)> {
-        let (h, r) = dafs_proto::decode_reply(m, self.max_msg)?;
+        let (h, r) = dafs_proto::decode_reply(m, self.msg_size_bytes_max)?;
         if let Reply::Error(s) = r {
             return Err(Error::Status(s));
         }

@@ -156,11 +156,11 @@ impl Client {
             &h,
             &Request::SessionBind { client_nonce, proof, client_id: self.cfg.client_id.as_bytes() },
             &mut buf,
-            self.max_msg,
+            self.msg_size_bytes_max,
         )?;
         self.t.send(&buf)?;
         let msg = self.t.recv(Wait::Timeout(self.cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
-        let (rh, reply) = dafs_proto::decode_reply(&msg, self.max_msg)?;
+        let (rh, reply) = dafs_proto::decode_reply(&msg, self.msg_size_bytes_max)?;
         if rh.opcode != Opcode::SessionBind {
             return Err(unexpected_reply(Opcode::SessionBind));
         }

@@ -40,8 +40,8 @@ impl Client {
         self.inline_threshold
     }
     /// Largest single asynchronous I/O (blocking calls split larger ones).
-    pub fn max_io_size(&self) -> usize {
-        self.direct_max
+    pub fn io_bytes_max(&self) -> usize {
+        self.direct_bytes_max
     }
     /// Most I/Os one batch may carry (negotiated).
     pub fn batch_max(&self) -> u32 {
@@ -58,8 +58,8 @@ impl Client {
     pub fn slots(&self) -> u32 {
         self.slots.granted()
     }
-    pub fn max_msg_size(&self) -> usize {
-        self.max_msg
+    pub fn msg_size_bytes_max(&self) -> usize {
+        self.msg_size_bytes_max
     }
     pub fn session_id(&self) -> u64 {
         self.session_id

@@ -67,7 +67,7 @@ pub enum BadValue {
     /// An unknown authentication method.
     #[error("auth method")]
     AuthMethod,
-    /// A name that is empty or longer than `NAME_LEN_MAX`.
+    /// A name that is empty or longer than `NAME_BYTES_MAX`.
     #[error("name length")]
     NameLength,
     /// A name that is `.` or `..`.
@@ -76,7 +76,7 @@ pub enum BadValue {
     /// A name containing `/` or NUL.
     #[error("name contains / or NUL")]
     NameSlashOrNul,
-    /// A path longer than `PATH_LEN_MAX`.
+    /// A path longer than `PATH_BYTES_MAX`.
     #[error("path length")]
     PathLength,
     /// An absolute path where a relative one is required.
@@ -85,10 +85,10 @@ pub enum BadValue {
     /// A path containing NUL.
     #[error("path contains NUL")]
     PathNul,
-    /// A path component longer than `NAME_LEN_MAX`.
+    /// A path component longer than `NAME_BYTES_MAX`.
     #[error("path component length")]
     PathComponentLength,
-    /// A READDIR entry whose name is longer than `NAME_LEN_MAX`.
+    /// A READDIR entry whose name is longer than `NAME_BYTES_MAX`.
     #[error("dir entry name length")]
     DirEntryNameLength,
     /// A batched I/O that is neither a read nor a write.
@@ -139,7 +139,7 @@ pub enum BadValue {
     /// OPEN with UNLINKED but without CREATE and WRITE.
     #[error("create-unlinked needs CREATE and WRITE")]
     UnlinkedWithoutCreateWrite,
-    /// A direct transfer longer than `DIRECT_LEN_MAX`.
+    /// A direct transfer longer than `DIRECT_BYTES_MAX`.
     #[error("direct length")]
     DirectLength,
     /// A symlink target that is empty or contains NUL.

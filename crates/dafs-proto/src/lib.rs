@@ -34,26 +34,26 @@ pub use types::*;
 pub mod limits {
     /// Smallest maximum message size a peer may negotiate: big enough for any
     /// non-data request with maximal names (two 255-byte names + a 4 KiB path).
-    pub const MSG_SIZE_MIN: u32 = 8 * 1024;
+    pub const MSG_SIZE_BYTES_MIN: u32 = 8 * 1024;
     /// Largest maximum message size a peer may negotiate. Bulk data above the
     /// inline threshold travels by direct placement, never in messages, so messages
     /// need not be huge; the bound keeps per-connection buffers small.
-    pub const MSG_SIZE_MAX: u32 = 4 * 1024 * 1024;
+    pub const MSG_SIZE_BYTES_MAX: u32 = 4 * 1024 * 1024;
     /// Default maximum message size offered by the client library.
-    pub const MSG_SIZE_DEFAULT: u32 = 256 * 1024;
+    pub const MSG_SIZE_BYTES_DEFAULT: u32 = 256 * 1024;
     /// Most request slots (credits) a server grants one session.
     pub const SLOTS_MAX: u32 = 1024;
     /// Longest single path component, as in POSIX NAME_MAX.
-    pub const NAME_LEN_MAX: usize = 255;
+    pub const NAME_BYTES_MAX: usize = 255;
     /// Longest multi-component path accepted by LOOKUP / GET_ROOTHANDLE, and the
     /// longest symlink target, as in POSIX PATH_MAX.
-    pub const PATH_LEN_MAX: usize = 4096;
+    pub const PATH_BYTES_MAX: usize = 4096;
     /// Longest client identity string.
-    pub const CLIENT_ID_LEN_MAX: usize = 255;
+    pub const CLIENT_ID_BYTES_MAX: usize = 255;
     /// Supplementary groups one SET_CRED may carry (as NFS AUTH_SYS: 16).
     pub const CRED_GROUPS_MAX: usize = 16;
     /// Largest single direct transfer (one READ_DIRECT / WRITE_DIRECT).
-    pub const DIRECT_LEN_MAX: u32 = 64 * 1024 * 1024;
+    pub const DIRECT_BYTES_MAX: u32 = 64 * 1024 * 1024;
     /// Most entries one READDIR reply may carry.
     pub const READDIR_ENTRIES_MAX: u32 = 4096;
 }

@@ -16,7 +16,7 @@ pub const GROUP_ID_LEN: usize = std::mem::size_of::<u32>();
 pub enum Request<'a> {
     Null,
     SessionCreate {
-        max_msg_size: u32,
+        msg_size_bytes_max: u32,
         slots: u32,
         auth: AuthMethod,
         client_id: &'a [u8],
@@ -267,8 +267,8 @@ impl Request<'_> {
         use Request::*;
         match self {
             Null | SessionDestroy | Reserved(_) => {}
-            SessionCreate { max_msg_size, slots, auth, client_id } => {
-                e.u32(*max_msg_size);
+            SessionCreate { msg_size_bytes_max, slots, auth, client_id } => {
+                e.u32(*msg_size_bytes_max);
                 e.u32(*slots);
                 e.u32(*auth as u32);
                 e.u32(0);
@@ -430,7 +430,7 @@ impl Request<'_> {
     fn dec<'a>(op: Opcode, d: &mut Dec<'a>) -> Result<Request<'a>, DecodeError> {
         use Request::*;
         let name = |d: &mut Dec<'a>| -> Result<&'a [u8], DecodeError> {
-            let n = d.heap(limits::NAME_LEN_MAX)?;
+            let n = d.heap(limits::NAME_BYTES_MAX)?;
             validate_name(n)?;
             Ok(n)
         };
@@ -438,20 +438,20 @@ impl Request<'_> {
             Opcode::Null => Null,
             Opcode::SessionDestroy => SessionDestroy,
             Opcode::SessionCreate => {
-                let max_msg_size = d.u32()?;
+                let msg_size_bytes_max = d.u32()?;
                 let slots = d.u32()?;
                 let auth = AuthMethod::from_wire(d.u32()?)?;
                 if d.u32()? != 0 {
                     return Err(DecodeError::BadValue(BadValue::SessionFlags));
                 }
-                let client_id = d.heap(limits::CLIENT_ID_LEN_MAX)?;
-                SessionCreate { max_msg_size, slots, auth, client_id }
+                let client_id = d.heap(limits::CLIENT_ID_BYTES_MAX)?;
+                SessionCreate { msg_size_bytes_max, slots, auth, client_id }
             }
             Opcode::SessionAuth => SessionAuth { client_nonce: d.array()?, proof: d.array()? },
             Opcode::SessionBind => {
                 let client_nonce = d.array()?;
                 let proof = d.array()?;
-                let client_id = d.heap(limits::CLIENT_ID_LEN_MAX)?;
+                let client_id = d.heap(limits::CLIENT_ID_BYTES_MAX)?;
                 SessionBind { client_nonce, proof, client_id }
             }
             Opcode::SetCred => {
@@ -464,7 +464,7 @@ impl Request<'_> {
                 SetCred { uid, gid, groups }
             }
             Opcode::GetRootHandle => {
-                let export = d.heap(limits::PATH_LEN_MAX)?;
+                let export = d.heap(limits::PATH_BYTES_MAX)?;
                 validate_path(export)?;
                 GetRootHandle { export }
             }
@@ -472,7 +472,7 @@ impl Request<'_> {
                 let dir = FileHandle::dec(d)?;
                 let follow = d.bool32()?;
                 let _pad = d.u32()?;
-                let path = d.heap(limits::PATH_LEN_MAX)?;
+                let path = d.heap(limits::PATH_BYTES_MAX)?;
                 validate_path(path)?;
                 if path.is_empty() {
                     return Err(DecodeError::BadValue(BadValue::EmptyLookupPath));
@@ -519,7 +519,7 @@ impl Request<'_> {
                 if mode & !MODE_PERMISSION_BITS != 0 {
                     return Err(DecodeError::BadValue(BadValue::ModeBits));
                 }
-                let n = d.heap(limits::NAME_LEN_MAX)?;
+                let n = d.heap(limits::NAME_BYTES_MAX)?;
                 if !n.is_empty() {
                     validate_name(n)?;
                 } else if flags & open_flags::CREATE != 0 {
@@ -530,7 +530,7 @@ impl Request<'_> {
                 {
                     return Err(DecodeError::BadValue(BadValue::UnlinkedWithoutCreateWrite));
                 }
-                let key = d.heap(OPEN_KEY_MAX)?;
+                let key = d.heap(OPEN_KEY_BYTES_MAX)?;
                 Open { fh, flags, mode, name: n, key }
             }
             Opcode::Close => Close { open_id: d.u64()? },
@@ -546,14 +546,14 @@ impl Request<'_> {
                     open_id,
                     offset,
                     stable,
-                    data: d.heap(limits::MSG_SIZE_MAX as usize)?,
+                    data: d.heap(limits::MSG_SIZE_BYTES_MAX as usize)?,
                 }
             }
             Opcode::ReadDirect => {
                 let (open_id, offset, len) = (d.u64()?, d.u64()?, d.u32()?);
                 let _pad = d.u32()?;
                 let region = RemoteRegion { key: d.u64()?, offset: d.u64()? };
-                if len > limits::DIRECT_LEN_MAX {
+                if len > limits::DIRECT_BYTES_MAX {
                     return Err(DecodeError::BadValue(BadValue::DirectLength));
                 }
                 ReadDirect { open_id, offset, len, region }
@@ -561,7 +561,7 @@ impl Request<'_> {
             Opcode::WriteDirect => {
                 let (open_id, offset, len, stable) = (d.u64()?, d.u64()?, d.u32()?, d.bool32()?);
                 let region = RemoteRegion { key: d.u64()?, offset: d.u64()? };
-                if len > limits::DIRECT_LEN_MAX {
+                if len > limits::DIRECT_BYTES_MAX {
                     return Err(DecodeError::BadValue(BadValue::DirectLength));
                 }
                 WriteDirect { open_id, offset, len, stable, region }
@@ -585,7 +585,7 @@ impl Request<'_> {
             Opcode::Symlink => {
                 let dir = FileHandle::dec(d)?;
                 let n = name(d)?;
-                let target = d.heap(limits::PATH_LEN_MAX)?;
+                let target = d.heap(limits::PATH_BYTES_MAX)?;
                 if target.is_empty() || target.contains(&0) {
                     return Err(DecodeError::BadValue(BadValue::SymlinkTarget));
                 }
@@ -600,14 +600,14 @@ impl Request<'_> {
                 if count == 0 || count > BATCH_MAX {
                     return Err(DecodeError::BadValue(BadValue::BatchCount));
                 }
-                let ios = d.heap(limits::MSG_SIZE_MAX as usize)?;
-                parse_batch(ios, count, limits::DIRECT_LEN_MAX as u64)?;
+                let ios = d.heap(limits::MSG_SIZE_BYTES_MAX as usize)?;
+                parse_batch(ios, count, limits::DIRECT_BYTES_MAX as u64)?;
                 BatchIo { open_id, flags, count, ios }
             }
             Opcode::Chain => {
                 let count = d.u32()?;
                 let _pad = d.u32()?;
-                let elements = d.heap(limits::MSG_SIZE_MAX as usize)?;
+                let elements = d.heap(limits::MSG_SIZE_BYTES_MAX as usize)?;
                 if count == 0 || count as usize > CHAIN_LEN_MAX {
                     return Err(DecodeError::BadValue(BadValue::ChainLength));
                 }
@@ -639,7 +639,7 @@ impl Request<'_> {
             Opcode::Unlock => Unlock { fh: FileHandle::dec(d)?, offset: d.u64()?, len: d.u64()? },
             Opcode::GetNamedAttr | Opcode::RemoveNamedAttr => {
                 let fh = FileHandle::dec(d)?;
-                let name = d.heap(NATTR_NAME_MAX)?;
+                let name = d.heap(NATTR_NAME_BYTES_MAX)?;
                 validate_nattr_name(name)?;
                 if op == Opcode::GetNamedAttr {
                     GetNamedAttr { fh, name }
@@ -656,9 +656,9 @@ impl Request<'_> {
                 {
                     return Err(DecodeError::BadValue(BadValue::NamedAttrFlags));
                 }
-                let name = d.heap(NATTR_NAME_MAX)?;
+                let name = d.heap(NATTR_NAME_BYTES_MAX)?;
                 validate_nattr_name(name)?;
-                SetNamedAttr { fh, flags, name, value: d.heap(NATTR_VALUE_MAX)? }
+                SetNamedAttr { fh, flags, name, value: d.heap(NATTR_VALUE_BYTES_MAX)? }
             }
             Opcode::ListNamedAttr => ListNamedAttr { fh: FileHandle::dec(d)? },
             Opcode::Publish => Publish { open_id: d.u64()? },
@@ -676,13 +676,13 @@ pub enum Reply<'a> {
     /// Null, SessionDestroy, Close, Remove, RmDir, Rename, Commit.
     Empty,
     SessionCreate {
-        max_msg_size: u32,
+        msg_size_bytes_max: u32,
         slots: u32,
         inline_threshold: u32,
         auth: AuthMethod,
         server_nonce: [u8; NONCE_LEN],
         /// Largest single direct transfer the server accepts.
-        direct_max: u32,
+        direct_bytes_max: u32,
         /// Most I/Os one BATCH_IO may carry in this session.
         batch_max: u32,
         /// Identity of the server's host (Linux boot id), so a client can tell it runs
@@ -870,21 +870,21 @@ impl Reply<'_> {
         match self {
             Reply::Error(_) | Reply::Empty => {}
             Reply::SessionCreate {
-                max_msg_size,
+                msg_size_bytes_max,
                 slots,
                 inline_threshold,
                 auth,
                 server_nonce,
-                direct_max,
+                direct_bytes_max,
                 batch_max,
                 host_id,
                 shm_path,
             } => {
-                e.u32(*max_msg_size);
+                e.u32(*msg_size_bytes_max);
                 e.u32(*slots);
                 e.u32(*inline_threshold);
                 e.u32(*auth as u32);
-                e.u32(*direct_max);
+                e.u32(*direct_bytes_max);
                 e.u32(*batch_max);
                 e.raw(server_nonce);
                 e.raw(host_id);
@@ -966,28 +966,28 @@ impl Reply<'_> {
         Ok(match shape_of(op) {
             Shape::Empty => Reply::Empty,
             Shape::SessionCreate => {
-                let max_msg_size = d.u32()?;
+                let msg_size_bytes_max = d.u32()?;
                 let slots = d.u32()?;
                 let inline_threshold = d.u32()?;
                 let auth = AuthMethod::from_wire(d.u32()?)?;
-                let direct_max = d.u32()?;
+                let direct_bytes_max = d.u32()?;
                 let batch_max = d.u32()?;
                 if batch_max > BATCH_MAX {
                     return Err(DecodeError::BadValue(BadValue::BatchMax));
                 }
                 let server_nonce = d.array()?;
                 let host_id = d.array()?;
-                let shm_path = d.heap(limits::PATH_LEN_MAX)?;
+                let shm_path = d.heap(limits::PATH_BYTES_MAX)?;
                 if shm_path.contains(&0) {
                     return Err(DecodeError::BadValue(BadValue::ShmPathNul));
                 }
                 Reply::SessionCreate {
-                    max_msg_size,
+                    msg_size_bytes_max,
                     slots,
                     inline_threshold,
                     auth,
                     server_nonce,
-                    direct_max,
+                    direct_bytes_max,
                     batch_max,
                     host_id,
                     shm_path,
@@ -1023,7 +1023,7 @@ impl Reply<'_> {
             Shape::ReadInline => {
                 let eof = d.bool32()?;
                 let _pad = d.u32()?;
-                Reply::ReadInline { eof, data: d.heap(limits::MSG_SIZE_MAX as usize)? }
+                Reply::ReadInline { eof, data: d.heap(limits::MSG_SIZE_BYTES_MAX as usize)? }
             }
             Shape::Write => Reply::Write { count: d.u32()?, stable: d.bool32()?, offset: d.u64()? },
             Shape::ReadDirect => Reply::ReadDirect { count: d.u32()?, eof: d.bool32()? },
@@ -1033,7 +1033,7 @@ impl Reply<'_> {
                 if count > limits::READDIR_ENTRIES_MAX {
                     return Err(DecodeError::BadValue(BadValue::ReaddirCount));
                 }
-                let entries = d.heap(limits::MSG_SIZE_MAX as usize)?;
+                let entries = d.heap(limits::MSG_SIZE_BYTES_MAX as usize)?;
                 // Validate the whole list now so users of the reply never see a bad entry.
                 let mut n = 0u32;
                 for e in DirEntries::new(entries) {
@@ -1045,7 +1045,7 @@ impl Reply<'_> {
                 }
                 Reply::ReadDir { eof, count, entries }
             }
-            Shape::ReadLink => Reply::ReadLink { target: d.heap(limits::PATH_LEN_MAX)? },
+            Shape::ReadLink => Reply::ReadLink { target: d.heap(limits::PATH_BYTES_MAX)? },
             Shape::Batch => {
                 let count = d.u32()?;
                 let _pad = d.u32()?;
@@ -1057,7 +1057,7 @@ impl Reply<'_> {
             }
             Shape::Chain => {
                 let (executed, failed) = (d.u32()?, d.u32()?);
-                let replies = d.heap(limits::MSG_SIZE_MAX as usize)?;
+                let replies = d.heap(limits::MSG_SIZE_BYTES_MAX as usize)?;
                 if executed as usize > CHAIN_LEN_MAX
                     || unpack_messages(replies, CHAIN_LEN_MAX)?.len() != executed as usize
                 {
@@ -1075,9 +1075,9 @@ impl Reply<'_> {
                 offset: d.u64()?,
                 len: d.u64()?,
             },
-            Shape::NamedAttr => Reply::NamedAttr { value: d.heap(NATTR_VALUE_MAX)? },
+            Shape::NamedAttr => Reply::NamedAttr { value: d.heap(NATTR_VALUE_BYTES_MAX)? },
             Shape::NamedAttrList => {
-                Reply::NamedAttrList { names: d.heap(limits::MSG_SIZE_MAX as usize)? }
+                Reply::NamedAttrList { names: d.heap(limits::MSG_SIZE_BYTES_MAX as usize)? }
             }
             Shape::FsStat => Reply::FsStat(FsStat {
                 total_bytes: d.u64()?,
@@ -1170,7 +1170,7 @@ mod tests {
     use super::*;
     use crate::header::HEADER_LEN;
 
-    const MAX: usize = limits::MSG_SIZE_MAX as usize;
+    const MAX: usize = limits::MSG_SIZE_BYTES_MAX as usize;
 
     fn fh(b: u8) -> FileHandle {
         FileHandle([b; 32])
@@ -1198,7 +1198,7 @@ mod tests {
         vec![
             Request::Null,
             Request::SessionCreate {
-                max_msg_size: 65536,
+                msg_size_bytes_max: 65536,
                 slots: 16,
                 auth: AuthMethod::HmacSha256,
                 client_id: b"host:42",
@@ -1304,12 +1304,12 @@ mod tests {
             (
                 Opcode::SessionCreate,
                 Reply::SessionCreate {
-                    max_msg_size: 1 << 16,
+                    msg_size_bytes_max: 1 << 16,
                     slots: 8,
                     inline_threshold: 8192,
                     auth: AuthMethod::None,
                     server_nonce: [7; 32],
-                    direct_max: 1 << 24,
+                    direct_bytes_max: 1 << 24,
                     batch_max: 64,
                     host_id: [9; 16],
                     shm_path: b"/run/dafs.sock",

@@ -245,16 +245,6 @@ impl ReplyCache {
         debug_assert!(self.bytes_held <= self.slots.len() * self.slot_bytes_max);
     }
 
-    /// The request with `digest` executed on `slot` but its reply is not available to
-    /// keep: a retransmission gets `RETRY_UNCACHED_REP`, never a wrong reply.
-    pub fn store_uncached(&mut self, slot: u32, digest: u64) {
-        let s = &mut self.slots[slot as usize];
-        self.bytes_held -= s.bytes.len();
-        s.bytes.clear();
-        s.digest = digest;
-        s.entry = CacheEntry::Uncached;
-    }
-
     /// Answer a retransmission (the slot table said [`SlotVerdict::Replay`]).
     pub fn replay(&self, slot: u32, digest: u64) -> Replay<'_> {
         let s = &self.slots[slot as usize];

@@ -274,11 +274,11 @@ pub mod batch_flags {
 }
 
 /// Longest named-attribute name (without the server's namespace prefix).
-pub const NATTR_NAME_MAX: usize = 200;
+pub const NATTR_NAME_BYTES_MAX: usize = 200;
 /// Largest named-attribute value.
-pub const NATTR_VALUE_MAX: usize = 64 * 1024;
+pub const NATTR_VALUE_BYTES_MAX: usize = 64 * 1024;
 /// Longest open key.
-pub const OPEN_KEY_MAX: usize = 64;
+pub const OPEN_KEY_BYTES_MAX: usize = 64;
 /// Most elements of one chain.
 pub const CHAIN_LEN_MAX: usize = 16;
 /// A CHAIN reply's `failed` index when no element failed.
@@ -342,7 +342,7 @@ pub struct FsStat {
 
 /// Check a single path component: 1..=255 bytes, no `/`, no NUL, not `.` or `..`.
 pub fn validate_name(name: &[u8]) -> Result<(), DecodeError> {
-    if name.is_empty() || name.len() > limits::NAME_LEN_MAX {
+    if name.is_empty() || name.len() > limits::NAME_BYTES_MAX {
         return Err(DecodeError::BadValue(BadValue::NameLength));
     }
     if name == b"." || name == b".." {
@@ -358,7 +358,7 @@ pub fn validate_name(name: &[u8]) -> Result<(), DecodeError> {
 /// `..` components are allowed here; the server resolves the path beneath the
 /// directory and refuses any resolution that would leave the export.
 pub fn validate_path(path: &[u8]) -> Result<(), DecodeError> {
-    if path.len() > limits::PATH_LEN_MAX {
+    if path.len() > limits::PATH_BYTES_MAX {
         return Err(DecodeError::BadValue(BadValue::PathLength));
     }
     if path.first() == Some(&b'/') {
@@ -368,7 +368,7 @@ pub fn validate_path(path: &[u8]) -> Result<(), DecodeError> {
         return Err(DecodeError::BadValue(BadValue::PathNul));
     }
     for comp in path.split(|&b| b == b'/') {
-        if comp.len() > limits::NAME_LEN_MAX {
+        if comp.len() > limits::NAME_BYTES_MAX {
             return Err(DecodeError::BadValue(BadValue::PathComponentLength));
         }
     }
@@ -435,7 +435,7 @@ impl<'a> Iterator for DirEntries<'a> {
             let fileid = u64::from_le_bytes(b[8..16].try_into().unwrap());
             let ftype = FileType::from_wire(u32::from_le_bytes(b[16..20].try_into().unwrap()))?;
             let name_len = u32::from_le_bytes(b[20..24].try_into().unwrap()) as usize;
-            if name_len > limits::NAME_LEN_MAX {
+            if name_len > limits::NAME_BYTES_MAX {
                 return Err(DecodeError::BadValue(BadValue::DirEntryNameLength));
             }
             let name = b.get(DirEntry::FIXED_LEN..DirEntry::FIXED_LEN + name_len);
@@ -622,7 +622,10 @@ pub fn unpack_messages(mut b: &[u8], max: usize) -> Result<Vec<&[u8]>, DecodeErr
 /// Validate a named-attribute name: 1..=200 bytes of printable ASCII other than space
 /// (0x21..=0x7e).
 pub fn validate_nattr_name(n: &[u8]) -> Result<(), DecodeError> {
-    if n.is_empty() || n.len() > NATTR_NAME_MAX || n.iter().any(|&c| !(0x21..0x7f).contains(&c)) {
+    if n.is_empty()
+        || n.len() > NATTR_NAME_BYTES_MAX
+        || n.iter().any(|&c| !(0x21..0x7f).contains(&c))
+    {
         return Err(DecodeError::BadValue(BadValue::NamedAttrName));
     }
     Ok(())

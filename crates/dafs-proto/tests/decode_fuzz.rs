@@ -11,11 +11,11 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
-const MAX: usize = limits::MSG_SIZE_MAX as usize;
+const MAX: usize = limits::MSG_SIZE_BYTES_MAX as usize;
 /// Re-encoding a decoded message compacts its heap, but heap fields that overlapped on
 /// the wire are written out separately, so a re-encoding may be a little longer than the
 /// original (by at most one name). It never needs more than this slack.
-const REENCODE_MAX: usize = MAX + 2 * limits::PATH_LEN_MAX;
+const REENCODE_MAX: usize = MAX + 2 * limits::PATH_BYTES_MAX;
 
 // ---------------------------------------------------------------------------------------
 // Spec tables (docs/protocol.md): fixed-part length of every request and success reply.
@@ -178,7 +178,7 @@ fn name_byte() -> impl Strategy<Value = u8> {
 fn valid_name() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         8 => vec(name_byte(), 1..24),
-        1 => vec(name_byte(), 240..=limits::NAME_LEN_MAX),
+        1 => vec(name_byte(), 240..=limits::NAME_BYTES_MAX),
     ]
     .prop_filter("not . or ..", |n| n.as_slice() != b"." && n.as_slice() != b"..")
 }
@@ -189,7 +189,7 @@ fn valid_path() -> impl Strategy<Value = Vec<u8>> {
         6 => vec(name_byte(), 0..12),
         1 => Just(b"..".to_vec()),
         1 => Just(b".".to_vec()),
-        1 => vec(name_byte(), limits::NAME_LEN_MAX..=limits::NAME_LEN_MAX),
+        1 => vec(name_byte(), limits::NAME_BYTES_MAX..=limits::NAME_BYTES_MAX),
     ];
     vec(comp, 0..6).prop_map(|comps| {
         let mut p = comps.join(&b'/');
@@ -275,14 +275,14 @@ const REQUEST_KINDS: usize = 40;
 fn build_request(p: &Parts) -> Request<'_> {
     let (fh1, fh2) = (FileHandle(p.fh1), FileHandle(p.fh2));
     let region = RemoteRegion { key: p.b, offset: p.c };
-    let direct_len = p.y % (limits::DIRECT_LEN_MAX + 1);
+    let direct_len = p.y % (limits::DIRECT_BYTES_MAX + 1);
     match p.kind % REQUEST_KINDS {
         0 => Request::Null,
         1 => Request::SessionCreate {
-            max_msg_size: p.x,
+            msg_size_bytes_max: p.x,
             slots: p.y,
             auth: if p.flag { AuthMethod::HmacSha256 } else { AuthMethod::None },
-            client_id: &p.data[..p.data.len().min(limits::CLIENT_ID_LEN_MAX)],
+            client_id: &p.data[..p.data.len().min(limits::CLIENT_ID_BYTES_MAX)],
         },
         2 => Request::SessionAuth { client_nonce: p.nonce1, proof: p.nonce2 },
         3 => Request::SessionDestroy,
@@ -318,7 +318,7 @@ fn build_request(p: &Parts) -> Request<'_> {
             if flags & open_flags::UNLINKED != 0 {
                 flags |= open_flags::CREATE;
             }
-            let key: &[u8] = &p.data[..p.data.len().min(OPEN_KEY_MAX)];
+            let key: &[u8] = &p.data[..p.data.len().min(OPEN_KEY_BYTES_MAX)];
             Request::Open { fh: fh1, flags, mode: p.y & 0o7777, name, key }
         }
         12 => Request::Close { open_id: p.a },
@@ -352,7 +352,7 @@ fn build_request(p: &Parts) -> Request<'_> {
             fh: fh1,
             flags: p.x % 3,
             name: b"k",
-            value: &p.data[..p.data.len().min(NATTR_VALUE_MAX)],
+            value: &p.data[..p.data.len().min(NATTR_VALUE_BYTES_MAX)],
         },
         32 => Request::ListNamedAttr { fh: fh1 },
         33 => Request::RemoveNamedAttr { fh: fh1, name: b"zz" },
@@ -407,7 +407,7 @@ fn build_request(p: &Parts) -> Request<'_> {
         37 => Request::SessionBind {
             client_nonce: p.nonce1,
             proof: p.nonce2,
-            client_id: &p.data[..p.data.len().min(limits::CLIENT_ID_LEN_MAX)],
+            client_id: &p.data[..p.data.len().min(limits::CLIENT_ID_BYTES_MAX)],
         },
         38 => Request::SetCred { uid: p.x, gid: p.y, groups: &p.fh1[..4 * (p.x as usize % 9)] },
         _ => Request::Reserved(RESERVED[p.x as usize % RESERVED.len()]),
@@ -484,12 +484,12 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
         1 => (
             O::SessionCreate,
             Reply::SessionCreate {
-                max_msg_size: p.x,
+                msg_size_bytes_max: p.x,
                 slots: p.y,
                 inline_threshold: p.x ^ p.y,
                 auth: if p.flag { AuthMethod::HmacSha256 } else { AuthMethod::None },
                 server_nonce: p.nonce1,
-                direct_max: p.x.rotate_left(5),
+                direct_bytes_max: p.x.rotate_left(5),
                 batch_max: p.y % (BATCH_MAX + 1),
                 host_id: p.nonce2[..16].try_into().unwrap(),
                 shm_path: if p.flag { b"/run/dafsd.sock" } else { b"" },
@@ -568,7 +568,7 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
         ),
         16 => (
             O::GetNamedAttr,
-            Reply::NamedAttr { value: &p.data[..p.data.len().min(NATTR_VALUE_MAX)] },
+            Reply::NamedAttr { value: &p.data[..p.data.len().min(NATTR_VALUE_BYTES_MAX)] },
         ),
         17 => (O::ListNamedAttr, Reply::NamedAttrList { names: &p.data }),
         18 => {
@@ -721,7 +721,7 @@ fn check_dir_entries(buf: &[u8]) {
         match e {
             Ok(e) => {
                 assert_within(buf, e.name, "dir entry name");
-                assert!(!e.name.is_empty() && e.name.len() <= limits::NAME_LEN_MAX);
+                assert!(!e.name.is_empty() && e.name.len() <= limits::NAME_BYTES_MAX);
             }
             Err(_) => failed = true,
         }
@@ -950,7 +950,7 @@ proptest! {
 
     /// (c) READ_DIRECT with random numbers.
     #[test]
-    fn read_direct_roundtrips(open_id in any::<u64>(), offset in any::<u64>(), len in 0..=limits::DIRECT_LEN_MAX, key in any::<u64>(), roff in any::<u64>(), h in hdr()) {
+    fn read_direct_roundtrips(open_id in any::<u64>(), offset in any::<u64>(), len in 0..=limits::DIRECT_BYTES_MAX, key in any::<u64>(), roff in any::<u64>(), h in hdr()) {
         let req = Request::ReadDirect { open_id, offset, len, region: RemoteRegion { key, offset: roff } };
         let buf = encode_req(&h, &req);
         let (_, r2) = decode_request(&buf, MAX).unwrap();

@@ -220,9 +220,9 @@ struct PyClient {
     /// Buffer exports of all this client's regions.
     exports: AtomicUsize,
     inline_threshold: usize,
-    max_io_size: usize,
+    io_bytes_max: usize,
     slots: u32,
-    max_msg_size: usize,
+    msg_size_bytes_max: usize,
     provider: &'static str,
     session_id: u64,
 }
@@ -484,9 +484,9 @@ impl PyClient {
         }
         Ok(PyClient {
             inline_threshold: c.0.inline_threshold(),
-            max_io_size: c.0.max_io_size(),
+            io_bytes_max: c.0.io_bytes_max(),
             slots: c.0.slots(),
-            max_msg_size: c.0.max_msg_size(),
+            msg_size_bytes_max: c.0.msg_size_bytes_max(),
             provider: c.0.provider(),
             session_id: c.0.session_id(),
             inner: Mutex::new(Some(Inner {
@@ -555,7 +555,7 @@ impl PyClient {
     }
     #[getter]
     fn max_io_size(&self) -> usize {
-        self.max_io_size
+        self.io_bytes_max
     }
     #[getter]
     fn slots(&self) -> u32 {
@@ -563,7 +563,7 @@ impl PyClient {
     }
     #[getter]
     fn max_msg_size(&self) -> usize {
-        self.max_msg_size
+        self.msg_size_bytes_max
     }
     #[getter]
     fn provider(&self) -> &'static str {
@@ -730,7 +730,7 @@ impl PyClient {
 
     /// Append all of `data` atomically (the file was opened with append=True): the server
     /// writes it at the end of file as of that moment, across all clients, and returns
-    /// the offset it chose. Data larger than max_io_size is appended in pieces, each
+    /// the offset it chose. Data larger than io_bytes_max is appended in pieces, each
     /// atomic on its own.
     fn append(&self, py: Python<'_>, fid: u64, data: &Bound<'_, PyAny>) -> PyResult<u64> {
         let pb = byte_buffer(data, false, "write()")?;
@@ -739,7 +739,7 @@ impl PyClient {
             let f = inner.files.get(&fid).ok_or_else(bad_fid)?;
             // SAFETY: `pb` keeps the buffer exported until after this closure returns.
             let s = unsafe { mem.as_slice() };
-            let max = inner.c.0.max_io_size();
+            let max = inner.c.0.io_bytes_max();
             let mut first = None;
             for piece in s.chunks(max.max(1)) {
                 let off = inner.c.0.append(f, piece)?;

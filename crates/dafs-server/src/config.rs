@@ -47,11 +47,11 @@ pub struct ServerConfig {
     /// Most slots (outstanding requests) granted to one session.
     pub slots_max: u32,
     /// Largest message accepted or sent.
-    pub msg_size_max: u32,
+    pub msg_size_bytes_max: u32,
     /// Reads/writes up to this many bytes travel inline; larger ones direct.
     pub inline_threshold: u32,
     /// Largest single direct transfer.
-    pub direct_max: u32,
+    pub direct_bytes_max: u32,
     /// Most concurrently connected sessions.
     pub sessions_max: usize,
     /// Most open files per session.
@@ -97,7 +97,7 @@ pub struct ServerConfig {
 /// Default inline/direct threshold. See docs/benchmarks.md for how it was chosen.
 pub const INLINE_THRESHOLD_DEFAULT: u32 = 16 * 1024;
 
-/// `msg_size_max` must exceed `inline_threshold` by this much: an inline write of the
+/// `msg_size_bytes_max` must exceed `inline_threshold` by this much: an inline write of the
 /// threshold must fit in one message with its header and the op's fixed part.
 pub const INLINE_HEADROOM_BYTES: u64 = 4096;
 
@@ -121,9 +121,9 @@ impl ServerConfig {
             workers: 2,
             secret: None,
             slots_max: 64,
-            msg_size_max: limits::MSG_SIZE_DEFAULT,
+            msg_size_bytes_max: limits::MSG_SIZE_BYTES_DEFAULT,
             inline_threshold: INLINE_THRESHOLD_DEFAULT,
-            direct_max: 8 * 1024 * 1024,
+            direct_bytes_max: 8 * 1024 * 1024,
             sessions_max: 256,
             open_files_max: 4096,
             handles_max: 65536,
@@ -164,24 +164,29 @@ impl ServerConfig {
         };
         in_range("slots_max", self.slots_max.into(), 1, limits::SLOTS_MAX.into())?;
         in_range(
-            "msg_size_max",
-            self.msg_size_max.into(),
-            limits::MSG_SIZE_MIN.into(),
-            limits::MSG_SIZE_MAX.into(),
+            "msg_size_bytes_max",
+            self.msg_size_bytes_max.into(),
+            limits::MSG_SIZE_BYTES_MIN.into(),
+            limits::MSG_SIZE_BYTES_MAX.into(),
         )?;
-        if self.inline_threshold as u64 + INLINE_HEADROOM_BYTES > self.msg_size_max as u64 {
+        if self.inline_threshold as u64 + INLINE_HEADROOM_BYTES > self.msg_size_bytes_max as u64 {
             return Err(ConfigError::InlineThresholdTooLarge {
                 headroom_bytes: INLINE_HEADROOM_BYTES,
             });
         }
-        in_range("direct_max", self.direct_max.into(), 1, limits::DIRECT_LEN_MAX.into())?;
+        in_range(
+            "direct_bytes_max",
+            self.direct_bytes_max.into(),
+            1,
+            limits::DIRECT_BYTES_MAX.into(),
+        )?;
         in_range("workers", self.workers as u64, 1, WORKERS_MAX as u64)?;
         in_range("batch_max", self.batch_max.into(), 1, dafs_proto::types::BATCH_MAX.into())?;
         if self.handles_max < HANDLES_MIN {
             return Err(ConfigError::BelowMin { field: "handles_max", min: HANDLES_MIN as u64 });
         }
         if self.reply_cache_slot_bytes < REPLY_CACHE_SLOT_BYTES_MIN
-            || self.reply_cache_slot_bytes > self.msg_size_max as usize
+            || self.reply_cache_slot_bytes > self.msg_size_bytes_max as usize
         {
             return Err(ConfigError::ReplyCacheSlotBytes {
                 min: REPLY_CACHE_SLOT_BYTES_MIN as u64,
@@ -199,7 +204,7 @@ impl ServerConfig {
         if self.identity != crate::cred::Identity::Server && !rustix::process::geteuid().is_root() {
             return Err(ConfigError::IdentityNeedsRoot);
         }
-        if self.backlog_bytes_max < self.direct_max as usize {
+        if self.backlog_bytes_max < self.direct_bytes_max as usize {
             return Err(ConfigError::BacklogBelowDirectMax);
         }
         if self.tls.as_ref().is_some_and(|t| t.client_ca_file.is_some())
@@ -234,19 +239,23 @@ mod tests {
             format!("slots_max must be 1..={}", limits::SLOTS_MAX)
         );
         assert_eq!(
-            refused(|c| c.msg_size_max = 1),
-            format!("msg_size_max must be {}..={}", limits::MSG_SIZE_MIN, limits::MSG_SIZE_MAX)
+            refused(|c| c.msg_size_bytes_max = 1),
+            format!(
+                "msg_size_bytes_max must be {}..={}",
+                limits::MSG_SIZE_BYTES_MIN,
+                limits::MSG_SIZE_BYTES_MAX
+            )
         );
         assert_eq!(refused(|c| c.handles_max = 15), "handles_max must be at least 16");
         assert_eq!(refused(|c| c.lease_secs = 86401), "lease_secs must be at most 86400");
         assert_eq!(refused(|c| c.connections_max = 0), "connections_max must be at least 1");
         assert_eq!(
             refused(|c| c.reply_cache_slot_bytes = 10),
-            "reply_cache_slot_bytes must be 1024..=msg_size_max (non-idempotent replies must fit)"
+            "reply_cache_slot_bytes must be 1024..=msg_size_bytes_max (non-idempotent replies must fit)"
         );
         assert_eq!(
-            refused(|c| c.inline_threshold = c.msg_size_max),
-            "inline_threshold must leave room for headers within msg_size_max"
+            refused(|c| c.inline_threshold = c.msg_size_bytes_max),
+            "inline_threshold must leave room for headers within msg_size_bytes_max"
         );
         let e = refused(|c| c.exports[0].path = "/nonexistent/dir".into());
         assert_eq!(e, "export \"export\": /nonexistent/dir is not a directory");

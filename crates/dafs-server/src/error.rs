@@ -21,14 +21,14 @@ pub enum ConfigError {
     BelowMin { field: &'static str, min: u64 },
     #[error("{field} must be at most {max}")]
     AboveMax { field: &'static str, max: u64 },
-    /// `inline_threshold` plus this much room for headers exceeds `msg_size_max`.
-    #[error("inline_threshold must leave room for headers within msg_size_max")]
+    /// `inline_threshold` plus this much room for headers exceeds `msg_size_bytes_max`.
+    #[error("inline_threshold must leave room for headers within msg_size_bytes_max")]
     InlineThresholdTooLarge { headroom_bytes: u64 },
     #[error(
-        "reply_cache_slot_bytes must be {min}..=msg_size_max (non-idempotent replies must fit)"
+        "reply_cache_slot_bytes must be {min}..=msg_size_bytes_max (non-idempotent replies must fit)"
     )]
     ReplyCacheSlotBytes { min: u64 },
-    #[error("backlog_bytes_max must be at least direct_max")]
+    #[error("backlog_bytes_max must be at least direct_bytes_max")]
     BacklogBelowDirectMax,
     #[error("identity \"asserted\" or \"squash\" needs dafsd to run as root (it switches file-system ids per request)")]
     IdentityNeedsRoot,

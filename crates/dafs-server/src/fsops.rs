@@ -114,7 +114,7 @@ pub fn fsstat(fd: BorrowedFd) -> FsResult<FsStat> {
         total_files: s.f_files,
         free_files: s.f_ffree,
         block_size: s.f_bsize as u32,
-        name_max: s.f_namemax.min(limits::NAME_LEN_MAX as u64) as u32,
+        name_max: s.f_namemax.min(limits::NAME_BYTES_MAX as u64) as u32,
     })
 }
 

@@ -150,7 +150,7 @@ impl ServerHandle {
         }
     }
 
-    /// A flag that, when set and followed by [`ServerHandle::shutdown`], stops the server.
+    /// The state shared by the server's threads (tables, counters, configuration).
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }

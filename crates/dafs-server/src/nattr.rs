@@ -4,7 +4,7 @@
 
 use std::os::fd::BorrowedFd;
 
-use dafs_proto::types::{nattr_flags, NATTR_VALUE_MAX};
+use dafs_proto::types::{nattr_flags, NATTR_VALUE_BYTES_MAX};
 use dafs_proto::Status;
 use rustix::fs::XattrFlags;
 use rustix::io::Errno;
@@ -30,7 +30,7 @@ fn full_name(name: &[u8]) -> Result<String, Status> {
 
 pub fn get(fd: BorrowedFd, name: &[u8]) -> Result<Vec<u8>, Status> {
     let path = fsops::proc_path(fd);
-    let mut buf = vec![0u8; NATTR_VALUE_MAX];
+    let mut buf = vec![0u8; NATTR_VALUE_BYTES_MAX];
     let n = rustix::fs::getxattr(path.as_c_str(), full_name(name)?.as_str(), &mut buf)
         .map_err(status)?;
     buf.truncate(n);

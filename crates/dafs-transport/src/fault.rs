@@ -163,11 +163,11 @@ impl FaultyTransport {
 }
 
 impl ClientTransport for FaultyTransport {
-    fn max_msg_size(&self) -> usize {
-        self.inner.max_msg_size()
+    fn msg_size_bytes_max(&self) -> usize {
+        self.inner.msg_size_bytes_max()
     }
-    fn set_max_msg_size(&mut self, n: usize) {
-        self.inner.set_max_msg_size(n)
+    fn set_msg_size_bytes_max(&mut self, n: usize) {
+        self.inner.set_msg_size_bytes_max(n)
     }
 
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {

@@ -133,9 +133,9 @@ pub struct TransportStats {
 /// time), e.g. behind a mutex in a language binding.
 pub trait ClientTransport: Send {
     /// Largest message this endpoint sends or accepts.
-    fn max_msg_size(&self) -> usize;
+    fn msg_size_bytes_max(&self) -> usize;
     /// Lower (never raise above the provider maximum) the message size after negotiation.
-    fn set_max_msg_size(&mut self, n: usize);
+    fn set_msg_size_bytes_max(&mut self, n: usize);
     /// Send one message. Never blocks; bytes the kernel does not take now are queued
     /// (bounded by the session's slots) and flushed on later calls.
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError>;
@@ -206,8 +206,8 @@ pub enum PutError {
 pub trait ServerConn: Send {
     fn raw_fd(&self) -> RawFd;
     fn peer(&self) -> String;
-    fn max_msg_size(&self) -> usize;
-    fn set_max_msg_size(&mut self, n: usize);
+    fn msg_size_bytes_max(&self) -> usize;
+    fn set_msg_size_bytes_max(&mut self, n: usize);
     /// Read what the socket has and return the next event, if complete.
     fn poll_event(&mut self) -> Result<Option<ServerEvent>, TransportError>;
     /// Give a message / pull buffer back for reuse.

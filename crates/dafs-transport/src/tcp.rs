@@ -224,7 +224,7 @@ pub struct TcpClient {
     tls: Option<Box<TlsLink>>,
     /// How to set TLS up again on reconnect (same configuration and server name).
     tls_params: Option<(Arc<rustls::ClientConfig>, rustls::pki_types::ServerName<'static>)>,
-    max_msg: usize,
+    msg_size_bytes_max: usize,
     registry: Registry,
     hdr: HeaderReader,
     recv_state: ClientRecv,
@@ -298,7 +298,7 @@ impl TcpClient {
             sock,
             tls: None,
             tls_params: None,
-            max_msg: limits::MSG_SIZE_MAX as usize,
+            msg_size_bytes_max: limits::MSG_SIZE_BYTES_MAX as usize,
             registry: Registry::new(REGIONS_MAX),
             hdr: HeaderReader::new(),
             recv_state: ClientRecv::Header,
@@ -409,8 +409,8 @@ impl TcpClient {
         let len = fh.len as usize;
         match fh.kind {
             FrameKind::Msg => {
-                if len > self.max_msg {
-                    return Err(TransportError::TooBig { len, max: self.max_msg });
+                if len > self.msg_size_bytes_max {
+                    return Err(TransportError::TooBig { len, max: self.msg_size_bytes_max });
                 }
                 let buf = take_buf(&mut self.pool, len);
                 self.recv_state = if len == 0 {
@@ -423,7 +423,7 @@ impl TcpClient {
                 }
             }
             FrameKind::Put => {
-                if len > limits::DIRECT_LEN_MAX as usize {
+                if len > limits::DIRECT_BYTES_MAX as usize {
                     return Err(TransportError::Protocol(
                         "placement larger than the direct maximum",
                     ));
@@ -445,7 +445,7 @@ impl TcpClient {
                 }
             }
             FrameKind::Get => {
-                if len > limits::DIRECT_LEN_MAX as usize {
+                if len > limits::DIRECT_BYTES_MAX as usize {
                     return Err(TransportError::Protocol("pull larger than the direct maximum"));
                 }
                 match self.registry.resolve(fh.key, fh.offset, len, false) {
@@ -516,16 +516,16 @@ impl crate::wait::WaitSteps for TcpClient {
 }
 
 impl ClientTransport for TcpClient {
-    fn max_msg_size(&self) -> usize {
-        self.max_msg
+    fn msg_size_bytes_max(&self) -> usize {
+        self.msg_size_bytes_max
     }
-    fn set_max_msg_size(&mut self, n: usize) {
-        self.max_msg = n.min(limits::MSG_SIZE_MAX as usize);
+    fn set_msg_size_bytes_max(&mut self, n: usize) {
+        self.msg_size_bytes_max = n.min(limits::MSG_SIZE_BYTES_MAX as usize);
     }
 
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        if msg.len() > self.max_msg {
-            return Err(TransportError::TooBig { len: msg.len(), max: self.max_msg });
+        if msg.len() > self.msg_size_bytes_max {
+            return Err(TransportError::TooBig { len: msg.len(), max: self.msg_size_bytes_max });
         }
         let h = FrameHeader::msg(msg.len()).encode();
         self.stats.msgs_sent += 1;
@@ -687,7 +687,7 @@ pub struct TcpServerConn {
     sock: mio::net::TcpStream,
     tls: Option<Box<TlsLink>>,
     peer: String,
-    max_msg: usize,
+    msg_size_bytes_max: usize,
     hdr: HeaderReader,
     recv_state: ServerRecv,
     out: OutQueue,
@@ -703,7 +703,7 @@ impl TcpServerConn {
             sock,
             tls: None,
             peer,
-            max_msg: limits::MSG_SIZE_MAX as usize,
+            msg_size_bytes_max: limits::MSG_SIZE_BYTES_MAX as usize,
             hdr: HeaderReader::new(),
             recv_state: ServerRecv::Header,
             out: OutQueue::default(),
@@ -739,11 +739,11 @@ impl ServerConn for TcpServerConn {
     fn peer(&self) -> String {
         self.peer.clone()
     }
-    fn max_msg_size(&self) -> usize {
-        self.max_msg
+    fn msg_size_bytes_max(&self) -> usize {
+        self.msg_size_bytes_max
     }
-    fn set_max_msg_size(&mut self, n: usize) {
-        self.max_msg = n.min(limits::MSG_SIZE_MAX as usize);
+    fn set_msg_size_bytes_max(&mut self, n: usize) {
+        self.msg_size_bytes_max = n.min(limits::MSG_SIZE_BYTES_MAX as usize);
     }
 
     fn poll_event(&mut self) -> Result<Option<ServerEvent>, TransportError> {
@@ -756,8 +756,11 @@ impl ServerConn for TcpServerConn {
                     let len = fh.len as usize;
                     match fh.kind {
                         FrameKind::Msg => {
-                            if len > self.max_msg {
-                                return Err(TransportError::TooBig { len, max: self.max_msg });
+                            if len > self.msg_size_bytes_max {
+                                return Err(TransportError::TooBig {
+                                    len,
+                                    max: self.msg_size_bytes_max,
+                                });
                             }
                             if len == 0 {
                                 return Err(TransportError::Protocol("empty message"));
@@ -854,8 +857,8 @@ impl ServerConn for TcpServerConn {
     }
 
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        if msg.len() > self.max_msg {
-            return Err(TransportError::TooBig { len: msg.len(), max: self.max_msg });
+        if msg.len() > self.msg_size_bytes_max {
+            return Err(TransportError::TooBig { len: msg.len(), max: self.msg_size_bytes_max });
         }
         let mut buf = take_buf(&mut self.pool, msg.len());
         buf[..msg.len()].copy_from_slice(msg);
@@ -870,8 +873,10 @@ impl ServerConn for TcpServerConn {
         len: usize,
         fill: &mut dyn FnMut(&mut PlacementDst<'_>) -> io::Result<usize>,
     ) -> Result<usize, PutError> {
-        if len > limits::DIRECT_LEN_MAX as usize {
-            return Err(TransportError::TooBig { len, max: limits::DIRECT_LEN_MAX as usize }.into());
+        if len > limits::DIRECT_BYTES_MAX as usize {
+            return Err(
+                TransportError::TooBig { len, max: limits::DIRECT_BYTES_MAX as usize }.into()
+            );
         }
         let mut buf = take_buf(&mut self.pool, len);
         let n = match fill(&mut PlacementDst::from_slice(&mut buf[..len])) {
@@ -894,8 +899,8 @@ impl ServerConn for TcpServerConn {
     }
 
     fn pull(&mut self, region: RemoteRegion, len: usize, tag: u64) -> Result<(), TransportError> {
-        if len > limits::DIRECT_LEN_MAX as usize {
-            return Err(TransportError::TooBig { len, max: limits::DIRECT_LEN_MAX as usize });
+        if len > limits::DIRECT_BYTES_MAX as usize {
+            return Err(TransportError::TooBig { len, max: limits::DIRECT_BYTES_MAX as usize });
         }
         if self.pulls.contains_key(&tag) {
             return Err(TransportError::Protocol("pull tag already in flight"));

@@ -36,7 +36,7 @@ impl DafsFs {
             // O_APPEND: the server places every piece at the end of file as of that
             // moment, across all clients (the kernel's offset is only its own idea of
             // the size). Pieces go one at a time so they land in order.
-            let max = self.c.max_io_size().max(1);
+            let max = self.c.io_bytes_max().max(1);
             let mut res = Ok((0, 0));
             for piece in data.chunks(max) {
                 match self.c.append(&of.file, piece) {

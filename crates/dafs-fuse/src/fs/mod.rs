@@ -30,7 +30,7 @@ use file::OpenFile;
 /// Largest kernel write (and read) request: the kernel splits larger I/O. 1 MiB keeps
 /// large sequential I/O on the client's direct (RDMA-style) path without making small
 /// writes wait for a huge buffer.
-pub const MAX_IO_BYTES: u32 = 1 << 20;
+pub const IO_BYTES_MAX: u32 = 1 << 20;
 
 /// The FUSE file system over one DAFS session.
 pub struct DafsFs {

@@ -16,8 +16,8 @@ use fuser::{
 
 use super::dir::OpenDir;
 use super::file::OpenFile;
-use super::xattr::{nattr_name, USER_PREFIX, XATTR_VALUE_MAX_BYTES};
-use super::{DafsFs, MAX_IO_BYTES};
+use super::xattr::{nattr_name, USER_PREFIX, XATTR_VALUE_BYTES_MAX};
+use super::{DafsFs, IO_BYTES_MAX};
 use crate::convert::{file_attr, is_stale, time_ns, MODE_PERM_BITS};
 
 /// Smallest block size reported by statfs: a server reporting 0 (or less than a
@@ -26,10 +26,10 @@ const STATFS_BLOCK_BYTES_MIN: u32 = 512;
 
 impl Filesystem for DafsFs {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
-        if let Err(nearest) = config.set_max_write(MAX_IO_BYTES) {
+        if let Err(nearest) = config.set_max_write(IO_BYTES_MAX) {
             let _ = config.set_max_write(nearest);
         }
-        let _ = config.set_max_readahead(MAX_IO_BYTES);
+        let _ = config.set_max_readahead(IO_BYTES_MAX);
         // Timestamps are nanoseconds end to end.
         let _ = config.set_time_granularity(Duration::from_nanos(1));
         Ok(())
@@ -530,7 +530,7 @@ impl Filesystem for DafsFs {
         reply: ReplyEmpty,
     ) {
         let Some(n) = nattr_name(name) else { return reply.error(libc::ENOTSUP) };
-        if value.len() > XATTR_VALUE_MAX_BYTES {
+        if value.len() > XATTR_VALUE_BYTES_MAX {
             return reply.error(libc::E2BIG);
         }
         let mut f = 0;

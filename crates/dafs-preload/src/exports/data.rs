@@ -70,7 +70,7 @@ fn do_write(fd: c_int, buf: *const u8, n: usize, at: Option<i64>) -> Result<usiz
                 // turned O_APPEND on it is emulated (size, then write: not atomic).
                 let end = if o.opened_append {
                     let mut end = 0;
-                    for chunk in data.chunks(c.max_io_size().max(1)) {
+                    for chunk in data.chunks(c.io_bytes_max().max(1)) {
                         end = c.append(f, chunk)? + chunk.len() as u64;
                     }
                     end

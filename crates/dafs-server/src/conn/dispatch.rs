@@ -17,7 +17,7 @@ use crate::{cred, Shared};
 impl Conn {
     pub(super) fn on_message(&mut self, sh: &Shared, sc: &mut Scratch, buf: &[u8]) -> ConnFate {
         sh.stats.requests.fetch_add(1, Relaxed);
-        let max = self.t.max_msg_size();
+        let max = self.t.msg_size_bytes_max();
         match dafs_proto::decode_request(buf, max) {
             Ok((h, req)) => self.dispatch(sh, sc, h, req, buf),
             Err((Some(h), e)) => {
@@ -101,8 +101,8 @@ impl Conn {
             Request::Null if h.session_id == 0 => {
                 return self.respond(sh, &mut sc.out, &h, &Reply::Empty, untouched);
             }
-            Request::SessionCreate { max_msg_size, slots, auth, client_id } => {
-                let r = self.session_create(sh, max_msg_size, slots, auth, client_id);
+            Request::SessionCreate { msg_size_bytes_max, slots, auth, client_id } => {
+                let r = self.session_create(sh, msg_size_bytes_max, slots, auth, client_id);
                 return self.respond_attached(sh, &mut sc.out, h, r);
             }
             Request::SessionBind { client_nonce, proof, client_id } => {

@@ -61,7 +61,7 @@ impl Conn {
             }
         }
         out.clear();
-        let max = self.t.max_msg_size();
+        let max = self.t.msg_size_bytes_max();
         if let Err(e) = dafs_proto::encode_reply(&h, reply, out, max) {
             // Only a server bug can produce an oversized reply (sizes are checked before
             // executing); answer with a fault rather than dropping the slot.

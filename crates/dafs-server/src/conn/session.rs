@@ -38,7 +38,7 @@ pub(crate) struct Session {
     /// Digest of the request executing on each slot (stored with its reply).
     pub(super) exec_digest: Vec<u64>,
     /// Negotiated message size (re-applied to a new connection on bind).
-    pub(super) max_msg: u32,
+    pub(super) msg_size_bytes_max: u32,
     /// Credential the session's requests run with (SET_CRED), if any.
     pub(super) cred: Option<cred::Cred>,
     /// Exactly the bytes the client presented (the HMAC transcript covers these).

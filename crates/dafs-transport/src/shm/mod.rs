@@ -189,7 +189,7 @@ pub struct ShmClient {
     _area: Mapping,
     _area_fd: OwnedFd,
     ctl: CtlReader,
-    max_msg: usize,
+    msg_size_bytes_max: usize,
     regions: HashMap<u64, ClientRegion>,
     next_key: u64,
     overflow: VecDeque<Vec<u8>>,
@@ -206,7 +206,7 @@ impl ShmClient {
         let area_len = mem::ring_area_len(RING_CAP);
         let area_fd = mem::sealed_memfd("dafs-rings", area_len)?;
         let area = Mapping::map(area_fd.as_fd(), area_len)?;
-        let max = limits::MSG_SIZE_MAX as usize;
+        let max = limits::MSG_SIZE_BYTES_MAX as usize;
         // SAFETY: `area` has ring_area_len(RING_CAP) bytes and is stored beside the rings.
         let (c2s, s2c) =
             unsafe { (Ring::new(&area, 0, RING_CAP, max), Ring::new(&area, 1, RING_CAP, max)) };
@@ -223,7 +223,7 @@ impl ShmClient {
             _area: area,
             _area_fd: area_fd,
             ctl: CtlReader::new(),
-            max_msg: max,
+            msg_size_bytes_max: max,
             regions: HashMap::new(),
             next_key: 1,
             overflow: VecDeque::new(),
@@ -292,8 +292,11 @@ impl ShmClient {
         match self.s2c.pop_into(&mut buf).map_err(TransportError::Protocol)? {
             Pop::Message => {
                 self.stats.msgs_received += 1;
-                if buf.len() > self.max_msg {
-                    return Err(TransportError::TooBig { len: buf.len(), max: self.max_msg });
+                if buf.len() > self.msg_size_bytes_max {
+                    return Err(TransportError::TooBig {
+                        len: buf.len(),
+                        max: self.msg_size_bytes_max,
+                    });
                 }
                 Ok(Some(buf))
             }
@@ -336,16 +339,16 @@ impl crate::wait::WaitSteps for ShmClient {
 }
 
 impl ClientTransport for ShmClient {
-    fn max_msg_size(&self) -> usize {
-        self.max_msg
+    fn msg_size_bytes_max(&self) -> usize {
+        self.msg_size_bytes_max
     }
-    fn set_max_msg_size(&mut self, n: usize) {
-        self.max_msg = n.min(limits::MSG_SIZE_MAX as usize);
+    fn set_msg_size_bytes_max(&mut self, n: usize) {
+        self.msg_size_bytes_max = n.min(limits::MSG_SIZE_BYTES_MAX as usize);
     }
 
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        if msg.len() > self.max_msg {
-            return Err(TransportError::TooBig { len: msg.len(), max: self.max_msg });
+        if msg.len() > self.msg_size_bytes_max {
+            return Err(TransportError::TooBig { len: msg.len(), max: self.msg_size_bytes_max });
         }
         self.stats.msgs_sent += 1;
         if self.overflow.is_empty() && self.c2s.push(msg).map_err(TransportError::Protocol)? {
@@ -574,7 +577,7 @@ pub struct ShmServerConn {
     pid: i32,
     rings: Option<Rings>,
     ctl: CtlReader,
-    max_msg: usize,
+    msg_size_bytes_max: usize,
     regions: HashMap<u64, (ServerRegion, Access)>,
     overflow: VecDeque<Vec<u8>>,
     overflow_bytes: usize,
@@ -590,7 +593,7 @@ impl ShmServerConn {
             pid,
             rings: None,
             ctl: CtlReader::new(),
-            max_msg: limits::MSG_SIZE_MAX as usize,
+            msg_size_bytes_max: limits::MSG_SIZE_BYTES_MAX as usize,
             regions: HashMap::new(),
             overflow: VecDeque::new(),
             overflow_bytes: 0,
@@ -619,7 +622,7 @@ impl ShmServerConn {
                 }
                 mem::check_sealed(fd.as_fd(), c.b as usize).map_err(TransportError::Protocol)?;
                 let area = Mapping::map(fd.as_fd(), c.b as usize)?;
-                let max = limits::MSG_SIZE_MAX as usize;
+                let max = limits::MSG_SIZE_BYTES_MAX as usize;
                 // SAFETY: `area` is ring_area_len(cap) bytes, sealed against shrinking, and
                 // is kept in the same struct as the rings.
                 let (c2s, s2c) =
@@ -723,11 +726,11 @@ impl ServerConn for ShmServerConn {
     fn peer(&self) -> String {
         format!("shm:pid{}", self.pid)
     }
-    fn max_msg_size(&self) -> usize {
-        self.max_msg
+    fn msg_size_bytes_max(&self) -> usize {
+        self.msg_size_bytes_max
     }
-    fn set_max_msg_size(&mut self, n: usize) {
-        self.max_msg = n.min(limits::MSG_SIZE_MAX as usize);
+    fn set_msg_size_bytes_max(&mut self, n: usize) {
+        self.msg_size_bytes_max = n.min(limits::MSG_SIZE_BYTES_MAX as usize);
     }
 
     fn poll_event(&mut self) -> Result<Option<ServerEvent>, TransportError> {
@@ -738,8 +741,11 @@ impl ServerConn for ShmServerConn {
             let mut buf = self.pool.pop().unwrap_or_default();
             match r.c2s.pop_into(&mut buf).map_err(TransportError::Protocol)? {
                 Pop::Message => {
-                    if buf.len() > self.max_msg {
-                        return Err(TransportError::TooBig { len: buf.len(), max: self.max_msg });
+                    if buf.len() > self.msg_size_bytes_max {
+                        return Err(TransportError::TooBig {
+                            len: buf.len(),
+                            max: self.msg_size_bytes_max,
+                        });
                     }
                     return Ok(Some(ServerEvent::Message(buf)));
                 }
@@ -768,8 +774,8 @@ impl ServerConn for ShmServerConn {
     }
 
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
-        if msg.len() > self.max_msg {
-            return Err(TransportError::TooBig { len: msg.len(), max: self.max_msg });
+        if msg.len() > self.msg_size_bytes_max {
+            return Err(TransportError::TooBig { len: msg.len(), max: self.msg_size_bytes_max });
         }
         let mut b = self.pool.pop().unwrap_or_default();
         b.clear();

@@ -33,7 +33,7 @@ impl Conn {
         if count > sh.cfg.batch_max {
             return Err(Status::TooMany);
         }
-        let ios = dafs_proto::types::parse_batch(ios, count, sh.cfg.direct_max as u64)
+        let ios = dafs_proto::types::parse_batch(ios, count, sh.cfg.direct_bytes_max as u64)
             .map_err(|_| Status::BadXdr)?;
         let (fd, read_ok, write_ok, append) = {
             let of = self.session().opens.get(&open_id).ok_or(Status::BadOpenId)?;

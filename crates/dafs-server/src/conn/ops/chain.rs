@@ -23,7 +23,7 @@ impl Conn {
         elements: &[u8],
     ) -> Result<Reply<'a>, Status> {
         let elems = unpack_messages(elements, CHAIN_LEN_MAX).map_err(|_| Status::BadXdr)?;
-        let max = self.t.max_msg_size();
+        let max = self.t.msg_size_bytes_max();
         let mut cur_fh: Option<FileHandle> = None;
         let mut cur_open: Option<u64> = None;
         // Every executed element's reply, encoded like any other and packed here.

@@ -33,7 +33,7 @@ impl Conn {
         offset: u64,
         len: u32,
     ) -> Result<Reply<'a>, Status> {
-        let max = self.t.max_msg_size() - HEADER_LEN - READ_INLINE_REPLY_FIXED_BYTES;
+        let max = self.t.msg_size_bytes_max() - HEADER_LEN - READ_INLINE_REPLY_FIXED_BYTES;
         if len as usize > max {
             return Err(Status::MsgTooBig);
         }
@@ -75,7 +75,7 @@ impl Conn {
         len: u32,
         region: RemoteRegion,
     ) -> Result<Reply<'static>, Status> {
-        if len > sh.cfg.direct_max {
+        if len > sh.cfg.direct_bytes_max {
             return Err(Status::Inval);
         }
         let s = self.session.as_ref().expect("dispatch checked the session");
@@ -104,7 +104,7 @@ impl Conn {
         stable: bool,
         region: RemoteRegion,
     ) -> Result<Outcome<'static>, Status> {
-        if len > sh.cfg.direct_max {
+        if len > sh.cfg.direct_bytes_max {
             return Err(Status::Inval);
         }
         let s = self.session.as_ref().expect("dispatch checked the session");

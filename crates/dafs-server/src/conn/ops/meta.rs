@@ -160,7 +160,7 @@ pub(super) fn read_link<'a>(
         }
     })?;
     let bytes = target.into_bytes();
-    if bytes.len() > limits::PATH_LEN_MAX {
+    if bytes.len() > limits::PATH_BYTES_MAX {
         return Err(Status::NameTooLong);
     }
     *held = bytes;

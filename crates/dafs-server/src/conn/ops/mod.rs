@@ -82,7 +82,7 @@ impl Conn {
             R::Link { fh, dir, name } => namespace::link(sh, &fh, &dir, name)?,
             R::Symlink { dir, name, target } => namespace::symlink(sh, &dir, name, target)?,
             R::ReadDir { dir, cookie, max_entries, max_bytes } => {
-                let msg_size = self.t.max_msg_size();
+                let msg_size = self.t.msg_size_bytes_max();
                 let entries = &mut bufs.entries;
                 namespace::read_dir(sh, entries, msg_size, &dir, cookie, max_entries, max_bytes)?
             }

@@ -28,7 +28,7 @@ pub(in crate::conn) struct Attached<'a> {
     reply: Reply<'a>,
     session_id: u64,
     /// The session's message size, applied once the reply has gone out.
-    max_msg: u32,
+    msg_size_bytes_max: u32,
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {
@@ -56,14 +56,14 @@ impl Conn {
         let mut rh = h;
         rh.session_id = a.session_id;
         let fate = self.respond(sh, out, &rh, &a.reply, SlotUse::Untouched);
-        self.t.set_max_msg_size(a.max_msg as usize);
+        self.t.set_msg_size_bytes_max(a.msg_size_bytes_max as usize);
         fate
     }
 
     pub(in crate::conn) fn session_create<'a>(
         &mut self,
         sh: &'a Shared,
-        max_msg: u32,
+        msg_size_bytes_max: u32,
         slots: u32,
         auth: AuthMethod,
         client_id: &[u8],
@@ -71,7 +71,7 @@ impl Conn {
         if self.session.is_some() {
             return Err(Status::Inval);
         }
-        if max_msg < limits::MSG_SIZE_MIN || slots == 0 {
+        if msg_size_bytes_max < limits::MSG_SIZE_BYTES_MIN || slots == 0 {
             return Err(Status::Inval);
         }
         let auth_required = sh.cfg.secret.is_some();
@@ -84,11 +84,11 @@ impl Conn {
         if !sh.sessions_live.try_acquire(sh.cfg.sessions_max) {
             return Err(Status::Limit);
         }
-        let max_msg = max_msg.min(sh.cfg.msg_size_max);
+        let msg_size_bytes_max = msg_size_bytes_max.min(sh.cfg.msg_size_bytes_max);
         let slots = slots.min(sh.cfg.slots_max);
         let id = (u64::from_le_bytes(random_bytes()) >> 1) | 1;
         let server_nonce = random_bytes();
-        info!(session = id, client = %client_name, peer = %self.t.peer(), slots, max_msg, "session created");
+        info!(session = id, client = %client_name, peer = %self.t.peer(), slots, msg_size_bytes_max, "session created");
         sh.stats.sessions_created.fetch_add(1, Relaxed);
         let info = Arc::new(SessionInfo::new(id, client_name, slots, self.t.peer(), server_nonce));
         sh.sessions.insert(info.clone());
@@ -97,7 +97,7 @@ impl Conn {
             info,
             cache: ReplyCache::new(slots, sh.cfg.reply_cache_slot_bytes),
             exec_digest: vec![0; slots as usize],
-            max_msg,
+            msg_size_bytes_max,
             cred: None,
             client_id: client_id.to_vec(),
             slots: ServerSlots::new(slots),
@@ -108,17 +108,20 @@ impl Conn {
             next_open_id: 1,
         });
         let reply = Reply::SessionCreate {
-            max_msg_size: max_msg,
+            msg_size_bytes_max,
             slots,
-            inline_threshold: sh.cfg.inline_threshold.min(max_msg - INLINE_HEADROOM_BYTES),
+            inline_threshold: sh
+                .cfg
+                .inline_threshold
+                .min(msg_size_bytes_max - INLINE_HEADROOM_BYTES),
             auth: if auth_required { AuthMethod::HmacSha256 } else { AuthMethod::None },
             server_nonce,
-            direct_max: sh.cfg.direct_max,
+            direct_bytes_max: sh.cfg.direct_bytes_max,
             batch_max: sh.cfg.batch_max,
             host_id: sh.host_id,
             shm_path: sh.shm_path.as_bytes(),
         };
-        Ok(Attached { reply, session_id: id, max_msg })
+        Ok(Attached { reply, session_id: id, msg_size_bytes_max })
     }
 
     /// May `client` have a session on this connection (SESSION_CREATE, SESSION_BIND)?
@@ -195,9 +198,9 @@ impl Conn {
             next_nonce,
             server_proof,
         };
-        let (session_id, max_msg) = (s.id, s.max_msg);
+        let (session_id, msg_size_bytes_max) = (s.id, s.msg_size_bytes_max);
         self.session = Some(*s);
-        Ok(Attached { reply, session_id, max_msg })
+        Ok(Attached { reply, session_id, msg_size_bytes_max })
     }
 
     pub(super) fn session_auth(
