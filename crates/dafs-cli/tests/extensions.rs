@@ -338,7 +338,7 @@ fn locks_conflict_between_clients_and_die_with_sessions() {
     ));
     // Locks on a directory are refused.
     let (dh, _) = c.lookup("").unwrap();
-    let m = c.raw_call(&Request::Lock { fh: dh, offset: 0, len: 1, ltype: 1 }).unwrap();
+    let m = c.raw_call(&Request::Lock { fh: dh, offset: 0, len: 1, ltype: 1, flags: 0 }).unwrap();
     assert_eq!(dafs_client::dafs_proto::decode_reply(&m, 1 << 22).unwrap().0.status, Status::IsDir);
 }
 

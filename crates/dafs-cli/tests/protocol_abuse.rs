@@ -70,6 +70,8 @@ struct Created {
     auth: AuthMethod,
     nonce: [u8; 32],
     direct_bytes_max: u32,
+    /// The session token: with the shared secret (if any), the key of SESSION_BIND proofs.
+    token: [u8; 32],
 }
 
 impl Raw {
@@ -116,8 +118,13 @@ impl Raw {
     }
 
     fn create_req(&self, msg_size_bytes_max: u32, slots: u32, auth: AuthMethod) -> Vec<u8> {
-        let req =
-            Request::SessionCreate { msg_size_bytes_max, slots, auth, client_id: &self.client_id };
+        let req = Request::SessionCreate {
+            msg_size_bytes_max,
+            slots,
+            auth,
+            flags: 0,
+            client_id: &self.client_id,
+        };
         enc(&Header::request(Opcode::SessionCreate, 0, 0, 0, 0), &req)
     }
 
@@ -138,6 +145,7 @@ impl Raw {
                 auth,
                 server_nonce,
                 direct_bytes_max,
+                session_token,
                 ..
             } => {
                 self.sid = h.session_id;
@@ -148,6 +156,7 @@ impl Raw {
                     auth,
                     nonce: server_nonce,
                     direct_bytes_max,
+                    token: session_token,
                 })
             }
             Reply::Error(s) => Err(s),
@@ -474,8 +483,10 @@ fn bad_headers_and_bodies() {
 
     // Answerable headers, before any session.
     let mut raw = Raw::connect(&srv);
-    let r = raw.roundtrip(&patch(4, &2u16.to_le_bytes()));
+    let r = raw.roundtrip(&patch(4, &(dafs_proto::PROTOCOL_VERSION + 1).to_le_bytes()));
     assert_eq!(status(&r), Status::BadVersion);
+    let r = raw.roundtrip(&patch(4, &1u16.to_le_bytes()));
+    assert_eq!(status(&r), Status::BadVersion, "version 1 clients are refused");
     let r = raw.roundtrip(&patch(4, &0u16.to_le_bytes()));
     assert_eq!(status(&r), Status::BadVersion);
     let r = raw.roundtrip(&patch(6, &9u16.to_le_bytes()));
@@ -1377,9 +1388,9 @@ fn session_create_parameters() {
     let mut m = raw.create_req(65536, 4, AuthMethod::None);
     m[56..60].copy_from_slice(&7u32.to_le_bytes());
     assert_eq!(status(&raw.roundtrip(&m)), Status::BadXdr);
-    // Non-zero session flags.
+    // Session flags outside the defined ones (bit 0 is RECLAIM).
     let mut m = raw.create_req(65536, 4, AuthMethod::None);
-    m[60..64].copy_from_slice(&1u32.to_le_bytes());
+    m[60..64].copy_from_slice(&2u32.to_le_bytes());
     assert_eq!(status(&raw.roundtrip(&m)), Status::BadXdr);
     // A client id above the limit.
     raw.client_id = vec![b'c'; limits::CLIENT_ID_BYTES_MAX + 1];
@@ -1504,8 +1515,10 @@ fn session_bind_abuse() {
         Status::Ok
     );
     let id = owner.client_id.clone();
+    // The bind key: the shared secret and the session token only the owner received.
     let bind = |sid: u64, nonce: &[u8; 32], cn: [u8; 32], secret: &[u8], client: &[u8]| {
-        let proof = auth::bind_proof(secret, sid, nonce, &cn, client);
+        let proof =
+            auth::bind_proof(&auth::bind_key(Some(secret), &s.token), sid, nonce, &cn, client);
         enc(
             &Header::request(Opcode::SessionBind, sid, 0, 0, 0),
             &Request::SessionBind { client_nonce: cn, proof, client_id: client },
@@ -1556,7 +1569,8 @@ fn session_bind_abuse() {
         panic!("SESSION_BIND: {reply:?}")
     };
     assert_eq!(slots, 2);
-    assert_eq!(server_proof, auth::bind_server_proof(secret, sid, &[2; 32], &next_nonce, &id));
+    let key = auth::bind_key(Some(secret), &s.token);
+    assert_eq!(server_proof, auth::bind_server_proof(&key, sid, &[2; 32], &next_nonce, &id));
     other.sid = sid;
     other.seq = vec![2, 1];
     assert_eq!(
@@ -1579,4 +1593,79 @@ fn session_bind_abuse() {
         Status::Inval
     );
     assert_serves(&srv, "bind abuse");
+}
+
+/// Without a shared secret, a session still belongs to the client that created it: a
+/// bind must prove the session token only the creator received (a guessed session id and
+/// client id are not enough to take a session over), and a wrong token disturbs nothing.
+#[test]
+fn session_bind_without_secret_needs_the_token() {
+    let srv = TestServer::start(&[]);
+    let mut owner = Raw::connect(&srv);
+    let s = owner.create(65536, 2, AuthMethod::None).unwrap();
+    let (sid, id) = (owner.sid, owner.client_id.clone());
+    assert_eq!(status(&owner.call(0, &Request::Null)), Status::Ok);
+    let bind = |token: &[u8; 32], cn: [u8; 32]| {
+        let proof = auth::bind_proof(&auth::bind_key(None, token), sid, &s.nonce, &cn, &id);
+        enc(
+            &Header::request(Opcode::SessionBind, sid, 0, 0, 0),
+            &Request::SessionBind { client_nonce: cn, proof, client_id: &id },
+        )
+    };
+    let mut thief = Raw::connect(&srv);
+    // What a client without the token can send: a zero proof (what protocol v1 accepted
+    // without a secret) or a proof under a guessed token.
+    let zero = enc(
+        &Header::request(Opcode::SessionBind, sid, 0, 0, 0),
+        &Request::SessionBind { client_nonce: [0; 32], proof: [0; 32], client_id: &id },
+    );
+    assert_eq!(status(&thief.roundtrip(&zero)), Status::AuthFailed);
+    assert_eq!(status(&thief.roundtrip(&bind(&[0; 32], [1; 32]))), Status::AuthFailed);
+    assert_eq!(status(&owner.call(1, &Request::Null)), Status::Ok, "the owner is undisturbed");
+    // The owner, reconnecting with its token, gets its session back.
+    drop(owner);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut again = Raw::connect(&srv);
+    let r = again.roundtrip(&bind(&s.token, [2; 32]));
+    let (_, reply) = decode_reply(&r, MAX).unwrap();
+    let Reply::SessionBind { next_nonce, server_proof, .. } = reply else {
+        panic!("SESSION_BIND: {reply:?}")
+    };
+    let key = auth::bind_key(None, &s.token);
+    assert_eq!(server_proof, auth::bind_server_proof(&key, sid, &[2; 32], &next_nonce, &id));
+    assert_serves(&srv, "bind without secret");
+}
+
+/// A name over 255 bytes, or a path over 4096, is ENAMETOOLONG (as on a local file
+/// system), not a malformed message.
+#[test]
+fn long_names_answer_nametoolong() {
+    let srv = TestServer::start(&[]);
+    let mut raw = Raw::connect(&srv);
+    raw.create(65536, 2, AuthMethod::None).unwrap();
+    let root = raw.root();
+    let long = vec![b'n'; 256];
+    let r = raw.call(0, &Request::Lookup { dir: root, path: &long, follow: true });
+    assert_eq!(status(&r), Status::NameTooLong);
+    let r = raw.call(
+        0,
+        &Request::Create {
+            dir: root,
+            ftype: dafs_proto::FileType::Regular,
+            mode: 0o644,
+            exclusive: true,
+            name: &long,
+        },
+    );
+    assert_eq!(status(&r), Status::NameTooLong);
+    let deep: Vec<u8> = std::iter::repeat_n(&b"d/"[..], 2100).flatten().copied().collect();
+    let r = raw.call(0, &Request::Lookup { dir: root, path: &deep, follow: true });
+    assert_eq!(status(&r), Status::NameTooLong);
+    let r = raw.call(0, &Request::Symlink { dir: root, name: b"s", target: &deep });
+    assert_eq!(status(&r), Status::NameTooLong);
+    // 255 bytes is a valid name: it is looked up (and not found).
+    let ok = vec![b'n'; 255];
+    let r = raw.call(0, &Request::Lookup { dir: root, path: &ok, follow: true });
+    assert_eq!(status(&r), Status::NoEnt);
+    assert_serves(&srv, "long names");
 }

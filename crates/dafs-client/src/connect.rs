@@ -28,6 +28,8 @@ pub(crate) struct Negotiated {
     direct_bytes_max: u32,
     batch_max: u32,
     offer: ShmOffer,
+    boot_verifier: u64,
+    session_token: [u8; 32],
 }
 
 /// Room a message needs beyond an inline payload of the threshold's size, for the header
@@ -148,6 +150,7 @@ impl Client {
             msg_size_bytes_max: cfg.msg_size_bytes_max,
             slots: cfg.slots.clamp(1, limits::SLOTS_MAX),
             auth: want_auth,
+            flags: 0,
             client_id: cfg.client_id.as_bytes(),
         };
         dafs_proto::encode_request(&h, &req, &mut buf, t.msg_size_bytes_max())?;
@@ -165,6 +168,9 @@ impl Client {
                 batch_max,
                 host_id,
                 shm_path,
+                boot_verifier,
+                grace_ms: _,
+                session_token,
             } => Negotiated {
                 session_id: rh.session_id,
                 msg_size_bytes_max,
@@ -178,6 +184,8 @@ impl Client {
                     host_id,
                     shm_path: String::from_utf8_lossy(shm_path).into_owned(),
                 },
+                boot_verifier,
+                session_token,
             },
             Reply::Error(Status::AuthRequired) => {
                 return Err(Error::Auth(
@@ -218,6 +226,8 @@ impl Client {
             dead_status: None,
             cfg: cfg.clone(),
             bind_nonce: [0; 32],
+            bind_key: [0; 32],
+            boot_verifier: 0,
             small_inflight: small_inflight_count(0),
             base_spin,
             spin_now: base_spin,
@@ -238,6 +248,8 @@ impl Client {
         self.direct_bytes_max = n.direct_bytes_max as usize;
         self.batch_max = n.batch_max;
         self.bind_nonce = n.server_nonce;
+        self.bind_key = auth::bind_key(self.cfg.secret.as_deref(), &n.session_token);
+        self.boot_verifier = n.boot_verifier;
         self.dead = false;
         self.dead_status = None;
         // Nothing is in flight (a new client, or `reestablish` checked): the count starts

@@ -139,6 +139,12 @@ pub struct Client {
     cfg: ClientConfig,
     /// The nonce the next SESSION_BIND proves over (from SESSION_CREATE, then each bind).
     bind_nonce: [u8; 32],
+    /// The key of this session's SESSION_BIND proofs (`auth::bind_key` of the shared
+    /// secret and the session token the server gave this client only).
+    bind_key: [u8; 32],
+    /// The server instance this session belongs to (from SESSION_CREATE): a different
+    /// value on a new session means the server restarted.
+    boot_verifier: u64,
     /// Requests in flight that complete quickly (metadata, inline, small direct): only
     /// for those is spinning before sleeping worth its CPU.
     small_inflight: InFlightCount,

@@ -36,7 +36,7 @@ impl Client {
         } else {
             dafs_proto::types::lock_type::SHARED
         };
-        let m = self.call(&Request::Lock { fh: f.fh, offset, len, ltype })?;
+        let m = self.call(&Request::Lock { fh: f.fh, offset, len, ltype, flags: 0 })?;
         self.decode(&m).map(|_| ())
     }
 

@@ -138,18 +138,17 @@ impl Client {
     fn try_bind(&mut self) -> Result<()> {
         self.t.reconnect(self.cfg.connect_timeout)?;
         Self::keepalive(self.t.as_ref());
+        // Always proven, with or without a shared secret: the key holds the session token
+        // only this client received, so no other client can take the session over.
         let mut client_nonce = [0u8; 32];
-        let mut proof = [0u8; 32];
-        if let Some(secret) = &self.cfg.secret {
-            getrandom::getrandom(&mut client_nonce).map_err(|e| Error::Auth(e.to_string()))?;
-            proof = auth::bind_proof(
-                secret,
-                self.session_id,
-                &self.bind_nonce,
-                &client_nonce,
-                self.cfg.client_id.as_bytes(),
-            );
-        }
+        getrandom::getrandom(&mut client_nonce).map_err(|e| Error::Auth(e.to_string()))?;
+        let proof = auth::bind_proof(
+            &self.bind_key,
+            self.session_id,
+            &self.bind_nonce,
+            &client_nonce,
+            self.cfg.client_id.as_bytes(),
+        );
         let h = Header::request(Opcode::SessionBind, self.session_id, 0, 0, 0);
         let mut buf = Vec::new();
         dafs_proto::encode_request(
@@ -180,19 +179,17 @@ impl Client {
                     }
                     .into());
                 }
-                if let Some(secret) = &self.cfg.secret {
-                    let expect = auth::bind_server_proof(
-                        secret,
-                        self.session_id,
-                        &client_nonce,
-                        &next_nonce,
-                        self.cfg.client_id.as_bytes(),
-                    );
-                    if expect != server_proof {
-                        return Err(Error::Auth(
-                            "the server could not prove it holds the shared secret".into(),
-                        ));
-                    }
+                let expect = auth::bind_server_proof(
+                    &self.bind_key,
+                    self.session_id,
+                    &client_nonce,
+                    &next_nonce,
+                    self.cfg.client_id.as_bytes(),
+                );
+                if expect != server_proof {
+                    return Err(Error::Auth(
+                        "the server could not prove it knows this session's bind key".into(),
+                    ));
                 }
                 self.bind_nonce = next_nonce;
                 self.slots.set_target(target_highest);

@@ -88,6 +88,18 @@ pub fn verify_server(
         .is_ok()
 }
 
+/// The key of a session's SESSION_BIND proofs: HMAC(shared secret, label | session
+/// token). The token travels once, in the SESSION_CREATE reply to the session's creator,
+/// so without a shared secret it alone keeps other clients from binding (taking over) the
+/// session; with one, both are needed.
+pub fn bind_key(secret: Option<&[u8]>, session_token: &[u8; NONCE_LEN]) -> [u8; NONCE_LEN] {
+    let mut m =
+        HmacSha256::new_from_slice(secret.unwrap_or(&[])).expect("HMAC accepts keys of any length");
+    m.update(b"dafs-v2 bind key");
+    m.update(session_token);
+    m.finalize().into_bytes().into()
+}
+
 /// SESSION_BIND (re-binding a session to a new connection) proves the same way over the
 /// session's current *bind nonce* (the server's latest nonce, rotated by every bind), with
 /// labels of its own so no SESSION_AUTH transcript can be replayed as a bind.
@@ -155,5 +167,14 @@ mod tests {
         assert!(verify_bind(s, 7, &sn, &cn, b"me", &b));
         assert!(!verify_client(s, 7, &sn, &cn, b"me", &b));
         assert_ne!(bind_server_proof(s, 7, &cn, &sn, b"me"), sp);
+    }
+
+    #[test]
+    fn bind_key_needs_the_token_and_the_secret() {
+        let (t1, t2) = ([1u8; 32], [2u8; 32]);
+        assert_ne!(bind_key(None, &t1), bind_key(None, &t2), "the token keys the proof");
+        assert_ne!(bind_key(Some(b"s"), &t1), bind_key(None, &t1), "so does the secret");
+        assert_ne!(bind_key(Some(b"s"), &t1), bind_key(Some(b"t"), &t1));
+        assert_eq!(bind_key(Some(b"s"), &t1), bind_key(Some(b"s"), &t1));
     }
 }

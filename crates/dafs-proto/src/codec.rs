@@ -141,6 +141,18 @@ impl<'a> Dec<'a> {
         let end = off.checked_add(len).ok_or(DecodeError::BadRef)?;
         self.heap.get(off..end).ok_or(DecodeError::BadRef)
     }
+    /// A heap field holding a name or path: longer than `max_len` is
+    /// [`DecodeError::NameTooLong`] (an errno users know), not a malformed message.
+    pub fn heap_name(&mut self, max_len: usize) -> Result<&'a [u8], DecodeError> {
+        let off = self.u32()? as usize;
+        let len = self.u32()? as usize;
+        let end = off.checked_add(len).ok_or(DecodeError::BadRef)?;
+        let v = self.heap.get(off..end).ok_or(DecodeError::BadRef)?;
+        if len > max_len {
+            return Err(DecodeError::NameTooLong);
+        }
+        Ok(v)
+    }
     /// A boolean encoded as u32 0/1; anything else is an error.
     pub fn bool32(&mut self) -> Result<bool, DecodeError> {
         match self.u32()? {

@@ -31,6 +31,11 @@ pub enum DecodeError {
     /// A decoder for replies was handed a request.
     #[error("not a reply")]
     NotAReply,
+    /// A name component longer than `NAME_BYTES_MAX`, or a path or symlink target longer
+    /// than `PATH_BYTES_MAX`: a server answers `NAMETOOLONG` (ENAMETOOLONG), as a local
+    /// file system would, not `BADXDR`.
+    #[error("name too long")]
+    NameTooLong,
 }
 
 /// Which value of a message broke the protocol's rules (see [`DecodeError::BadValue`]).
@@ -193,6 +198,18 @@ pub enum BadValue {
     /// A success reply to an op the protocol reserves.
     #[error("success reply to a reserved op")]
     SuccessReplyToReservedOp,
+    /// OPEN with RECLAIM together with CREATE, EXCLUSIVE, TRUNCATE or UNLINKED.
+    #[error("reclaim with create flags")]
+    ReclaimWithCreate,
+    /// LOCK flags outside `lock_flags::ALL` (or any flag on LOCKT).
+    #[error("lock flags")]
+    LockFlags,
+    /// MKNOD of a type other than FIFO, socket, character or block device.
+    #[error("mknod file type")]
+    MknodType,
+    /// MKNOD with a device number for a FIFO or a socket.
+    #[error("mknod device number")]
+    MknodRdev,
 }
 
 /// Why a message could not be encoded.

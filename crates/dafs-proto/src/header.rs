@@ -21,7 +21,10 @@ use crate::codec::{BadValue, DecodeError};
 use crate::status::{Opcode, Status};
 
 pub const MAGIC: u32 = 0x5346_4144;
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version 2: persistent handles, grace and reclaim (SESSION_CREATE reclaim flag, boot
+/// verifier, OPEN/LOCK RECLAIM, RECLAIM_COMPLETE), session tokens keying SESSION_BIND,
+/// MKNOD, NAMETOOLONG for long names.
+pub const PROTOCOL_VERSION: u16 = 2;
 pub const HEADER_LEN: usize = 48;
 pub const FLAG_REPLY: u32 = 1;
 

@@ -19,6 +19,8 @@ pub enum Request<'a> {
         msg_size_bytes_max: u32,
         slots: u32,
         auth: AuthMethod,
+        /// [`session_flags`] (`RECLAIM`: the client will reclaim state after a restart).
+        flags: u32,
         client_id: &'a [u8],
     },
     SessionAuth {
@@ -42,6 +44,8 @@ pub enum Request<'a> {
         gid: u32,
         groups: &'a [u8],
     },
+    /// The client has finished reclaiming its state after a server restart.
+    ReclaimComplete,
     /// `export` is the export's name; empty selects the server's default export.
     GetRootHandle {
         export: &'a [u8],
@@ -172,12 +176,14 @@ pub enum Request<'a> {
         len: u64,
         hint: u32,
     },
-    /// Byte-range lock; `len == 0` means to the end of the 64-bit range.
+    /// Byte-range lock; `len == 0` means to the end of the 64-bit range. `flags` are
+    /// [`lock_flags`] (`RECLAIM` during the grace period after a restart).
     Lock {
         fh: FileHandle,
         offset: u64,
         len: u64,
         ltype: u32,
+        flags: u32,
     },
     LockTest {
         fh: FileHandle,
@@ -210,6 +216,15 @@ pub enum Request<'a> {
     /// Give a create-unlinked open its name (the name given at OPEN).
     Publish {
         open_id: u64,
+    },
+    /// Create a special file `name` in `dir`: `ftype` is a FIFO, socket, character or
+    /// block device; `rdev` is the device number (devices only, else zero).
+    Mknod {
+        dir: FileHandle,
+        ftype: FileType,
+        mode: u32,
+        rdev: u64,
+        name: &'a [u8],
     },
     /// An op the spec reserves but this version does not implement; its body is not
     /// interpreted, and the answer is `NOTSUPP`.
@@ -259,6 +274,8 @@ impl Request<'_> {
             ListNamedAttr { .. } => Opcode::ListNamedAttr,
             RemoveNamedAttr { .. } => Opcode::RemoveNamedAttr,
             Publish { .. } => Opcode::Publish,
+            Mknod { .. } => Opcode::Mknod,
+            ReclaimComplete => Opcode::ReclaimComplete,
             Reserved(op) => *op,
         }
     }
@@ -266,12 +283,12 @@ impl Request<'_> {
     fn enc<'a>(&'a self, e: &mut Enc<'a, '_>) {
         use Request::*;
         match self {
-            Null | SessionDestroy | Reserved(_) => {}
-            SessionCreate { msg_size_bytes_max, slots, auth, client_id } => {
+            Null | SessionDestroy | ReclaimComplete | Reserved(_) => {}
+            SessionCreate { msg_size_bytes_max, slots, auth, flags, client_id } => {
                 e.u32(*msg_size_bytes_max);
                 e.u32(*slots);
                 e.u32(*auth as u32);
-                e.u32(0);
+                e.u32(*flags);
                 e.heap(client_id);
             }
             SessionAuth { client_nonce, proof } => {
@@ -399,7 +416,14 @@ impl Request<'_> {
                 e.u32(*hint);
                 e.u32(0);
             }
-            Lock { fh, offset, len, ltype } | LockTest { fh, offset, len, ltype } => {
+            Lock { fh, offset, len, ltype, flags } => {
+                fh.enc(e);
+                e.u64(*offset);
+                e.u64(*len);
+                e.u32(*ltype);
+                e.u32(*flags);
+            }
+            LockTest { fh, offset, len, ltype } => {
                 fh.enc(e);
                 e.u64(*offset);
                 e.u64(*len);
@@ -424,28 +448,37 @@ impl Request<'_> {
             }
             ListNamedAttr { fh } => fh.enc(e),
             Publish { open_id } => e.u64(*open_id),
+            Mknod { dir, ftype, mode, rdev, name } => {
+                dir.enc(e);
+                e.u32(*ftype as u32);
+                e.u32(*mode);
+                e.u64(*rdev);
+                e.heap(name);
+            }
         }
     }
 
     fn dec<'a>(op: Opcode, d: &mut Dec<'a>) -> Result<Request<'a>, DecodeError> {
         use Request::*;
         let name = |d: &mut Dec<'a>| -> Result<&'a [u8], DecodeError> {
-            let n = d.heap(limits::NAME_BYTES_MAX)?;
+            let n = d.heap_name(limits::NAME_BYTES_MAX)?;
             validate_name(n)?;
             Ok(n)
         };
         let r = match op {
             Opcode::Null => Null,
             Opcode::SessionDestroy => SessionDestroy,
+            Opcode::ReclaimComplete => ReclaimComplete,
             Opcode::SessionCreate => {
                 let msg_size_bytes_max = d.u32()?;
                 let slots = d.u32()?;
                 let auth = AuthMethod::from_wire(d.u32()?)?;
-                if d.u32()? != 0 {
+                let flags = d.u32()?;
+                if flags & !session_flags::ALL != 0 {
                     return Err(DecodeError::BadValue(BadValue::SessionFlags));
                 }
                 let client_id = d.heap(limits::CLIENT_ID_BYTES_MAX)?;
-                SessionCreate { msg_size_bytes_max, slots, auth, client_id }
+                SessionCreate { msg_size_bytes_max, slots, auth, flags, client_id }
             }
             Opcode::SessionAuth => SessionAuth { client_nonce: d.array()?, proof: d.array()? },
             Opcode::SessionBind => {
@@ -464,7 +497,7 @@ impl Request<'_> {
                 SetCred { uid, gid, groups }
             }
             Opcode::GetRootHandle => {
-                let export = d.heap(limits::PATH_BYTES_MAX)?;
+                let export = d.heap_name(limits::PATH_BYTES_MAX)?;
                 validate_path(export)?;
                 GetRootHandle { export }
             }
@@ -472,7 +505,7 @@ impl Request<'_> {
                 let dir = FileHandle::dec(d)?;
                 let follow = d.bool32()?;
                 let _pad = d.u32()?;
-                let path = d.heap(limits::PATH_BYTES_MAX)?;
+                let path = d.heap_name(limits::PATH_BYTES_MAX)?;
                 validate_path(path)?;
                 if path.is_empty() {
                     return Err(DecodeError::BadValue(BadValue::EmptyLookupPath));
@@ -519,7 +552,17 @@ impl Request<'_> {
                 if mode & !MODE_PERMISSION_BITS != 0 {
                     return Err(DecodeError::BadValue(BadValue::ModeBits));
                 }
-                let n = d.heap(limits::NAME_BYTES_MAX)?;
+                if flags & open_flags::RECLAIM != 0
+                    && flags
+                        & (open_flags::CREATE
+                            | open_flags::EXCLUSIVE
+                            | open_flags::TRUNCATE
+                            | open_flags::UNLINKED)
+                        != 0
+                {
+                    return Err(DecodeError::BadValue(BadValue::ReclaimWithCreate));
+                }
+                let n = d.heap_name(limits::NAME_BYTES_MAX)?;
                 if !n.is_empty() {
                     validate_name(n)?;
                 } else if flags & open_flags::CREATE != 0 {
@@ -585,7 +628,7 @@ impl Request<'_> {
             Opcode::Symlink => {
                 let dir = FileHandle::dec(d)?;
                 let n = name(d)?;
-                let target = d.heap(limits::PATH_BYTES_MAX)?;
+                let target = d.heap_name(limits::PATH_BYTES_MAX)?;
                 if target.is_empty() || target.contains(&0) {
                     return Err(DecodeError::BadValue(BadValue::SymlinkTarget));
                 }
@@ -626,12 +669,17 @@ impl Request<'_> {
             }
             Opcode::Lock | Opcode::LockTest => {
                 let (fh, offset, len, ltype) = (FileHandle::dec(d)?, d.u64()?, d.u64()?, d.u32()?);
-                let _pad = d.u32()?;
+                let flags = d.u32()?;
                 if ltype != lock_type::SHARED && ltype != lock_type::EXCLUSIVE {
                     return Err(DecodeError::BadValue(BadValue::LockType));
                 }
+                // LOCKT's word is padding: it reclaims nothing.
+                let allowed = if op == Opcode::Lock { lock_flags::ALL } else { 0 };
+                if flags & !allowed != 0 {
+                    return Err(DecodeError::BadValue(BadValue::LockFlags));
+                }
                 if op == Opcode::Lock {
-                    Lock { fh, offset, len, ltype }
+                    Lock { fh, offset, len, ltype, flags }
                 } else {
                     LockTest { fh, offset, len, ltype }
                 }
@@ -662,6 +710,28 @@ impl Request<'_> {
             }
             Opcode::ListNamedAttr => ListNamedAttr { fh: FileHandle::dec(d)? },
             Opcode::Publish => Publish { open_id: d.u64()? },
+            Opcode::Mknod => {
+                let dir = FileHandle::dec(d)?;
+                let ftype = FileType::from_wire(d.u32()?)?;
+                if !matches!(
+                    ftype,
+                    FileType::CharDevice
+                        | FileType::BlockDevice
+                        | FileType::Fifo
+                        | FileType::Socket
+                ) {
+                    return Err(DecodeError::BadValue(BadValue::MknodType));
+                }
+                let mode = d.u32()?;
+                if mode & !MODE_PERMISSION_BITS != 0 {
+                    return Err(DecodeError::BadValue(BadValue::ModeBits));
+                }
+                let rdev = d.u64()?;
+                if rdev != 0 && !matches!(ftype, FileType::CharDevice | FileType::BlockDevice) {
+                    return Err(DecodeError::BadValue(BadValue::MknodRdev));
+                }
+                Mknod { dir, ftype, mode, rdev, name: name(d)? }
+            }
             op if op.is_reserved() => return Ok(Reserved(op)),
             _ => return Err(DecodeError::UnknownOpcode(op.to_wire())),
         };
@@ -690,6 +760,15 @@ pub enum Reply<'a> {
         host_id: [u8; 16],
         /// Unix socket of the server's shared-memory provider; empty if none.
         shm_path: &'a [u8],
+        /// Random per server start: a client that sees it change knows the server
+        /// restarted (its state is to be reclaimed), not merely that a session expired.
+        boot_verifier: u64,
+        /// Grace period left after a restart, in milliseconds; 0 when not in grace.
+        grace_ms: u32,
+        /// A secret of this session, known to the client that created it only: it keys
+        /// the SESSION_BIND proof (with the shared secret, if any), so nobody else can
+        /// take the session over ([`crate::auth::bind_key`]).
+        session_token: [u8; NONCE_LEN],
     },
     SessionAuth {
         server_proof: [u8; NONCE_LEN],
@@ -800,12 +879,12 @@ enum Shape {
 fn shape_of(op: Opcode) -> Shape {
     use Opcode::*;
     match op {
-        Null | SessionDestroy | SetCred | Close | Remove | RmDir | Rename | Commit | CacheHint
-        | Lock | Unlock | SetNamedAttr | RemoveNamedAttr => Shape::Empty,
+        Null | SessionDestroy | SetCred | ReclaimComplete | Close | Remove | RmDir | Rename
+        | Commit | CacheHint | Lock | Unlock | SetNamedAttr | RemoveNamedAttr => Shape::Empty,
         SessionCreate => Shape::SessionCreate,
         SessionAuth => Shape::SessionAuth,
         SessionBind => Shape::SessionBind,
-        GetRootHandle | Lookup | LookupParent | Create | Symlink | Publish => Shape::Handle,
+        GetRootHandle | Lookup | LookupParent | Create | Symlink | Publish | Mknod => Shape::Handle,
         GetAttr | SetAttr | Link => Shape::Attr,
         Access => Shape::Access,
         Open => Shape::Open,
@@ -879,6 +958,9 @@ impl Reply<'_> {
                 batch_max,
                 host_id,
                 shm_path,
+                boot_verifier,
+                grace_ms,
+                session_token,
             } => {
                 e.u32(*msg_size_bytes_max);
                 e.u32(*slots);
@@ -889,6 +971,10 @@ impl Reply<'_> {
                 e.raw(server_nonce);
                 e.raw(host_id);
                 e.heap(shm_path);
+                e.u64(*boot_verifier);
+                e.u32(*grace_ms);
+                e.u32(0);
+                e.raw(session_token);
             }
             Reply::SessionAuth { server_proof } => e.raw(server_proof),
             Reply::SessionBind { slots, target_highest, next_nonce, server_proof } => {
@@ -981,6 +1067,10 @@ impl Reply<'_> {
                 if shm_path.contains(&0) {
                     return Err(DecodeError::BadValue(BadValue::ShmPathNul));
                 }
+                let boot_verifier = d.u64()?;
+                let grace_ms = d.u32()?;
+                let _pad = d.u32()?;
+                let session_token = d.array()?;
                 Reply::SessionCreate {
                     msg_size_bytes_max,
                     slots,
@@ -991,6 +1081,9 @@ impl Reply<'_> {
                     batch_max,
                     host_id,
                     shm_path,
+                    boot_verifier,
+                    grace_ms,
+                    session_token,
                 }
             }
             Shape::SessionAuth => Reply::SessionAuth { server_proof: d.array()? },
@@ -1201,6 +1294,7 @@ mod tests {
                 msg_size_bytes_max: 65536,
                 slots: 16,
                 auth: AuthMethod::HmacSha256,
+                flags: session_flags::RECLAIM,
                 client_id: b"host:42",
             },
             Request::SessionAuth { client_nonce: [1; 32], proof: [2; 32] },
@@ -1258,7 +1352,13 @@ mod tests {
             Request::Commit { open_id: 1, offset: 0, len: 0 },
             Request::FsStat { fh: fh(1) },
             Request::CacheHint { open_id: 3, offset: 0, len: 0, hint: cache_hint::SEQUENTIAL },
-            Request::Lock { fh: fh(2), offset: 10, len: 0, ltype: lock_type::EXCLUSIVE },
+            Request::Lock {
+                fh: fh(2),
+                offset: 10,
+                len: 0,
+                ltype: lock_type::EXCLUSIVE,
+                flags: lock_flags::RECLAIM,
+            },
             Request::LockTest { fh: fh(2), offset: u64::MAX - 5, len: 5, ltype: lock_type::SHARED },
             Request::Unlock { fh: fh(2), offset: 0, len: 100 },
             Request::GetNamedAttr { fh: fh(1), name: b"color" },
@@ -1271,6 +1371,14 @@ mod tests {
             Request::ListNamedAttr { fh: fh(1) },
             Request::RemoveNamedAttr { fh: fh(1), name: b"color" },
             Request::Publish { open_id: 12 },
+            Request::ReclaimComplete,
+            Request::Mknod {
+                dir: fh(1),
+                ftype: FileType::CharDevice,
+                mode: 0o620,
+                rdev: 0x0105,
+                name: b"tty5",
+            },
             Request::SessionBind { client_nonce: [3; 32], proof: [4; 32], client_id: b"host:42" },
             Request::SetCred { uid: 1000, gid: 100, groups: &[1, 0, 0, 0, 2, 0, 0, 0] },
             Request::Reserved(Opcode::Callback),
@@ -1313,6 +1421,9 @@ mod tests {
                     batch_max: 64,
                     host_id: [9; 16],
                     shm_path: b"/run/dafs.sock",
+                    boot_verifier: 0x1234_5678_9abc_def0,
+                    grace_ms: 90_000,
+                    session_token: [5; 32],
                 },
             ),
             (Opcode::SessionAuth, Reply::SessionAuth { server_proof: [3; 32] }),

@@ -35,6 +35,8 @@ wire_enum! {
         SessionBind = 4,
         /// Set the credential (uid, gid, groups) the session's following requests run with.
         SetCred = 5,
+        /// The client has reclaimed (after a server restart) everything it is going to.
+        ReclaimComplete = 6,
         GetRootHandle = 10,
         Lookup = 11,
         LookupParent = 12,
@@ -69,6 +71,8 @@ wire_enum! {
         RemoveNamedAttr = 49,
         /// Give a create-unlinked file its name (commit of the create/commit/abort pattern).
         Publish = 50,
+        /// Create a special file: FIFO, socket, character or block device.
+        Mknod = 51,
         /// Server-to-client callback channel (delegation recalls; planned, not implemented).
         Callback = 60,
     }
@@ -103,6 +107,7 @@ impl Opcode {
                 | LockTest
                 | GetNamedAttr
                 | ListNamedAttr
+                | ReclaimComplete
         )
     }
     /// Ops that may be sent before the session is authenticated.
@@ -215,6 +220,15 @@ wire_enum! {
         /// The server cannot do it now (e.g. the session is still bound to a connection
         /// being torn down); retry shortly.
         Delay = 10033,
+        /// The server is in its grace period after a restart and this (non-reclaim) request
+        /// could conflict with state a client has not reclaimed yet: retry later.
+        Grace = 10034,
+        /// A reclaim outside the grace period, or by a client that held no state before
+        /// the restart: the state is lost.
+        NoGrace = 10035,
+        /// The reclaim does not match what can be reclaimed (e.g. it conflicts with
+        /// state another client reclaimed).
+        ReclaimBad = 10036,
     }
 }
 
@@ -260,6 +274,9 @@ impl Status {
             Status::RetryUncachedRep => 5, // EIO
             Status::Fenced => 1,           // EPERM
             Status::Delay => 11,           // EAGAIN
+            Status::Grace => 11,           // EAGAIN: the client library waits and retries
+            Status::NoGrace => 5,          // EIO: state lost in a restart (as NFS reports it)
+            Status::ReclaimBad => 5,       // EIO
             _ => 5,
         }
     }
@@ -349,6 +366,9 @@ impl Status {
             Status::RetryUncachedRep => "retransmitted request's reply was not cached",
             Status::Fenced => "client fenced by the administrator",
             Status::Delay => "server busy with this session; retry",
+            Status::Grace => "server in its grace period after a restart; retry",
+            Status::NoGrace => "state lost in a server restart (reclaim refused)",
+            Status::ReclaimBad => "reclaim does not match the state held before the restart",
         }
     }
 }

@@ -238,7 +238,26 @@ pub mod open_flags {
     pub const DENY_READ: u32 = 256;
     /// Share reservation: while this open lasts, no other open may write.
     pub const DENY_WRITE: u32 = 512;
-    pub const ALL: u32 = 1023;
+    /// Reclaim, during the server's grace period after a restart, an open this session's
+    /// client held before (same flags otherwise; no CREATE, EXCLUSIVE, TRUNCATE or
+    /// UNLINKED).
+    pub const RECLAIM: u32 = 1024;
+    pub const ALL: u32 = 2047;
+}
+
+/// SESSION_CREATE request flags.
+pub mod session_flags {
+    /// The client held state (opens, locks) on an earlier instance of this server and
+    /// will reclaim it during the grace period.
+    pub const RECLAIM: u32 = 1;
+    pub const ALL: u32 = 1;
+}
+
+/// LOCK request flags.
+pub mod lock_flags {
+    /// Reclaim, during the server's grace period, a lock held before the restart.
+    pub const RECLAIM: u32 = 1;
+    pub const ALL: u32 = 1;
 }
 
 /// CACHE_HINT advice values (posix_fadvise on the server).
@@ -342,7 +361,10 @@ pub struct FsStat {
 
 /// Check a single path component: 1..=255 bytes, no `/`, no NUL, not `.` or `..`.
 pub fn validate_name(name: &[u8]) -> Result<(), DecodeError> {
-    if name.is_empty() || name.len() > limits::NAME_BYTES_MAX {
+    if name.len() > limits::NAME_BYTES_MAX {
+        return Err(DecodeError::NameTooLong);
+    }
+    if name.is_empty() {
         return Err(DecodeError::BadValue(BadValue::NameLength));
     }
     if name == b"." || name == b".." {
@@ -359,7 +381,7 @@ pub fn validate_name(name: &[u8]) -> Result<(), DecodeError> {
 /// directory and refuses any resolution that would leave the export.
 pub fn validate_path(path: &[u8]) -> Result<(), DecodeError> {
     if path.len() > limits::PATH_BYTES_MAX {
-        return Err(DecodeError::BadValue(BadValue::PathLength));
+        return Err(DecodeError::NameTooLong);
     }
     if path.first() == Some(&b'/') {
         return Err(DecodeError::BadValue(BadValue::AbsolutePath));
@@ -369,7 +391,7 @@ pub fn validate_path(path: &[u8]) -> Result<(), DecodeError> {
     }
     for comp in path.split(|&b| b == b'/') {
         if comp.len() > limits::NAME_BYTES_MAX {
-            return Err(DecodeError::BadValue(BadValue::PathComponentLength));
+            return Err(DecodeError::NameTooLong);
         }
     }
     Ok(())

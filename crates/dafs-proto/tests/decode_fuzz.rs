@@ -61,11 +61,13 @@ const REQ_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::ListNamedAttr, 32),
     (Opcode::RemoveNamedAttr, 40),
     (Opcode::Publish, 8),
+    (Opcode::ReclaimComplete, 0),
+    (Opcode::Mknod, 56),
 ];
 
 const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::Null, 0),
-    (Opcode::SessionCreate, 80),
+    (Opcode::SessionCreate, 128),
     (Opcode::SessionAuth, 32),
     (Opcode::SessionBind, 72),
     (Opcode::SetCred, 0),
@@ -103,6 +105,8 @@ const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::ListNamedAttr, 8),
     (Opcode::RemoveNamedAttr, 0),
     (Opcode::Publish, 120),
+    (Opcode::ReclaimComplete, 0),
+    (Opcode::Mknod, 120),
 ];
 
 const RESERVED: &[Opcode] = &[Opcode::Callback];
@@ -269,7 +273,7 @@ fn parts() -> impl Strategy<Value = Parts> {
         )
 }
 
-const REQUEST_KINDS: usize = 40;
+const REQUEST_KINDS: usize = 42;
 
 /// A valid request of kind `p.kind % REQUEST_KINDS` (every opcode, reserved ones as one kind).
 fn build_request(p: &Parts) -> Request<'_> {
@@ -282,6 +286,7 @@ fn build_request(p: &Parts) -> Request<'_> {
             msg_size_bytes_max: p.x,
             slots: p.y,
             auth: if p.flag { AuthMethod::HmacSha256 } else { AuthMethod::None },
+            flags: p.a as u32 & session_flags::ALL,
             client_id: &p.data[..p.data.len().min(limits::CLIENT_ID_BYTES_MAX)],
         },
         2 => Request::SessionAuth { client_nonce: p.nonce1, proof: p.nonce2 },
@@ -318,6 +323,13 @@ fn build_request(p: &Parts) -> Request<'_> {
             if flags & open_flags::UNLINKED != 0 {
                 flags |= open_flags::CREATE;
             }
+            let creating = open_flags::CREATE
+                | open_flags::EXCLUSIVE
+                | open_flags::TRUNCATE
+                | open_flags::UNLINKED;
+            if flags & creating != 0 {
+                flags &= !open_flags::RECLAIM;
+            }
             let key: &[u8] = &p.data[..p.data.len().min(OPEN_KEY_BYTES_MAX)];
             Request::Open { fh: fh1, flags, mode: p.y & 0o7777, name, key }
         }
@@ -344,7 +356,13 @@ fn build_request(p: &Parts) -> Request<'_> {
         24 => Request::Commit { open_id: p.a, offset: p.b, len: p.c },
         25 => Request::FsStat { fh: fh1 },
         26 => Request::CacheHint { open_id: p.a, offset: p.b, len: p.c, hint: p.x % 6 },
-        27 => Request::Lock { fh: fh1, offset: p.b, len: p.c, ltype: 1 + (p.x & 1) },
+        27 => Request::Lock {
+            fh: fh1,
+            offset: p.b,
+            len: p.c,
+            ltype: 1 + (p.x & 1),
+            flags: p.y & lock_flags::ALL,
+        },
         28 => Request::LockTest { fh: fh1, offset: p.b, len: p.c, ltype: 1 + (p.y & 1) },
         29 => Request::Unlock { fh: fh1, offset: p.a, len: p.b },
         30 => Request::GetNamedAttr { fh: fh1, name: b"user-attr.1" },
@@ -410,6 +428,20 @@ fn build_request(p: &Parts) -> Request<'_> {
             client_id: &p.data[..p.data.len().min(limits::CLIENT_ID_BYTES_MAX)],
         },
         38 => Request::SetCred { uid: p.x, gid: p.y, groups: &p.fh1[..4 * (p.x as usize % 9)] },
+        39 => Request::ReclaimComplete,
+        40 => {
+            let ftype =
+                [FileType::Fifo, FileType::Socket, FileType::CharDevice, FileType::BlockDevice]
+                    [p.x as usize % 4];
+            let device = matches!(ftype, FileType::CharDevice | FileType::BlockDevice);
+            Request::Mknod {
+                dir: fh1,
+                ftype,
+                mode: p.y & 0o7777,
+                rdev: if device { p.b } else { 0 },
+                name: b"node",
+            }
+        }
         _ => Request::Reserved(RESERVED[p.x as usize % RESERVED.len()]),
     }
 }
@@ -478,6 +510,7 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
                 O::SetNamedAttr,
                 O::RemoveNamedAttr,
                 O::SetCred,
+                O::ReclaimComplete,
             ]),
             Reply::Empty,
         ),
@@ -493,6 +526,9 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
                 batch_max: p.y % (BATCH_MAX + 1),
                 host_id: p.nonce2[..16].try_into().unwrap(),
                 shm_path: if p.flag { b"/run/dafsd.sock" } else { b"" },
+                boot_verifier: p.b,
+                grace_ms: p.x,
+                session_token: p.nonce2,
             },
         ),
         2 => (O::SessionAuth, Reply::SessionAuth { server_proof: p.nonce2 }),
@@ -504,6 +540,7 @@ fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
                 O::Create,
                 O::Symlink,
                 O::Publish,
+                O::Mknod,
             ]),
             Reply::Handle { fh: fh1, attr: attr_of(p) },
         ),

@@ -52,6 +52,9 @@ pub struct Shared {
     pub cfg: ServerConfig,
     /// `O_PATH` descriptors of the export roots, indexed like `cfg.exports`.
     pub roots: Vec<OwnedFd>,
+    /// Random per start, sent in every SESSION_CREATE reply: clients tell a restarted
+    /// server (state to reclaim) from an expired session.
+    pub boot_verifier: u64,
     pub handles: handles::HandleTable,
     pub locks: locks::LockTable,
     pub open_table: openstate::OpenTable,
@@ -203,6 +206,7 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     let shm_path = cfg.shm_socket.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let shared = Arc::new(Shared {
         handles: handles::HandleTable::new(u64::from_le_bytes(instance), cfg.handles_max),
+        boot_verifier: u64::from_le_bytes(instance),
         roots,
         locks: Default::default(),
         open_table: Default::default(),

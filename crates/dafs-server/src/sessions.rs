@@ -47,10 +47,20 @@ pub struct SessionInfo {
     /// then rotated by every bind, under the table lock, so a bind message cannot be
     /// replayed).
     pub bind_nonce: Mutex<[u8; 32]>,
+    /// The key of this session's SESSION_BIND proofs (`auth::bind_key` of the shared
+    /// secret and the session token only its creator received).
+    pub bind_key: [u8; 32],
 }
 
 impl SessionInfo {
-    pub fn new(id: u64, client_id: String, slots: u32, peer: String, bind_nonce: [u8; 32]) -> Self {
+    pub fn new(
+        id: u64,
+        client_id: String,
+        slots: u32,
+        peer: String,
+        bind_nonce: [u8; 32],
+        bind_key: [u8; 32],
+    ) -> Self {
         SessionInfo {
             id,
             client_id,
@@ -66,6 +76,7 @@ impl SessionInfo {
             peer: Mutex::new(peer),
             cache_bytes: AtomicU64::new(0),
             bind_nonce: Mutex::new(bind_nonce),
+            bind_key,
         }
     }
 }
@@ -149,7 +160,7 @@ impl<S> SessionTable<S> {
         &self,
         id: u64,
         client_id: &[u8],
-        verify: impl FnOnce(&[u8; 32]) -> bool,
+        verify: impl FnOnce(&[u8; 32], &[u8; 32]) -> bool,
         next_nonce: [u8; 32],
     ) -> Take<S> {
         let mut m = self.inner.lock().unwrap();
@@ -158,7 +169,7 @@ impl<S> SessionTable<S> {
             return Take::WrongClient;
         }
         let mut nonce = e.info.bind_nonce.lock().unwrap();
-        if !verify(&nonce) {
+        if !verify(&nonce, &e.info.bind_key) {
             return Take::AuthFailed;
         }
         match e.parked.take() {
@@ -289,7 +300,7 @@ mod tests {
     use super::*;
 
     fn info(id: u64, client: &str) -> Arc<SessionInfo> {
-        Arc::new(SessionInfo::new(id, client.into(), 4, "peer".into(), [0; 32]))
+        Arc::new(SessionInfo::new(id, client.into(), 4, "peer".into(), [0; 32], [3; 32]))
     }
 
     #[test]
@@ -298,28 +309,28 @@ mod tests {
         let i = info(5, "c1");
         t.insert(i.clone());
         assert!(
-            matches!(t.take(5, b"c1", |_| false, [1; 32]), Take::AuthFailed),
+            matches!(t.take(5, b"c1", |_, _| false, [1; 32]), Take::AuthFailed),
             "no proof: nothing happens"
         );
         assert_eq!(i.revoke.load(Relaxed), REVOKE_NONE);
         assert!(
-            matches!(t.take(5, b"c1", |_| true, [1; 32]), Take::Busy),
+            matches!(t.take(5, b"c1", |_, _| true, [1; 32]), Take::Busy),
             "bound elsewhere: revoke and retry"
         );
         assert_eq!(i.revoke.load(Relaxed), REVOKE_DETACH);
         t.park(Box::new(42), &i, Duration::from_secs(60));
-        assert!(matches!(t.take(5, b"other", |_| true, [1; 32]), Take::WrongClient));
-        match t.take(5, b"c1", |n| *n == [0; 32], [1; 32]) {
+        assert!(matches!(t.take(5, b"other", |_, _| true, [1; 32]), Take::WrongClient));
+        match t.take(5, b"c1", |n, k| *n == [0; 32] && *k == [3; 32], [1; 32]) {
             Take::Bound(s, _) => assert_eq!(*s, 42),
             _ => panic!("parked session binds"),
         }
         assert_eq!(*i.bind_nonce.lock().unwrap(), [1; 32], "nonce rotated with the take");
-        assert!(matches!(t.take(6, b"c1", |_| true, [1; 32]), Take::Unknown));
+        assert!(matches!(t.take(6, b"c1", |_, _| true, [1; 32]), Take::Unknown));
         t.park(Box::new(43), &i, Duration::ZERO);
         let gone = t.expired(Instant::now());
         assert_eq!(gone.len(), 1);
         assert!(
-            matches!(t.take(5, b"c1", |_| true, [2; 32]), Take::Unknown),
+            matches!(t.take(5, b"c1", |_, _| true, [2; 32]), Take::Unknown),
             "expired: BADSESSION"
         );
     }

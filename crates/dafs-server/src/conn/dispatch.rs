@@ -23,7 +23,13 @@ impl Conn {
             Err((Some(h), e)) => {
                 sh.stats.malformed.fetch_add(1, Relaxed);
                 debug!(peer = %self.t.peer(), op = h.opcode.name(), "malformed request: {e}");
-                self.answer_without_executing(sh, sc, h, Status::BadXdr)
+                // A name or path over the limits is the caller's ENAMETOOLONG, as on a
+                // local file system; everything else is a malformed message.
+                let st = match e {
+                    DecodeError::NameTooLong => Status::NameTooLong,
+                    _ => Status::BadXdr,
+                };
+                self.answer_without_executing(sh, sc, h, st)
             }
             Err((None, e)) => {
                 sh.stats.malformed.fetch_add(1, Relaxed);
@@ -101,8 +107,8 @@ impl Conn {
             Request::Null if h.session_id == 0 => {
                 return self.respond(sh, &mut sc.out, &h, &Reply::Empty, untouched);
             }
-            Request::SessionCreate { msg_size_bytes_max, slots, auth, client_id } => {
-                let r = self.session_create(sh, msg_size_bytes_max, slots, auth, client_id);
+            Request::SessionCreate { msg_size_bytes_max, slots, auth, flags, client_id } => {
+                let r = self.session_create(sh, msg_size_bytes_max, slots, auth, flags, client_id);
                 return self.respond_attached(sh, &mut sc.out, h, r);
             }
             Request::SessionBind { client_nonce, proof, client_id } => {

@@ -87,6 +87,7 @@ fn chainable(r: &Request) -> bool {
             | Request::SessionAuth { .. }
             | Request::SessionBind { .. }
             | Request::SessionDestroy
+            | Request::ReclaimComplete
             | Request::Chain { .. }
             | Request::BatchIo { .. }
             | Request::Reserved(_)
@@ -149,7 +150,9 @@ fn substitute(r: Request, fh: Option<FileHandle>, open: Option<u64>) -> Result<R
         R::CacheHint { open_id, offset, len, hint } => {
             R::CacheHint { open_id: o(open_id)?, offset, len, hint }
         }
-        R::Lock { fh, offset, len, ltype } => R::Lock { fh: f(fh)?, offset, len, ltype },
+        R::Lock { fh, offset, len, ltype, flags } => {
+            R::Lock { fh: f(fh)?, offset, len, ltype, flags }
+        }
         R::LockTest { fh, offset, len, ltype } => R::LockTest { fh: f(fh)?, offset, len, ltype },
         R::Unlock { fh, offset, len } => R::Unlock { fh: f(fh)?, offset, len },
         R::GetNamedAttr { fh, name } => R::GetNamedAttr { fh: f(fh)?, name },
@@ -159,6 +162,9 @@ fn substitute(r: Request, fh: Option<FileHandle>, open: Option<u64>) -> Result<R
         R::ListNamedAttr { fh } => R::ListNamedAttr { fh: f(fh)? },
         R::RemoveNamedAttr { fh, name } => R::RemoveNamedAttr { fh: f(fh)?, name },
         R::Publish { open_id } => R::Publish { open_id: o(open_id)? },
+        R::Mknod { dir, ftype, mode, rdev, name } => {
+            R::Mknod { dir: f(dir)?, ftype, mode, rdev, name }
+        }
         other => other,
     })
 }

@@ -18,6 +18,7 @@ mod namespace;
 mod open;
 mod session;
 
+use dafs_proto::types::{lock_flags, open_flags};
 use dafs_proto::{Header, Reply, Request, Status};
 
 use super::pending::PendingWrite;
@@ -87,6 +88,9 @@ impl Conn {
                 namespace::read_dir(sh, entries, msg_size, &dir, cookie, max_entries, max_bytes)?
             }
 
+            R::Open { flags, .. } if flags & open_flags::RECLAIM != 0 => {
+                return Err(Status::NoGrace)
+            }
             R::Open { fh, flags, mode, name, key } => self.open(sh, fh, flags, mode, name, key)?,
             R::Close { open_id } => self.close_open(sh, open_id)?,
             R::Publish { open_id } => self.publish(sh, open_id)?,
@@ -108,7 +112,12 @@ impl Conn {
                 self.cache_hint(open_id, offset, len, hint)?
             }
 
-            R::Lock { fh, offset, len, ltype } => {
+            // No grace period exists yet, so there is nothing to reclaim: the state held
+            // before a restart is gone (NFSv4's NO_GRACE).
+            R::Lock { flags, .. } if flags & lock_flags::RECLAIM != 0 => {
+                return Err(Status::NoGrace)
+            }
+            R::Lock { fh, offset, len, ltype, .. } => {
                 lock::lock(sh, self.session().id, &fh, offset, len, ltype)?
             }
             R::LockTest { fh, offset, len, ltype } => {
@@ -127,6 +136,9 @@ impl Conn {
                 return self.batch_io(sh, bufs, h, open_id, flags, count, ios);
             }
             R::Chain { elements, .. } => self.chain(sh, bufs, h, elements)?,
+            R::ReclaimComplete => Reply::Empty,
+            // Special files: not served yet.
+            R::Mknod { .. } => return Err(Status::NotSupp),
             R::Reserved(_) => return Err(Status::NotSupp),
         };
         Ok(Outcome::Reply(reply))

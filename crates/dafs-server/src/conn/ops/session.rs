@@ -9,6 +9,7 @@ use std::sync::Arc;
 use dafs_proto::auth;
 use dafs_proto::ops::NONCE_LEN;
 use dafs_proto::session::{ReplyCache, ServerSlots};
+use dafs_proto::types::session_flags;
 use dafs_proto::{limits, AuthMethod, Header, Reply, Status};
 use tracing::{debug, info, warn};
 
@@ -66,6 +67,7 @@ impl Conn {
         msg_size_bytes_max: u32,
         slots: u32,
         auth: AuthMethod,
+        flags: u32,
         client_id: &[u8],
     ) -> Result<Attached<'a>, Status> {
         if self.session.is_some() {
@@ -88,9 +90,19 @@ impl Conn {
         let slots = slots.min(sh.cfg.slots_max);
         let id = (u64::from_le_bytes(random_bytes()) >> 1) | 1;
         let server_nonce = random_bytes();
-        info!(session = id, client = %client_name, peer = %self.t.peer(), slots, msg_size_bytes_max, "session created");
+        let session_token = random_bytes();
+        let bind_key = auth::bind_key(sh.cfg.secret.as_deref(), &session_token);
+        let reclaim = flags & session_flags::RECLAIM != 0;
+        info!(session = id, client = %client_name, peer = %self.t.peer(), slots, msg_size_bytes_max, reclaim, "session created");
         sh.stats.sessions_created.fetch_add(1, Relaxed);
-        let info = Arc::new(SessionInfo::new(id, client_name, slots, self.t.peer(), server_nonce));
+        let info = Arc::new(SessionInfo::new(
+            id,
+            client_name,
+            slots,
+            self.t.peer(),
+            server_nonce,
+            bind_key,
+        ));
         sh.sessions.insert(info.clone());
         self.session = Some(Session {
             id,
@@ -120,6 +132,10 @@ impl Conn {
             batch_max: sh.cfg.batch_max,
             host_id: sh.host_id,
             shm_path: sh.shm_path.as_bytes(),
+            boot_verifier: sh.boot_verifier,
+            // No grace period yet: nothing to reclaim (reclaims answer NO_GRACE).
+            grace_ms: 0,
+            session_token,
         };
         Ok(Attached { reply, session_id: id, msg_size_bytes_max })
     }
@@ -159,11 +175,10 @@ impl Conn {
         }
         let client_name = String::from_utf8_lossy(client_id);
         self.admit_client(sh, &client_name)?;
-        let secret = sh.cfg.secret.as_deref();
-        let verify = |nonce: &[u8; NONCE_LEN]| {
-            secret.is_none_or(|k| {
-                auth::verify_bind(k, h.session_id, nonce, client_nonce, client_id, proof)
-            })
+        // Always a proof: keyed by the session token (and the shared secret, if any), so
+        // a client that did not create the session cannot take it over.
+        let verify = |nonce: &[u8; NONCE_LEN], key: &[u8; NONCE_LEN]| {
+            auth::verify_bind(key, h.session_id, nonce, client_nonce, client_id, proof)
         };
         let next_nonce = random_bytes();
         let (s, info) = match sh.sessions.take(h.session_id, client_id, verify, next_nonce) {
@@ -185,10 +200,8 @@ impl Conn {
                 return Err(Status::BadSession);
             }
         };
-        let server_proof = match secret {
-            Some(k) => auth::bind_server_proof(k, s.id, client_nonce, &next_nonce, &s.client_id),
-            None => [0u8; NONCE_LEN],
-        };
+        let server_proof =
+            auth::bind_server_proof(&info.bind_key, s.id, client_nonce, &next_nonce, &s.client_id);
         sh.stats.binds.fetch_add(1, Relaxed);
         *info.peer.lock().unwrap() = self.t.peer();
         info!(session = s.id, client = %s.info.client_id, peer = %self.t.peer(), "session bound to a new connection");
