@@ -43,10 +43,9 @@ pub struct SessionInfo {
     pub peer: Mutex<String>,
     /// Reply cache bytes held now.
     pub cache_bytes: AtomicU64,
-    /// The nonce the next SESSION_BIND must prove over (SESSION_CREATE's server nonce,
-    /// then rotated by every bind, under the table lock, so a bind message cannot be
-    /// replayed).
-    pub bind_nonce: Mutex<[u8; 32]>,
+    /// The nonces a SESSION_BIND may prove over (rotated by every bind, under the table
+    /// lock, so a bind message cannot be replayed).
+    pub bind_nonce: Mutex<BindNonces>,
     /// The key of this session's SESSION_BIND proofs (`auth::bind_key` of the shared
     /// secret and the session token only its creator received).
     pub bind_key: [u8; 32],
@@ -75,9 +74,56 @@ impl SessionInfo {
             revoke: AtomicU8::new(REVOKE_NONE),
             peer: Mutex::new(peer),
             cache_bytes: AtomicU64::new(0),
-            bind_nonce: Mutex::new(bind_nonce),
+            bind_nonce: Mutex::new(BindNonces {
+                current: bind_nonce,
+                previous: None,
+                used_with_previous: Vec::new(),
+            }),
             bind_key,
         }
+    }
+}
+
+/// Client nonces a session accepts with its previous bind nonce, at most: the number of
+/// bind replies in a row a client may lose (each retry uses a fresh client nonce).
+pub const BIND_RETRIES_MAX: usize = 16;
+
+/// What a SESSION_BIND may prove over. Normally the `current` nonce: the one the last
+/// bind reply (or SESSION_CREATE) handed out. But a bind reply can be lost with the
+/// connection that carried it — the server rotated, the client never learned the new
+/// nonce — so a proof over the `previous` nonce is accepted too, once per fresh client
+/// nonce: a captured bind replayed carries a client nonce already used, and is refused.
+#[derive(Debug)]
+pub struct BindNonces {
+    pub current: [u8; 32],
+    pub previous: Option<[u8; 32]>,
+    /// The client nonces of the binds that proved over `previous`.
+    pub used_with_previous: Vec<[u8; 32]>,
+}
+
+impl BindNonces {
+    /// Which nonce `verify` accepts for a bind with `client_nonce`: `Some(true)` the
+    /// current, `Some(false)` the previous, `None` neither.
+    fn check(&self, client_nonce: &[u8; 32], verify: impl Fn(&[u8; 32]) -> bool) -> Option<bool> {
+        if verify(&self.current) {
+            return Some(true);
+        }
+        let prev = self.previous.as_ref()?;
+        let fresh = !self.used_with_previous.contains(client_nonce)
+            && self.used_with_previous.len() < BIND_RETRIES_MAX;
+        (fresh && verify(prev)).then_some(false)
+    }
+
+    /// A bind succeeded with `client_nonce` (over the current nonce if `was_current`):
+    /// hand out `next` as the new current nonce.
+    fn rotate(&mut self, was_current: bool, client_nonce: [u8; 32], next: [u8; 32]) {
+        if was_current {
+            self.previous = Some(self.current);
+            self.used_with_previous.clear();
+        }
+        self.used_with_previous.push(client_nonce);
+        assert!(self.used_with_previous.len() <= BIND_RETRIES_MAX);
+        self.current = next;
     }
 }
 
@@ -153,14 +199,16 @@ impl<S> SessionTable<S> {
     }
 
     /// A SESSION_BIND: take a parked session, or revoke the connection holding it — only
-    /// after `verify` accepted the bind's proof against the current bind nonce, so a
-    /// client without the secret can neither take nor disturb the session. On success the
-    /// bind nonce becomes `next_nonce` atomically with the take.
+    /// after `verify` accepted the bind's proof (made with `client_nonce`) against a bind
+    /// nonce the session accepts ([`BindNonces`]), so a client without the session's bind
+    /// key can neither take nor disturb the session. On success the bind nonce becomes
+    /// `next_nonce` atomically with the take.
     pub fn take(
         &self,
         id: u64,
         client_id: &[u8],
-        verify: impl FnOnce(&[u8; 32], &[u8; 32]) -> bool,
+        client_nonce: &[u8; 32],
+        verify: impl Fn(&[u8; 32], &[u8; 32]) -> bool,
         next_nonce: [u8; 32],
     ) -> Take<S> {
         let mut m = self.inner.lock().unwrap();
@@ -169,12 +217,13 @@ impl<S> SessionTable<S> {
             return Take::WrongClient;
         }
         let mut nonce = e.info.bind_nonce.lock().unwrap();
-        if !verify(&nonce, &e.info.bind_key) {
+        let key = e.info.bind_key;
+        let Some(was_current) = nonce.check(client_nonce, |n| verify(n, &key)) else {
             return Take::AuthFailed;
-        }
+        };
         match e.parked.take() {
             Some((state, _)) => {
-                *nonce = next_nonce;
+                nonce.rotate(was_current, *client_nonce, next_nonce);
                 e.info.connected.store(true, Relaxed);
                 e.info.binds.fetch_add(1, Relaxed);
                 drop(nonce);
@@ -309,28 +358,28 @@ mod tests {
         let i = info(5, "c1");
         t.insert(i.clone());
         assert!(
-            matches!(t.take(5, b"c1", |_, _| false, [1; 32]), Take::AuthFailed),
+            matches!(t.take(5, b"c1", &[9; 32], |_, _| false, [1; 32]), Take::AuthFailed),
             "no proof: nothing happens"
         );
         assert_eq!(i.revoke.load(Relaxed), REVOKE_NONE);
         assert!(
-            matches!(t.take(5, b"c1", |_, _| true, [1; 32]), Take::Busy),
+            matches!(t.take(5, b"c1", &[9; 32], |_, _| true, [1; 32]), Take::Busy),
             "bound elsewhere: revoke and retry"
         );
         assert_eq!(i.revoke.load(Relaxed), REVOKE_DETACH);
         t.park(Box::new(42), &i, Duration::from_secs(60));
-        assert!(matches!(t.take(5, b"other", |_, _| true, [1; 32]), Take::WrongClient));
-        match t.take(5, b"c1", |n, k| *n == [0; 32] && *k == [3; 32], [1; 32]) {
+        assert!(matches!(t.take(5, b"other", &[9; 32], |_, _| true, [1; 32]), Take::WrongClient));
+        match t.take(5, b"c1", &[9; 32], |n, k| *n == [0; 32] && *k == [3; 32], [1; 32]) {
             Take::Bound(s, _) => assert_eq!(*s, 42),
             _ => panic!("parked session binds"),
         }
-        assert_eq!(*i.bind_nonce.lock().unwrap(), [1; 32], "nonce rotated with the take");
-        assert!(matches!(t.take(6, b"c1", |_, _| true, [1; 32]), Take::Unknown));
+        assert_eq!(i.bind_nonce.lock().unwrap().current, [1; 32], "nonce rotated with the take");
+        assert!(matches!(t.take(6, b"c1", &[9; 32], |_, _| true, [1; 32]), Take::Unknown));
         t.park(Box::new(43), &i, Duration::ZERO);
         let gone = t.expired(Instant::now());
         assert_eq!(gone.len(), 1);
         assert!(
-            matches!(t.take(5, b"c1", |_, _| true, [2; 32]), Take::Unknown),
+            matches!(t.take(5, b"c1", &[9; 32], |_, _| true, [2; 32]), Take::Unknown),
             "expired: BADSESSION"
         );
     }
@@ -352,5 +401,34 @@ mod tests {
         assert!(t.is_fenced("host-a:9") && !t.is_fenced("host-b:1"));
         assert!(t.unfence("host-a:*"));
         assert!(!t.is_fenced("host-a:9"));
+    }
+
+    /// A bind whose reply was lost: the client proves over the nonce it knows (now the
+    /// previous one) with a fresh client nonce and gets in; a replay of a bind already
+    /// made is refused.
+    #[test]
+    fn lost_bind_reply_retries_but_no_replay() {
+        let t: SessionTable<u32> = SessionTable::default();
+        let i = info(5, "c1");
+        t.insert(i.clone());
+        let over = |want: [u8; 32]| move |n: &[u8; 32], _: &[u8; 32]| *n == want;
+        t.park(Box::new(1), &i, Duration::from_secs(60));
+        assert!(matches!(t.take(5, b"c1", &[1; 32], over([0; 32]), [10; 32]), Take::Bound(..)));
+        t.park(Box::new(1), &i, Duration::from_secs(60));
+        // The reply (carrying nonce 10) was lost: the client still proves over nonce 0.
+        assert!(
+            matches!(t.take(5, b"c1", &[1; 32], over([0; 32]), [11; 32]), Take::AuthFailed),
+            "the same client nonce again: a replay"
+        );
+        assert!(matches!(t.take(5, b"c1", &[2; 32], over([0; 32]), [11; 32]), Take::Bound(..)));
+        t.park(Box::new(1), &i, Duration::from_secs(60));
+        assert!(matches!(t.take(5, b"c1", &[1; 32], over([0; 32]), [12; 32]), Take::AuthFailed));
+        assert!(matches!(t.take(5, b"c1", &[2; 32], over([0; 32]), [12; 32]), Take::AuthFailed));
+        // The current nonce (11) works, and afterwards nonce 0 is no longer accepted.
+        assert!(matches!(t.take(5, b"c1", &[3; 32], over([11; 32]), [12; 32]), Take::Bound(..)));
+        t.park(Box::new(1), &i, Duration::from_secs(60));
+        assert!(matches!(t.take(5, b"c1", &[4; 32], over([0; 32]), [13; 32]), Take::AuthFailed));
+        assert!(matches!(t.take(5, b"c1", &[3; 32], over([11; 32]), [13; 32]), Take::AuthFailed));
+        assert!(matches!(t.take(5, b"c1", &[4; 32], over([11; 32]), [13; 32]), Take::Bound(..)));
     }
 }

@@ -181,7 +181,13 @@ impl Conn {
             auth::verify_bind(key, h.session_id, nonce, client_nonce, client_id, proof)
         };
         let next_nonce = random_bytes();
-        let (s, info) = match sh.sessions.take(h.session_id, client_id, verify, next_nonce) {
+        let (s, info) = match sh.sessions.take(
+            h.session_id,
+            client_id,
+            client_nonce,
+            verify,
+            next_nonce,
+        ) {
             Take::Bound(s, info) => (s, info),
             Take::Busy => {
                 // The old connection is being closed by its worker; the client retries.
