@@ -263,6 +263,13 @@ impl Client {
         }
     }
 
+    /// Make a special file at `path` (see [`Client::mknod_at`]).
+    pub fn mknod(&mut self, path: &str, ftype: FileType, mode: u32, rdev: u64) -> Result<Attr> {
+        let (p, name) = split_parent(path)?;
+        let dir = self.dir_of(&p)?;
+        self.mknod_at(dir, name.as_bytes(), ftype, mode, rdev).map(|(_, attr)| attr)
+    }
+
     pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
         let (fh, _) = self.lookup_path(path, false)?;
         self.readlink_handle(fh)

@@ -177,17 +177,29 @@ impl Filesystem for DafsFs {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        // DAFS creates regular files and directories only: device nodes, FIFOs and
-        // sockets have no protocol counterpart.
-        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
-            return reply.error(libc::EPERM);
-        }
         let n = name.as_bytes();
         let perm = mode & !umask & MODE_PERM_BITS;
-        match self.in_dir(parent, |c, d| c.create_at(d, n, DType::Regular, perm, true)) {
+        let special = match mode & libc::S_IFMT {
+            0 | libc::S_IFREG => None,
+            libc::S_IFIFO => Some(DType::Fifo),
+            libc::S_IFSOCK => Some(DType::Socket),
+            libc::S_IFCHR => Some(DType::CharDevice),
+            libc::S_IFBLK => Some(DType::BlockDevice),
+            _ => return reply.error(libc::EINVAL),
+        };
+        let made = match special {
+            None => self.in_dir(parent, |c, d| c.create_at(d, n, DType::Regular, perm, true)),
+            Some(t) => {
+                // The kernel's 32-bit device encoding (12-bit major, 20-bit minor) has
+                // the same bits as the low half of glibc's `dev_t`, which DAFS carries.
+                let dev = u64::from(rdev);
+                self.in_dir(parent, |c, d| c.mknod_at(d, n, t, perm, dev))
+            }
+        };
+        match made {
             Ok((fh, attr)) => {
                 let attr = self.fix_new(req, parent, fh, attr, Some(perm));
                 self.entry(parent, n, fh, attr, reply)
