@@ -35,7 +35,8 @@ impl Filesystem for DafsFs {
         Ok(())
     }
 
-    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        self.act_as(req);
         let n = name.as_bytes();
         match self.in_dir(parent, |c, d| c.lookup_at(d, n, false)) {
             Ok((fh, attr)) => self.entry(parent, n, fh, attr, reply),
@@ -91,7 +92,7 @@ impl Filesystem for DafsFs {
 
     fn setattr(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -107,6 +108,7 @@ impl Filesystem for DafsFs {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
+        self.act_as(req);
         let mut set = SetAttrs::default();
         if let Some(m) = mode {
             set.mask |= setattr_mask::MODE;
@@ -163,7 +165,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+    fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
+        self.act_as(req);
         match self.with_fh(ino, |c, h| c.readlink_handle(h)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
@@ -180,6 +183,7 @@ impl Filesystem for DafsFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.act_as(req);
         let n = name.as_bytes();
         let perm = mode & !umask & MODE_PERM_BITS;
         let special = match mode & libc::S_IFMT {
@@ -217,6 +221,7 @@ impl Filesystem for DafsFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        self.act_as(req);
         let n = name.as_bytes();
         let perm = mode & !umask & MODE_PERM_BITS;
         match self.in_dir(parent, |c, d| c.create_at(d, n, DType::Directory, perm, true)) {
@@ -228,7 +233,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.act_as(req);
         let n = name.as_bytes();
         match self.in_dir(parent, |c, d| c.remove_at(d, n)) {
             Ok(()) => reply.ok(),
@@ -236,7 +242,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.act_as(req);
         let n = name.as_bytes();
         match self.in_dir(parent, |c, d| c.rmdir_at(d, n)) {
             Ok(()) => reply.ok(),
@@ -252,6 +259,7 @@ impl Filesystem for DafsFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        self.act_as(req);
         let n = link_name.as_bytes();
         let t = target.as_os_str().as_bytes();
         match self.in_dir(parent, |c, d| c.symlink_at(d, n, t)) {
@@ -265,7 +273,7 @@ impl Filesystem for DafsFs {
 
     fn rename(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         parent: u64,
         name: &OsStr,
         newparent: u64,
@@ -273,6 +281,7 @@ impl Filesystem for DafsFs {
         flags: u32,
         reply: ReplyEmpty,
     ) {
+        self.act_as(req);
         // RENAME_NOREPLACE / RENAME_EXCHANGE: DAFS RENAME always replaces, and emulating
         // either with a lookup first would not be atomic against other clients. EINVAL
         // is what rename2 callers (mv, cp) take as "not supported here" and fall back.
@@ -305,12 +314,13 @@ impl Filesystem for DafsFs {
 
     fn link(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         newparent: u64,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.act_as(req);
         let n = newname.as_bytes();
         let dir = match self.dir_fh(newparent) {
             Ok(h) => h,
@@ -331,7 +341,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+    fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        self.act_as(req);
         let opts = Self::open_opts(flags);
         match self.with_fh(ino, |c, h| c.open_handle(h, opts)) {
             Ok(file) => {
@@ -458,7 +469,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+    fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        self.act_as(req);
         match self.with_fh(ino, |c, h| c.getattr(h)) {
             Ok(a) if a.ftype != DType::Directory => reply.error(libc::ENOTDIR),
             Ok(_) => {
@@ -533,7 +545,7 @@ impl Filesystem for DafsFs {
 
     fn setxattr(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         name: &OsStr,
         value: &[u8],
@@ -541,6 +553,7 @@ impl Filesystem for DafsFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.act_as(req);
         let Some(n) = nattr_name(name) else { return reply.error(libc::ENOTSUP) };
         if value.len() > XATTR_VALUE_BYTES_MAX {
             return reply.error(libc::E2BIG);
@@ -560,12 +573,13 @@ impl Filesystem for DafsFs {
 
     fn getxattr(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         name: &OsStr,
         size: u32,
         reply: ReplyXattr,
     ) {
+        self.act_as(req);
         let Some(n) = nattr_name(name) else {
             // security.capability is asked for on every write; "none" keeps writes working.
             return reply.error(if name.as_bytes().starts_with(USER_PREFIX) {
@@ -582,7 +596,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+    fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        self.act_as(req);
         match self.with_fh(ino, |c, h| c.list_nattr_handle(h)) {
             Ok(names) => {
                 let mut out = Vec::new();
@@ -603,7 +618,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.act_as(req);
         let Some(n) = nattr_name(name) else {
             return reply.error(if name.as_bytes().starts_with(USER_PREFIX) {
                 libc::ENODATA
@@ -617,7 +633,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn access(&mut self, _req: &Request<'_>, ino: u64, _mask: i32, reply: ReplyEmpty) {
+    fn access(&mut self, req: &Request<'_>, ino: u64, _mask: i32, reply: ReplyEmpty) {
+        self.act_as(req);
         // With default_permissions the kernel checks mode bits itself and does not ask;
         // should it ask, the object's existence is what we can vouch for.
         match self.with_fh(ino, |c, h| c.getattr(h)) {
@@ -636,6 +653,7 @@ impl Filesystem for DafsFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.act_as(req);
         let n = name.as_bytes();
         let perm = mode & !umask & MODE_PERM_BITS;
         let opts =
