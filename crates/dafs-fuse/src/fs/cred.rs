@@ -3,8 +3,9 @@
 //! credential the session last stated (SET_CRED). So before a request that the server
 //! checks permissions for, or that makes an object (whose owner is the caller's), the
 //! mount states the kernel's caller — uid, gid and supplementary groups — when it differs
-//! from the one stated last. Data I/O on an open file needs no credential: the server
-//! checked it at OPEN.
+//! from the one stated last, and before writes too: a write by someone other than the
+//! owner must clear the set-user-ID and set-group-ID bits, which the server's kernel does
+//! only when the write runs as that someone. Reads need no credential (checked at OPEN).
 
 use fuser::Request;
 
@@ -20,6 +21,8 @@ pub(super) struct CredState {
     /// stating one is then pointless for this session.
     unsupported_session: Option<u64>,
     sent: Option<(u64, Cred)>,
+    /// (session, pid, uid, gid) of the request that `sent` was last confirmed for.
+    last_caller: Option<(u64, u32, u32, u32)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,12 +41,24 @@ impl DafsFs {
         if self.cred.unsupported_session == Some(session) {
             return;
         }
-        let cred = Cred { uid: req.uid(), gid: req.gid(), groups: groups_of(req.pid(), req.gid()) };
-        if self.cred.sent.as_ref().is_some_and(|(s, c)| *s == session && *c == cred) {
+        let caller = (session, req.pid(), req.uid(), req.gid());
+        // The same process again (a write after a write): its credential was stated
+        // already, and /proc need not be read. setgroups() within one process between
+        // two requests is the one change this misses until another caller intervenes.
+        if self.cred.last_caller == Some(caller) {
             return;
         }
+        let cred = Cred { uid: req.uid(), gid: req.gid(), groups: groups_of(req.pid(), req.gid()) };
+        if self.cred.sent.as_ref().is_some_and(|(s, c)| *s == session && *c == cred) {
+            self.cred.last_caller = Some(caller);
+            return;
+        }
+        self.cred.last_caller = None;
         match self.c.set_cred(cred.uid, cred.gid, &cred.groups) {
-            Ok(()) => self.cred.sent = Some((session, cred)),
+            Ok(()) => {
+                self.cred.sent = Some((session, cred));
+                self.cred.last_caller = Some(caller);
+            }
             Err(Error::Status(Status::NotSupp)) => self.cred.unsupported_session = Some(session),
             Err(e) => tracing::debug!("SET_CRED for uid {} failed: {e}", cred.uid),
         }

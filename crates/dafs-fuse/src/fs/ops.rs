@@ -393,7 +393,7 @@ impl Filesystem for DafsFs {
 
     fn write(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         _ino: u64,
         fh: u64,
         offset: i64,
@@ -403,6 +403,7 @@ impl Filesystem for DafsFs {
         _lock: Option<u64>,
         reply: ReplyWrite,
     ) {
+        self.act_as(req);
         tracing::trace!(fh, offset, len = data.len(), "write");
         match self.do_write(fh, offset, data) {
             Ok(n) => reply.written(n),
