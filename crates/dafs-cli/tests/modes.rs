@@ -29,3 +29,38 @@ fn server_umask_is_not_applied() {
     c.mknod("fifo", FileType::Fifo, 0o662, 0).unwrap();
     assert_eq!(mode_of(&d.join("fifo")), 0o662);
 }
+
+/// A symlink's own owner and times change through its own handle (lchown, lutimes,
+/// utimensat/fchownat with AT_SYMLINK_NOFOLLOW in the adapters); its target's stay.
+#[test]
+fn symlink_own_owner_and_times() {
+    use dafs_client::dafs_proto::{types::setattr_mask, SetAttrs};
+    use std::os::unix::fs::MetadataExt;
+    let srv = TestServer::start(&[]);
+    let mut c = srv.client();
+    let d = srv.dir();
+    std::fs::write(d.join("target"), b"x").unwrap();
+    c.symlink("target", "lnk").unwrap();
+    let target_before = std::fs::metadata(d.join("target")).unwrap();
+    let (fh, a) = c.lookup_nofollow("lnk").unwrap();
+    assert_eq!(a.ftype, FileType::Symlink);
+    let mtime_ns = 1_000_000_000i64 * 1_234_567;
+    let set = SetAttrs {
+        mask: setattr_mask::MTIME | setattr_mask::ATIME,
+        mtime_ns,
+        atime_ns: mtime_ns,
+        ..Default::default()
+    };
+    c.setattr(fh, set).unwrap();
+    let link = std::fs::symlink_metadata(d.join("lnk")).unwrap();
+    assert_eq!(link.mtime(), 1_234_567);
+    let target = std::fs::metadata(d.join("target")).unwrap();
+    assert_eq!(target.mtime(), target_before.mtime(), "the target's times stay");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let set = SetAttrs { mask: setattr_mask::UID, uid: 4242, ..Default::default() };
+        c.setattr(fh, set).unwrap();
+        assert_eq!(std::fs::symlink_metadata(d.join("lnk")).unwrap().uid(), 4242);
+        assert_eq!(std::fs::metadata(d.join("target")).unwrap().uid(), target_before.uid());
+    }
+}

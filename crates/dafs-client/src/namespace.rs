@@ -92,6 +92,11 @@ impl Client {
         self.lookup_path(path, true)
     }
 
+    /// Look up a path without following a final symlink: the link's own handle.
+    pub fn lookup_nofollow(&mut self, path: &str) -> Result<(FileHandle, Attr)> {
+        self.lookup_path(path, false)
+    }
+
     /// Attributes of a path, following a final symlink.
     pub fn stat(&mut self, path: &str) -> Result<Attr> {
         Ok(self.lookup_path(path, true)?.1)
