@@ -1,6 +1,8 @@
-//! Permission bits of new objects are the ones the client asked for: the client (or the
-//! kernel above the FUSE mount, or the preloaded process) has applied its umask already,
-//! and the server must not apply its own on top (issue 19).
+//! POSIX semantics every adapter relies on (issue 19): the permission bits of new
+//! objects are the ones the client asked for (the client — or the kernel above the FUSE
+//! mount, or the preloaded process — has applied its umask already, and the server must
+//! not apply its own on top); a symlink's own owner and times; paths longer than one
+//! LOOKUP carries.
 
 mod common;
 
@@ -62,5 +64,35 @@ fn symlink_own_owner_and_times() {
         c.setattr(fh, set).unwrap();
         assert_eq!(std::fs::symlink_metadata(d.join("lnk")).unwrap().uid(), 4242);
         assert_eq!(std::fs::metadata(d.join("target")).unwrap().uid(), target_before.uid());
+    }
+}
+
+/// A path longer than one LOOKUP carries (4,096 bytes) is walked in pieces: the preload
+/// library puts its virtual working directory in front of paths of up to PATH_MAX - 1
+/// bytes. Past the client's bound: NAMETOOLONG.
+#[test]
+fn paths_longer_than_one_lookup() {
+    use dafs_client::dafs_proto::Status;
+    let srv = TestServer::start(&[]);
+    let mut c = srv.client();
+    let comp = "d".repeat(250);
+    let mut dir = String::new();
+    for _ in 0..24 {
+        // 24 x 251 bytes: 6,024
+        dir = if dir.is_empty() { comp.clone() } else { format!("{dir}/{comp}") };
+        c.mkdir(&dir, 0o755).unwrap();
+    }
+    assert!(dir.len() > 6000);
+    let file = format!("{dir}/leaf");
+    c.create_file(&file, 0o644, true).unwrap();
+    assert_eq!(c.stat(&file).unwrap().ftype, FileType::Regular);
+    c.symlink("leaf", &format!("{dir}/lnk")).unwrap();
+    assert_eq!(c.readlink(&format!("{dir}/lnk")).unwrap(), b"leaf");
+    assert_eq!(c.lookup_nofollow(&format!("{dir}/lnk")).unwrap().1.ftype, FileType::Symlink);
+    c.remove(&file).unwrap();
+    let far = format!("{dir}/{}", "x/".repeat(dafs_client::PATH_WALK_BYTES_MAX / 2));
+    match c.stat(&far) {
+        Err(e) => assert_eq!(e.status(), Some(Status::NameTooLong)),
+        Ok(a) => panic!("a path past the bound resolved: {a:?}"),
     }
 }
