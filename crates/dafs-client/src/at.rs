@@ -11,7 +11,7 @@ use dafs_proto::{Attr, FileHandle, FileType, Opcode, Reply, Request};
 
 use crate::error::unexpected_reply;
 use crate::file::MODE_BITS;
-use crate::{Client, DirEntry, File, OpenOptions, ProtocolViolation, Result};
+use crate::{Client, DirEntry, Error, File, OpenOptions, ProtocolViolation, Result};
 
 /// One directory entry and the cookie that continues the listing after it.
 #[derive(Debug, Clone)]
@@ -126,6 +126,25 @@ impl Client {
         target: &[u8],
     ) -> Result<(FileHandle, Attr)> {
         self.handle_reply(&Request::Symlink { dir, name, target })
+    }
+
+    /// Make a special file — a FIFO, socket, character or block device — named `name` in
+    /// `dir` (`mode`'s permission bits; `rdev` the device number of a device, ignored
+    /// for a FIFO or a socket, as `mknod(2)` ignores it). Other types: `InvalidArgument`.
+    pub fn mknod_at(
+        &mut self,
+        dir: FileHandle,
+        name: &[u8],
+        ftype: FileType,
+        mode: u32,
+        rdev: u64,
+    ) -> Result<(FileHandle, Attr)> {
+        let rdev = match ftype {
+            FileType::CharDevice | FileType::BlockDevice => rdev,
+            FileType::Fifo | FileType::Socket => 0,
+            _ => return Err(Error::InvalidArgument("mknod makes special files only")),
+        };
+        self.handle_reply(&Request::Mknod { dir, ftype, mode: mode & MODE_BITS, rdev, name })
     }
 
     pub fn readlink_handle(&mut self, fh: FileHandle) -> Result<Vec<u8>> {

@@ -103,7 +103,7 @@ pub use error::{Error, ProtocolViolation, Result};
 pub use file::{File, OpenOptions};
 pub use io::{IoBuf, ReqId};
 pub use locks::LockInfo;
-pub use namespace::DirEntry;
+pub use namespace::{DirEntry, PATH_WALK_BYTES_MAX};
 pub use region::RegionId;
 pub use session::ClientStats;
 

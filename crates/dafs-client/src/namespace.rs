@@ -28,10 +28,36 @@ impl DirEntry {
 pub(crate) fn clean_path(path: &str) -> Result<String> {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != ".").collect();
     let s = parts.join("/");
-    if s.len() > limits::PATH_BYTES_MAX {
+    if s.len() > PATH_WALK_BYTES_MAX {
         return Err(Error::Status(Status::NameTooLong));
     }
     Ok(s)
+}
+
+/// Longest path the path-based calls accept. One LOOKUP carries at most
+/// `limits::PATH_BYTES_MAX` bytes; a longer path is walked in pieces that end at a
+/// component boundary. Longer than PATH_MAX on purpose: an adapter with a working
+/// directory of its own (the preload library) puts it in front of a path of up to
+/// PATH_MAX - 1 bytes the application gave, and that path must work as it would locally.
+pub const PATH_WALK_BYTES_MAX: usize = 4 * limits::PATH_BYTES_MAX;
+
+/// Split a cleaned path into pieces of at most `limits::PATH_BYTES_MAX` bytes, each
+/// ending at a component boundary.
+fn walk_pieces(p: &str) -> Result<Vec<&str>> {
+    let mut pieces = Vec::new();
+    let mut rest = p;
+    while rest.len() > limits::PATH_BYTES_MAX {
+        // The last '/' within the bound (ASCII, so a char boundary). None: one
+        // component longer than the bound, far past NAME_BYTES_MAX.
+        let cut = rest.as_bytes()[..=limits::PATH_BYTES_MAX]
+            .iter()
+            .rposition(|&b| b == b'/')
+            .ok_or(Error::Status(Status::NameTooLong))?;
+        pieces.push(&rest[..cut]);
+        rest = &rest[cut + 1..];
+    }
+    pieces.push(rest);
+    Ok(pieces)
 }
 
 pub(crate) fn split_parent(path: &str) -> Result<(String, String)> {
@@ -72,11 +98,20 @@ impl Client {
                 _ => Err(unexpected_reply(Opcode::GetAttr)),
             };
         }
-        let m = self.call(&Request::Lookup { dir: self.root, path: p.as_bytes(), follow })?;
-        match self.decode(&m)?.1 {
-            Reply::Handle { fh, attr } => Ok((fh, attr)),
-            _ => Err(unexpected_reply(Opcode::Lookup)),
+        let pieces = walk_pieces(&p)?;
+        let mut dir = self.root;
+        for (i, piece) in pieces.iter().enumerate() {
+            // Directories on the way are followed through symlinks, as the kernel does.
+            let last = i + 1 == pieces.len();
+            let req = Request::Lookup { dir, path: piece.as_bytes(), follow: follow || !last };
+            let m = self.call(&req)?;
+            match self.decode(&m)?.1 {
+                Reply::Handle { fh, attr } if last => return Ok((fh, attr)),
+                Reply::Handle { fh, .. } => dir = fh,
+                _ => return Err(unexpected_reply(Opcode::Lookup)),
+            }
         }
+        unreachable!("walk_pieces yields at least one piece")
     }
 
     fn dir_of(&mut self, parent: &str) -> Result<FileHandle> {
@@ -90,6 +125,11 @@ impl Client {
     /// Look up a path (following symlinks) and return its handle and attributes.
     pub fn lookup(&mut self, path: &str) -> Result<(FileHandle, Attr)> {
         self.lookup_path(path, true)
+    }
+
+    /// Look up a path without following a final symlink: the link's own handle.
+    pub fn lookup_nofollow(&mut self, path: &str) -> Result<(FileHandle, Attr)> {
+        self.lookup_path(path, false)
     }
 
     /// Attributes of a path, following a final symlink.
@@ -263,6 +303,13 @@ impl Client {
         }
     }
 
+    /// Make a special file at `path` (see [`Client::mknod_at`]).
+    pub fn mknod(&mut self, path: &str, ftype: FileType, mode: u32, rdev: u64) -> Result<Attr> {
+        let (p, name) = split_parent(path)?;
+        let dir = self.dir_of(&p)?;
+        self.mknod_at(dir, name.as_bytes(), ftype, mode, rdev).map(|(_, attr)| attr)
+    }
+
     pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
         let (fh, _) = self.lookup_path(path, false)?;
         self.readlink_handle(fh)
@@ -381,6 +428,20 @@ impl Client {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn long_paths_walk_in_pieces_at_component_boundaries() {
+        use super::walk_pieces;
+        let comp = "c".repeat(200);
+        let long = vec![comp.as_str(); 30].join("/"); // 6,029 bytes
+        let pieces = walk_pieces(&long).unwrap();
+        assert_eq!(pieces.len(), 2);
+        assert!(pieces.iter().all(|p| p.len() <= dafs_proto::limits::PATH_BYTES_MAX));
+        assert_eq!(pieces.join("/"), long);
+        assert!(pieces.iter().all(|p| !p.starts_with('/') && !p.ends_with('/')));
+        assert_eq!(walk_pieces("a/b").unwrap(), vec!["a/b"]);
+        let one = "x".repeat(dafs_proto::limits::PATH_BYTES_MAX + 1);
+        assert!(walk_pieces(&one).is_err());
+    }
     use super::*;
 
     #[test]

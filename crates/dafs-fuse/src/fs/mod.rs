@@ -1,11 +1,12 @@
 //! [`DafsFs`], the FUSE file system over one DAFS session: its state and the helpers
 //! every family of operations uses. The kernel's requests are answered in `ops`
 //! (the `fuser::Filesystem` implementation); what they share lives beside it:
-//! `handles` (an inode's working handle, looked up again when the server says STALE),
+//! `cred` (the caller stated to the server), `handles` (an inode's working handle, looked up again when the server says STALE),
 //! `session` (failures and a new session after a server restart), `namespace` (new
 //! objects), `file` (open files and writes), `dir` (paged directory listings) and
 //! `xattr` (extended attributes over named attributes).
 
+mod cred;
 mod dir;
 mod file;
 mod handles;
@@ -49,6 +50,8 @@ pub struct DafsFs {
     export: String,
     /// When a new session was last tried for a dead client (at most once a second).
     last_recovery: Option<Instant>,
+    /// The caller last stated to the server (identity mode `asserted`).
+    cred: cred::CredState,
 }
 
 impl DafsFs {
@@ -66,6 +69,7 @@ impl DafsFs {
             reported_dead: false,
             export: opts.export.clone(),
             last_recovery: None,
+            cred: cred::CredState::default(),
         })
     }
 

@@ -35,7 +35,8 @@ impl Filesystem for DafsFs {
         Ok(())
     }
 
-    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        self.act_as(req);
         let n = name.as_bytes();
         match self.in_dir(parent, |c, d| c.lookup_at(d, n, false)) {
             Ok((fh, attr)) => self.entry(parent, n, fh, attr, reply),
@@ -91,7 +92,7 @@ impl Filesystem for DafsFs {
 
     fn setattr(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -107,6 +108,7 @@ impl Filesystem for DafsFs {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
+        self.act_as(req);
         let mut set = SetAttrs::default();
         if let Some(m) = mode {
             set.mask |= setattr_mask::MODE;
@@ -163,7 +165,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+    fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
+        self.act_as(req);
         match self.with_fh(ino, |c, h| c.readlink_handle(h)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
@@ -177,17 +180,30 @@ impl Filesystem for DafsFs {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        // DAFS creates regular files and directories only: device nodes, FIFOs and
-        // sockets have no protocol counterpart.
-        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
-            return reply.error(libc::EPERM);
-        }
+        self.act_as(req);
         let n = name.as_bytes();
         let perm = mode & !umask & MODE_PERM_BITS;
-        match self.in_dir(parent, |c, d| c.create_at(d, n, DType::Regular, perm, true)) {
+        let special = match mode & libc::S_IFMT {
+            0 | libc::S_IFREG => None,
+            libc::S_IFIFO => Some(DType::Fifo),
+            libc::S_IFSOCK => Some(DType::Socket),
+            libc::S_IFCHR => Some(DType::CharDevice),
+            libc::S_IFBLK => Some(DType::BlockDevice),
+            _ => return reply.error(libc::EINVAL),
+        };
+        let made = match special {
+            None => self.in_dir(parent, |c, d| c.create_at(d, n, DType::Regular, perm, true)),
+            Some(t) => {
+                // The kernel's 32-bit device encoding (12-bit major, 20-bit minor) has
+                // the same bits as the low half of glibc's `dev_t`, which DAFS carries.
+                let dev = u64::from(rdev);
+                self.in_dir(parent, |c, d| c.mknod_at(d, n, t, perm, dev))
+            }
+        };
+        match made {
             Ok((fh, attr)) => {
                 let attr = self.fix_new(req, parent, fh, attr, Some(perm));
                 self.entry(parent, n, fh, attr, reply)
@@ -205,6 +221,7 @@ impl Filesystem for DafsFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        self.act_as(req);
         let n = name.as_bytes();
         let perm = mode & !umask & MODE_PERM_BITS;
         match self.in_dir(parent, |c, d| c.create_at(d, n, DType::Directory, perm, true)) {
@@ -216,7 +233,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.act_as(req);
         let n = name.as_bytes();
         match self.in_dir(parent, |c, d| c.remove_at(d, n)) {
             Ok(()) => reply.ok(),
@@ -224,7 +242,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.act_as(req);
         let n = name.as_bytes();
         match self.in_dir(parent, |c, d| c.rmdir_at(d, n)) {
             Ok(()) => reply.ok(),
@@ -240,6 +259,7 @@ impl Filesystem for DafsFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        self.act_as(req);
         let n = link_name.as_bytes();
         let t = target.as_os_str().as_bytes();
         match self.in_dir(parent, |c, d| c.symlink_at(d, n, t)) {
@@ -253,7 +273,7 @@ impl Filesystem for DafsFs {
 
     fn rename(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         parent: u64,
         name: &OsStr,
         newparent: u64,
@@ -261,6 +281,7 @@ impl Filesystem for DafsFs {
         flags: u32,
         reply: ReplyEmpty,
     ) {
+        self.act_as(req);
         // RENAME_NOREPLACE / RENAME_EXCHANGE: DAFS RENAME always replaces, and emulating
         // either with a lookup first would not be atomic against other clients. EINVAL
         // is what rename2 callers (mv, cp) take as "not supported here" and fall back.
@@ -293,12 +314,13 @@ impl Filesystem for DafsFs {
 
     fn link(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         newparent: u64,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.act_as(req);
         let n = newname.as_bytes();
         let dir = match self.dir_fh(newparent) {
             Ok(h) => h,
@@ -319,7 +341,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+    fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        self.act_as(req);
         let opts = Self::open_opts(flags);
         match self.with_fh(ino, |c, h| c.open_handle(h, opts)) {
             Ok(file) => {
@@ -370,7 +393,7 @@ impl Filesystem for DafsFs {
 
     fn write(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         _ino: u64,
         fh: u64,
         offset: i64,
@@ -380,6 +403,7 @@ impl Filesystem for DafsFs {
         _lock: Option<u64>,
         reply: ReplyWrite,
     ) {
+        self.act_as(req);
         tracing::trace!(fh, offset, len = data.len(), "write");
         match self.do_write(fh, offset, data) {
             Ok(n) => reply.written(n),
@@ -446,7 +470,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+    fn opendir(&mut self, req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        self.act_as(req);
         match self.with_fh(ino, |c, h| c.getattr(h)) {
             Ok(a) if a.ftype != DType::Directory => reply.error(libc::ENOTDIR),
             Ok(_) => {
@@ -521,7 +546,7 @@ impl Filesystem for DafsFs {
 
     fn setxattr(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         name: &OsStr,
         value: &[u8],
@@ -529,6 +554,7 @@ impl Filesystem for DafsFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.act_as(req);
         let Some(n) = nattr_name(name) else { return reply.error(libc::ENOTSUP) };
         if value.len() > XATTR_VALUE_BYTES_MAX {
             return reply.error(libc::E2BIG);
@@ -548,12 +574,13 @@ impl Filesystem for DafsFs {
 
     fn getxattr(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         name: &OsStr,
         size: u32,
         reply: ReplyXattr,
     ) {
+        self.act_as(req);
         let Some(n) = nattr_name(name) else {
             // security.capability is asked for on every write; "none" keeps writes working.
             return reply.error(if name.as_bytes().starts_with(USER_PREFIX) {
@@ -570,7 +597,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+    fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        self.act_as(req);
         match self.with_fh(ino, |c, h| c.list_nattr_handle(h)) {
             Ok(names) => {
                 let mut out = Vec::new();
@@ -591,7 +619,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        self.act_as(req);
         let Some(n) = nattr_name(name) else {
             return reply.error(if name.as_bytes().starts_with(USER_PREFIX) {
                 libc::ENODATA
@@ -605,7 +634,8 @@ impl Filesystem for DafsFs {
         }
     }
 
-    fn access(&mut self, _req: &Request<'_>, ino: u64, _mask: i32, reply: ReplyEmpty) {
+    fn access(&mut self, req: &Request<'_>, ino: u64, _mask: i32, reply: ReplyEmpty) {
+        self.act_as(req);
         // With default_permissions the kernel checks mode bits itself and does not ask;
         // should it ask, the object's existence is what we can vouch for.
         match self.with_fh(ino, |c, h| c.getattr(h)) {
@@ -624,6 +654,7 @@ impl Filesystem for DafsFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        self.act_as(req);
         let n = name.as_bytes();
         let perm = mode & !umask & MODE_PERM_BITS;
         let opts =

@@ -50,6 +50,10 @@ pub(super) unsafe fn resolve_in(
     // SAFETY: a NUL-terminated string from the caller.
     let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
     match state::resolve(dirfd, bytes) {
+        // PATH_MAX bounds the path the caller gave, as the kernel's does: not the one
+        // it makes with a (virtual) working directory in front, which the client
+        // library walks in pieces when it exceeds one LOOKUP.
+        Ok(Res::Dafs(_)) if bytes.len() >= libc::PATH_MAX as usize => Err(Err(libc::ENAMETOOLONG)),
         Ok(Res::Dafs(t)) => Ok(Some(t)),
         Ok(Res::Local(Some(abs))) => Err(Ok(abs)),
         Ok(Res::Local(None)) => Ok(None),

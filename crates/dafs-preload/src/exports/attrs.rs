@@ -4,12 +4,12 @@
 use std::ffi::{c_char, c_int, c_void};
 
 use dafs_proto::types::setattr_mask;
-use dafs_proto::{FileType, SetAttrs};
+use dafs_proto::SetAttrs;
 
 use super::args::{classify, dafs_fd, neg, on_path, Mode, MODE_PERM_BITS, NS_PER_SEC, P};
 use super::stat::path_attr;
 use crate::real::{ret, Entered};
-use crate::state::{config, err, is_dafs_fd, with, Target};
+use crate::state::{config, is_dafs_fd, with, Target};
 
 /// chown's "leave unchanged" owner or group: `(uid_t)-1` / `(gid_t)-1`.
 const ID_UNCHANGED: u32 = u32::MAX;
@@ -18,16 +18,26 @@ const NS_PER_US: libc::c_long = 1000;
 /// A umask has only permission bits (umask(2) ignores the others).
 const UMASK_BITS: Mode = 0o777;
 
-/// Apply `set` to a path (following symlinks unless `nofollow`; the protocol has no
-/// way to change a symlink's own attributes: EOPNOTSUPP then).
+/// Apply `set` to a path, following a final symlink unless `nofollow`: then the link's
+/// own owner and times change (its mode cannot: EOPNOTSUPP from the server's kernel,
+/// as from a local one).
 fn setattr_path(t: &Target, set: SetAttrs, nofollow: bool) -> Result<c_int, c_int> {
     on_path(t, |c, p| {
-        if nofollow && c.lstat(p)?.ftype == FileType::Symlink {
-            return err(libc::EOPNOTSUPP);
-        }
-        let (fh, _) = c.lookup(p)?;
+        let (fh, _) = if nofollow { c.lookup_nofollow(p)? } else { c.lookup(p)? };
         c.setattr(fh, set)?;
         Ok(0)
+    })
+}
+
+/// `utimes`' pair of timevals as `utimensat`'s timespecs (None: both now).
+unsafe fn timevals(tv: *const libc::timeval) -> Option<[libc::timespec; 2]> {
+    (!tv.is_null()).then(|| {
+        // SAFETY: the caller's two timevals (checked non-null).
+        let v = unsafe { std::slice::from_raw_parts(tv, 2) };
+        [
+            libc::timespec { tv_sec: v[0].tv_sec, tv_nsec: v[0].tv_usec * NS_PER_US },
+            libc::timespec { tv_sec: v[1].tv_sec, tv_nsec: v[1].tv_usec * NS_PER_US },
+        ]
     })
 }
 
@@ -208,20 +218,39 @@ pub unsafe extern "C" fn futimens(fd: c_int, times: *const libc::timespec) -> c_
 pub unsafe extern "C" fn utimes(path: *const c_char, tv: *const libc::timeval) -> c_int {
     match unsafe { classify(libc::AT_FDCWD, path) } {
         P::Dafs(t, _g) => {
-            let ts: Option<[libc::timespec; 2]> = (!tv.is_null()).then(|| {
-                // SAFETY: the caller's two timevals.
-                let v = unsafe { std::slice::from_raw_parts(tv, 2) };
-                [
-                    libc::timespec { tv_sec: v[0].tv_sec, tv_nsec: v[0].tv_usec * NS_PER_US },
-                    libc::timespec { tv_sec: v[1].tv_sec, tv_nsec: v[1].tv_usec * NS_PER_US },
-                ]
-            });
+            // SAFETY: the caller's timevals, as utimes(2) takes them.
+            let ts = unsafe { timevals(tv) };
             let p = ts.as_ref().map(|a| a.as_ptr()).unwrap_or(std::ptr::null());
             ret(unsafe { times_set(p) }.and_then(|s| setattr_path(&t, s, false)))
         }
         P::Err(e) => neg(e),
         P::Local(p, _k) => real!(utimes: fn(*const c_char, *const libc::timeval) -> c_int)(p, tv),
     }
+}
+/// glibc's lutimes calls utimensat inside the library, past this one: interposed here.
+#[no_mangle]
+pub unsafe extern "C" fn lutimes(path: *const c_char, tv: *const libc::timeval) -> c_int {
+    match unsafe { classify(libc::AT_FDCWD, path) } {
+        P::Dafs(t, _g) => {
+            // SAFETY: the caller's timevals, as lutimes(3) takes them.
+            let ts = unsafe { timevals(tv) };
+            let p = ts.as_ref().map(|a| a.as_ptr()).unwrap_or(std::ptr::null());
+            ret(unsafe { times_set(p) }.and_then(|s| setattr_path(&t, s, true)))
+        }
+        P::Err(e) => neg(e),
+        P::Local(p, _k) => real!(lutimes: fn(*const c_char, *const libc::timeval) -> c_int)(p, tv),
+    }
+}
+/// glibc's futimes calls utimensat inside the library too.
+#[no_mangle]
+pub unsafe extern "C" fn futimes(fd: c_int, tv: *const libc::timeval) -> c_int {
+    if let Some(_g) = dafs_fd(fd) {
+        // SAFETY: the caller's timevals, as futimes(3) takes them.
+        let ts = unsafe { timevals(tv) };
+        let p = ts.as_ref().map(|a| a.as_ptr()).unwrap_or(std::ptr::null());
+        return ret(unsafe { times_set(p) }.and_then(|s| setattr_fd(fd, s)));
+    }
+    real!(futimes: fn(c_int, *const libc::timeval) -> c_int)(fd, tv)
 }
 #[no_mangle]
 pub unsafe extern "C" fn utime(path: *const c_char, tb: *const libc::utimbuf) -> c_int {

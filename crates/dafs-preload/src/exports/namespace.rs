@@ -1,5 +1,5 @@
-//! The namespace: removing, creating, renaming and linking names, symbolic links, and
-//! access checks.
+//! The namespace: removing, creating, renaming and linking names, symbolic links,
+//! special files (mkfifo, mknod), and access checks.
 
 use std::ffi::{c_char, c_int, CStr, CString};
 
@@ -72,6 +72,83 @@ pub unsafe extern "C" fn mkdirat(dirfd: c_int, path: *const c_char, mode: Mode) 
         }
         P::Local(p, _k) => real!(mkdirat: fn(c_int, *const c_char, Mode) -> c_int)(dirfd, p, mode),
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkfifo(path: *const c_char, mode: Mode) -> c_int {
+    unsafe { mknodat(libc::AT_FDCWD, path, libc::S_IFIFO | (mode & MODE_PERM_BITS), 0) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn mkfifoat(dirfd: c_int, path: *const c_char, mode: Mode) -> c_int {
+    unsafe { mknodat(dirfd, path, libc::S_IFIFO | (mode & MODE_PERM_BITS), 0) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn mknod(path: *const c_char, mode: Mode, dev: libc::dev_t) -> c_int {
+    unsafe { mknodat(libc::AT_FDCWD, path, mode, dev) }
+}
+/// `mknod(2)`'s types: a regular file (type 0 or S_IFREG), or a special file the
+/// server makes as the real object (its contents are never served through dafs).
+#[no_mangle]
+pub unsafe extern "C" fn mknodat(
+    dirfd: c_int,
+    path: *const c_char,
+    mode: Mode,
+    dev: libc::dev_t,
+) -> c_int {
+    match unsafe { classify(dirfd, path) } {
+        P::Dafs(t, _g) => {
+            let perm = mode & !with(|st| st.umask) & MODE_PERM_BITS;
+            let ftype = match mode & libc::S_IFMT {
+                0 | libc::S_IFREG => None,
+                libc::S_IFIFO => Some(FileType::Fifo),
+                libc::S_IFSOCK => Some(FileType::Socket),
+                libc::S_IFCHR => Some(FileType::CharDevice),
+                libc::S_IFBLK => Some(FileType::BlockDevice),
+                _ => return neg(libc::EINVAL),
+            };
+            ret(on_path(&t, |c, p| {
+                if p == config().mounts[t.mount].base {
+                    return err(libc::EEXIST);
+                }
+                match ftype {
+                    None => c.create_file(p, perm, true).map(|_| 0)?,
+                    Some(ft) => c.mknod(p, ft, perm, dev).map(|_| 0)?,
+                };
+                Ok(0)
+            }))
+        }
+        P::Err(e) => neg(e),
+        P::Local(p, _k) => real!(mknodat: fn(c_int, *const c_char, Mode, libc::dev_t) -> c_int)(
+            dirfd, p, mode, dev,
+        ),
+    }
+}
+/// glibc before 2.33 compiled `mknod` calls into these (the `ver` argument is the
+/// `struct stat` version, unused here); binaries built then still call them.
+#[no_mangle]
+pub unsafe extern "C" fn __xmknod(
+    _ver: c_int,
+    path: *const c_char,
+    mode: Mode,
+    dev: *const libc::dev_t,
+) -> c_int {
+    unsafe { __xmknodat(_ver, libc::AT_FDCWD, path, mode, dev) }
+}
+#[no_mangle]
+pub unsafe extern "C" fn __xmknodat(
+    _ver: c_int,
+    dirfd: c_int,
+    path: *const c_char,
+    mode: Mode,
+    dev: *const libc::dev_t,
+) -> c_int {
+    if dev.is_null() {
+        return neg(libc::EFAULT);
+    }
+    // SAFETY: the caller passes a pointer to its dev_t (checked non-null above), as
+    // glibc's own wrapper does.
+    let d = unsafe { *dev };
+    unsafe { mknodat(dirfd, path, mode, d) }
 }
 
 /// Two-path operations: both dafs on one mount, both local, or EXDEV.

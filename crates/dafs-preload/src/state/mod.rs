@@ -20,6 +20,7 @@ use crate::paths;
 
 #[macro_use]
 mod config;
+mod cred;
 mod cwd;
 mod dirs;
 mod fdmap;

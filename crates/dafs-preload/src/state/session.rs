@@ -23,6 +23,8 @@ pub struct MountState {
     /// fileids this process holds POSIX locks on (closing any descriptor of the file
     /// releases them, as POSIX specifies).
     pub locked: HashSet<u64>,
+    /// The credential last stated to the server (identity mode `asserted`).
+    pub(super) cred: super::cred::CredState,
 }
 
 /// The process's open descriptors (to tell which ones a new connection opened).
@@ -124,6 +126,7 @@ impl State {
     /// Run `f` with mount `m`'s client.
     pub fn call<T>(&mut self, m: usize, f: impl FnOnce(&mut Client) -> FR<T>) -> Result<T, c_int> {
         self.connect(m)?;
+        self.mounts[m].state_cred();
         let c = self.mounts[m].client.as_mut().ok_or(libc::ENOTCONN)?;
         f(c).map_err(|e| self.fail(m, e))
     }
@@ -184,6 +187,7 @@ impl State {
         self.ensure(id)?;
         let o = self.ofds.get_mut(&id).ok_or(libc::EBADF)?;
         let m = o.mount;
+        self.mounts[m].state_cred();
         let c = self.mounts[m].client.as_mut().ok_or(libc::ENOTCONN)?;
         f(c, o).map_err(|e| self.fail(m, e))
     }

@@ -82,6 +82,9 @@ impl Conn {
             }
             R::Link { fh, dir, name } => namespace::link(sh, &fh, &dir, name)?,
             R::Symlink { dir, name, target } => namespace::symlink(sh, &dir, name, target)?,
+            R::Mknod { dir, ftype, mode, rdev, name } => {
+                namespace::mknod(sh, &dir, ftype, mode, rdev, name)?
+            }
             R::ReadDir { dir, cookie, max_entries, max_bytes } => {
                 let msg_size = self.t.msg_size_bytes_max();
                 let entries = &mut bufs.entries;
@@ -137,8 +140,6 @@ impl Conn {
             }
             R::Chain { elements, .. } => self.chain(sh, bufs, h, elements)?,
             R::ReclaimComplete => Reply::Empty,
-            // Special files: not served yet.
-            R::Mknod { .. } => return Err(Status::NotSupp),
             R::Reserved(_) => return Err(Status::NotSupp),
         };
         Ok(Outcome::Reply(reply))

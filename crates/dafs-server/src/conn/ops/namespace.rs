@@ -1,4 +1,4 @@
-//! Namespace ops: create, remove, rename, link, symlink, and directory listings.
+//! Namespace ops: create, remove, rename, link, symlink, mknod, and directory listings.
 //! Single-component names were validated by the decoder; every one is resolved beneath
 //! the directory handle it comes with.
 
@@ -124,6 +124,34 @@ pub(super) fn symlink(
     let c = CString::new(name).map_err(|_| Status::BadName)?;
     let t = CString::new(target).map_err(|_| Status::Inval)?;
     rfs::symlinkat(t.as_c_str(), d.fd.as_fd(), c.as_c_str()).map_err(st)?;
+    let fd = fsops::lookup(d.fd.as_fd(), name, false)?;
+    let (fh, stat) = sh.handles.insert(fd, d.export)?;
+    Ok(Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
+}
+
+/// MKNOD: a FIFO, socket or device node made as the real object (`mknodat`), so the
+/// export holds what a local file system would. Its contents are never served: OPEN
+/// refuses special files (a FIFO opened by a worker could block it).
+pub(super) fn mknod(
+    sh: &Shared,
+    dir: &FileHandle,
+    ftype: FileType,
+    mode: u32,
+    rdev: u64,
+    name: &[u8],
+) -> Result<Reply<'static>, Status> {
+    let d = sh.handles.resolve(dir)?;
+    check_writable(sh, d.export)?;
+    let kind = match ftype {
+        FileType::Fifo => rfs::FileType::Fifo,
+        FileType::Socket => rfs::FileType::Socket,
+        FileType::CharDevice => rfs::FileType::CharacterDevice,
+        FileType::BlockDevice => rfs::FileType::BlockDevice,
+        // The decoder admits only the four special types.
+        _ => return Err(Status::Inval),
+    };
+    let c = CString::new(name).map_err(|_| Status::BadName)?;
+    rfs::mknodat(d.fd.as_fd(), c.as_c_str(), kind, Mode::from_raw_mode(mode), rdev).map_err(st)?;
     let fd = fsops::lookup(d.fd.as_fd(), name, false)?;
     let (fh, stat) = sh.handles.insert(fd, d.export)?;
     Ok(Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
