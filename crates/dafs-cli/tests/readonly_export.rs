@@ -38,8 +38,12 @@ fn assert_untouched(srv: &TestServer, what: &str) {
 
 /// Run OPEN of "f" with raw `flags` as a chain element, then CLOSE of it.
 fn open_close(c: &mut Client, flags: u32) -> Result<(), Error> {
+    open_close_keyed(c, flags, b"")
+}
+
+fn open_close_keyed(c: &mut Client, flags: u32, key: &[u8]) -> Result<(), Error> {
     let (root, _) = c.lookup("/").unwrap();
-    let open = Request::Open { fh: root, flags, mode: 0o644, name: b"f", key: b"" };
+    let open = Request::Open { fh: root, flags, mode: 0o644, name: b"f", key };
     let chain = Chain::new().push(&open).close(Chain::CURRENT_OPEN);
     match c.run_chain(&chain)?.failed {
         Some((_, e)) => Err(e),
@@ -65,6 +69,8 @@ fn read_only_export_refuses_open_flags_with_side_effects() {
         assert_rofs(what, open_close(&mut c, flags));
         assert_untouched(&srv, what);
     }
+    // An open key would lock every reader without it out.
+    assert_rofs("read + open key", open_close_keyed(&mut c, r, b"k"));
     // Plain reading and a deny-write reservation (nobody can write anyway) still work.
     open_close(&mut c, r).unwrap();
     open_close(&mut c, r | open_flags::DENY_WRITE).unwrap();

@@ -61,7 +61,8 @@ impl Conn {
         // regular files; I/O on non-regular files is refused (`Session::open_file`).
         of |= OFlags::NONBLOCK;
         let d = sh.handles.resolve(&fh)?;
-        if write || flags & OPEN_FLAGS_THAT_MODIFY != 0 {
+        // An open key, like deny-read, would lock other readers out of the file.
+        if write || flags & OPEN_FLAGS_THAT_MODIFY != 0 || !key.is_empty() {
             check_writable(sh, d.export)?;
         }
         let unlinked = flags & open_flags::UNLINKED != 0;
