@@ -193,6 +193,9 @@ fn never_reading_clients_stay_within_the_memory_budget() {
     let srv = TestServer::start(&["--memory-max", "16777216", "--metrics-listen", &metrics]);
     let pid = srv.pid().unwrap();
     std::fs::write(srv.dir().join("data"), vec![3u8; 64 * 1024]).unwrap();
+    // A well-behaved client, connected before the budget fills up.
+    let mut pipelined = Raw::connect(&srv.addr());
+    pipelined.create(AuthMethod::None).unwrap();
     let before = rss_kb(pid);
     let threads: Vec<_> = (0..CLIENTS)
         .map(|i| {
@@ -229,6 +232,17 @@ fn never_reading_clients_stay_within_the_memory_budget() {
     assert!(used <= 16 * 1024 * 1024 + CLIENTS as u64 * 128 * 1024, "budget used {used} B");
     assert!(rss < before + 64 * 1024, "server RSS grew from {before} kB to {rss} kB");
     assert!(metric(&metrics, "memory_pauses") >= 1);
+    // Over the budget a connection that drains its replies is read again: ten requests
+    // sent at once all get their replies (none waits for an event that never comes).
+    let mut batch = Vec::new();
+    for i in 0..10 {
+        batch.extend_from_slice(&msg_frame(&pipelined.next(i % 2, &Request::Null)));
+    }
+    pipelined.s.write_all(&batch).unwrap();
+    for _ in 0..10 {
+        let r = pipelined.reply();
+        assert_eq!(decode_reply(&r, MAX).unwrap().1.status(), Status::Ok);
+    }
     drop(held);
     assert_connects(&srv, "never-reading clients gone");
 }

@@ -89,12 +89,7 @@ impl Conn {
     /// Read and handle events until the socket is drained or backpressure pauses us.
     pub fn drive(&mut self, sh: &Shared, sc: &mut Scratch) -> ConnFate {
         loop {
-            let backlog = self.t.backlog_bytes();
-            sh.memory.update(&mut self.memory_counted_bytes, backlog);
-            // Past the global budget only connections with output pending stop: they are
-            // sure to get a writable event (and be read again) once it drains.
-            let over_budget = backlog > 0 && sh.memory.used() > sh.cfg.memory_bytes_max;
-            if backlog > sh.cfg.backlog_bytes_max || over_budget {
+            if let Some(over_budget) = self.must_pause(sh) {
                 if !self.read_paused {
                     sh.stats.backpressure_pauses.fetch_add(1, Relaxed);
                     if over_budget {
@@ -102,7 +97,15 @@ impl Conn {
                     }
                 }
                 self.read_paused = true;
-                break;
+                // Resuming takes a writable event, which comes only if output is left
+                // once the socket would block: if it all goes now, look again.
+                if self.flush(sh) == ConnFate::Close {
+                    return ConnFate::Close;
+                }
+                if self.must_pause(sh).is_some() {
+                    return ConnFate::Keep;
+                }
+                continue;
             }
             self.read_paused = false;
             match self.t.poll_event() {
@@ -128,6 +131,21 @@ impl Conn {
             }
         }
         self.flush(sh)
+    }
+
+    /// Must reading stop (backpressure)? `Some(false)`: this connection's backlog is over
+    /// `backlog_bytes_max`; `Some(true)`: all connections together are over
+    /// `memory_bytes_max` and this one has output queued. Only output counts there: a
+    /// connection whose backlog is pulls in flight must be read for them to complete.
+    fn must_pause(&mut self, sh: &Shared) -> Option<bool> {
+        let backlog = self.t.backlog_bytes();
+        sh.memory.update(&mut self.memory_counted_bytes, backlog);
+        if backlog > sh.cfg.backlog_bytes_max {
+            return Some(false);
+        }
+        let output_only = self.pending.is_empty() && self.batches.is_empty();
+        let over_budget = sh.memory.used() > sh.cfg.memory_bytes_max;
+        (backlog > 0 && output_only && over_budget).then_some(true)
     }
 
     /// Write as much queued output as the socket takes now; `Close` if the connection
