@@ -143,6 +143,8 @@ pub fn run(a: &AdminArgs) -> Result<(), (i32, String)> {
             }
             println!("{:<24} {}", "sessions_live", v["sessions_live"]);
             println!("{:<24} {}", "connections_live", v["connections_live"]);
+            println!("{:<24} {}", "connections_unauth", v["connections_unauth"]);
+            println!("{:<24} {}", "memory_bytes_used", v["memory_bytes_used"]);
         }
         AdminCmd::Fence { client_id } => {
             println!("fenced {client_id}: {} session(s) ended", v["sessions"])

@@ -68,6 +68,22 @@ pub struct ServeArgs {
     /// until it drains (memory per client connection). Default 32 MiB.
     #[arg(long)]
     pub max_client_memory: Option<usize>,
+    /// Milliseconds a connection may take to authenticate (SESSION_CREATE, plus
+    /// SESSION_AUTH with a secret); slower or idle ones are closed. Default 10000.
+    #[arg(long)]
+    pub handshake_timeout_ms: Option<u64>,
+    /// Most connections not yet authenticated; the rest of --max-connections is kept for
+    /// authenticated clients. Default: a quarter of --max-connections.
+    #[arg(long)]
+    pub max_unauth_connections: Option<usize>,
+    /// Most connections from one source address. Default 256.
+    #[arg(long)]
+    pub max_connections_per_addr: Option<usize>,
+    /// Bytes all connections together may hold in queued replies and pulls in flight;
+    /// beyond it connections with output pending are not read until it drains. Default:
+    /// a quarter of the machine's memory.
+    #[arg(long)]
+    pub memory_max: Option<usize>,
     /// Client ids (or prefixes ending in '*') allowed to attach to the default export;
     /// repeat for more. Default: all.
     #[arg(long = "allow-client", value_name = "CLIENT_ID")]
@@ -131,6 +147,10 @@ struct FileConfig {
     max_connections_per_client: Option<usize>,
     max_connections: Option<usize>,
     max_client_memory: Option<usize>,
+    handshake_timeout_ms: Option<u64>,
+    max_unauth_connections: Option<usize>,
+    max_connections_per_addr: Option<usize>,
+    memory_bytes_max: Option<usize>,
     identity: Option<String>,
     anon_uid: Option<u32>,
     anon_gid: Option<u32>,
@@ -237,6 +257,12 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     pick!(reply_cache_slot_bytes, a.reply_cache_slot_bytes, fc.reply_cache_slot_bytes);
     pick!(connections_per_client_max, a.max_connections_per_client, fc.max_connections_per_client);
     pick!(connections_max, a.max_connections, fc.max_connections);
+    pick!(handshake_timeout_ms, a.handshake_timeout_ms, fc.handshake_timeout_ms);
+    if let Some(n) = a.max_unauth_connections.or(fc.max_unauth_connections) {
+        cfg.connections_unauth_max = Some(n);
+    }
+    pick!(connections_per_addr_max, a.max_connections_per_addr, fc.max_connections_per_addr);
+    pick!(memory_bytes_max, a.memory_max, fc.memory_bytes_max);
     let anon_uid = a.anon_uid.or(fc.anon_uid).unwrap_or(65534);
     let anon_gid = a.anon_gid.or(fc.anon_gid).unwrap_or(65534);
     cfg.identity = match a.identity.as_deref().or(fc.identity.as_deref()).unwrap_or("server") {

@@ -194,6 +194,8 @@ fn stats_json(sh: &Shared) -> Value {
         "counters": counters,
         "sessions_live": sh.sessions_live.get(),
         "connections_live": sh.connections_live.get(),
+        "connections_unauth": sh.admission.unauth.get(),
+        "memory_bytes_used": sh.memory.used(),
         "fenced": sh.sessions.fenced_list(),
     })
 }
@@ -212,6 +214,16 @@ pub fn metrics_text(sh: &Shared) -> String {
             sh.sessions_live.get() as u64,
         ),
         ("connections_live", "Connections open now.", sh.connections_live.get() as u64),
+        (
+            "connections_unauth",
+            "Connections whose session has not authenticated yet.",
+            sh.admission.unauth.get() as u64,
+        ),
+        (
+            "memory_bytes_used",
+            "Bytes of queued output and pulls in flight, all connections.",
+            sh.memory.used() as u64,
+        ),
         (
             "sessions_parked",
             "Sessions waiting for their client to reconnect.",

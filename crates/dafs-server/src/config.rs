@@ -82,6 +82,19 @@ pub struct ServerConfig {
     /// Most connections open at once (with or without a session); more are closed at
     /// accept.
     pub connections_max: usize,
+    /// Most connections whose session has not authenticated yet; the rest of
+    /// `connections_max` is kept for authenticated clients. None: a quarter of
+    /// `connections_max` (see [`ServerConfig::connections_unauth_max`]).
+    pub connections_unauth_max: Option<usize>,
+    /// Most connections from one source address (TCP).
+    pub connections_per_addr_max: usize,
+    /// A connection must authenticate within this many milliseconds of being accepted,
+    /// or it is closed: idle and trickling peers cannot hold connections.
+    pub handshake_timeout_ms: u64,
+    /// Bytes all connections together may hold in queued output and pulls in flight
+    /// (each also within `backlog_bytes_max`); beyond it, connections with output
+    /// pending are not read until it drains.
+    pub memory_bytes_max: usize,
     /// Whose identity requests run with (see `cred.rs`).
     pub identity: crate::cred::Identity,
     /// Unix socket for `dafs admin` (owner-only permissions); None disables it.
@@ -113,6 +126,28 @@ pub const REPLY_CACHE_SLOT_BYTES_MIN: usize = 1024;
 /// against the session limit meanwhile.
 pub const LEASE_SECS_MAX: u64 = 24 * 3600;
 
+/// Default `handshake_timeout_ms`: ample for a client across a WAN (three round trips).
+pub const HANDSHAKE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// Longest `handshake_timeout_ms` (one minute).
+pub const HANDSHAKE_TIMEOUT_MS_MAX: u64 = 60_000;
+/// Smallest `memory_bytes_max`: a few connections' worth of direct transfers.
+pub const MEMORY_BYTES_MIN: usize = 16 * 1024 * 1024;
+/// `memory_bytes_max` when the machine's memory cannot be read.
+const MEMORY_BYTES_FALLBACK: usize = 1024 * 1024 * 1024;
+
+/// Default `memory_bytes_max`: a quarter of the machine's memory (`MemTotal` of
+/// /proc/meminfo), leaving the rest to the page cache and other processes.
+pub fn memory_bytes_max_default() -> usize {
+    let total_kb = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+        line.split_whitespace().nth(1)?.parse::<usize>().ok()
+    });
+    match total_kb {
+        Some(kb) => (kb.saturating_mul(1024) / 4).max(MEMORY_BYTES_MIN),
+        None => MEMORY_BYTES_FALLBACK,
+    }
+}
+
 impl ServerConfig {
     pub fn new(export_path: impl Into<PathBuf>) -> Self {
         ServerConfig {
@@ -135,11 +170,23 @@ impl ServerConfig {
             reply_cache_slot_bytes: 4096,
             connections_per_client_max: 16,
             connections_max: 1024,
+            connections_unauth_max: None,
+            connections_per_addr_max: 256,
+            handshake_timeout_ms: HANDSHAKE_TIMEOUT_MS_DEFAULT,
+            memory_bytes_max: memory_bytes_max_default(),
             identity: crate::cred::Identity::Server,
             admin_socket: None,
             metrics_listen: None,
             tls: None,
         }
+    }
+
+    /// Connections that may be open without an authenticated session: as configured, or
+    /// a quarter of `connections_max` (at least 1) — a handshake takes a few round trips,
+    /// so this many cover a burst of connecting clients, and three quarters stay for
+    /// clients that proved who they are.
+    pub fn connections_unauth_max(&self) -> usize {
+        self.connections_unauth_max.unwrap_or((self.connections_max / 4).max(1))
     }
 
     /// Check the configuration; the error says what to fix.
@@ -198,6 +245,19 @@ impl ServerConfig {
         if self.connections_max == 0 {
             return Err(ConfigError::BelowMin { field: "connections_max", min: 1 });
         }
+        if let Some(n) = self.connections_unauth_max {
+            in_range("connections_unauth_max", n as u64, 1, self.connections_max as u64)?;
+        }
+        if self.connections_per_addr_max == 0 {
+            return Err(ConfigError::BelowMin { field: "connections_per_addr_max", min: 1 });
+        }
+        in_range("handshake_timeout_ms", self.handshake_timeout_ms, 1, HANDSHAKE_TIMEOUT_MS_MAX)?;
+        if self.memory_bytes_max < MEMORY_BYTES_MIN {
+            return Err(ConfigError::BelowMin {
+                field: "memory_bytes_max",
+                min: MEMORY_BYTES_MIN as u64,
+            });
+        }
         if self.lease_secs > LEASE_SECS_MAX {
             return Err(ConfigError::AboveMax { field: "lease_secs", max: LEASE_SECS_MAX });
         }
@@ -249,6 +309,22 @@ mod tests {
         assert_eq!(refused(|c| c.handles_max = 15), "handles_max must be at least 16");
         assert_eq!(refused(|c| c.lease_secs = 86401), "lease_secs must be at most 86400");
         assert_eq!(refused(|c| c.connections_max = 0), "connections_max must be at least 1");
+        assert_eq!(
+            refused(|c| c.connections_per_addr_max = 0),
+            "connections_per_addr_max must be at least 1"
+        );
+        assert_eq!(
+            refused(|c| c.connections_unauth_max = Some(2000)),
+            "connections_unauth_max must be 1..=1024"
+        );
+        assert_eq!(
+            refused(|c| c.handshake_timeout_ms = 0),
+            "handshake_timeout_ms must be 1..=60000"
+        );
+        assert_eq!(
+            refused(|c| c.memory_bytes_max = 1),
+            "memory_bytes_max must be at least 16777216"
+        );
         assert_eq!(
             refused(|c| c.reply_cache_slot_bytes = 10),
             "reply_cache_slot_bytes must be 1024..=msg_size_bytes_max (non-idempotent replies must fit)"

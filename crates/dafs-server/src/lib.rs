@@ -13,7 +13,10 @@
 //!
 //! The thread count is fixed at start (`workers + 1`), whatever the clients do.
 
+#[macro_use]
+mod ratelog;
 pub mod admin;
+pub mod admission;
 pub mod config;
 mod conn;
 pub mod cred;
@@ -22,6 +25,7 @@ pub mod fsops;
 pub mod handles;
 pub mod live;
 pub mod locks;
+pub mod memory;
 mod nattr;
 pub mod openstate;
 pub mod sessions;
@@ -55,6 +59,8 @@ pub struct Shared {
     /// Random per start, sent in every SESSION_CREATE reply: clients tell a restarted
     /// server (state to reclaim) from an expired session.
     pub boot_verifier: u64,
+    /// Random per start: keys the opaque lock owners LOCKT reports (never session ids).
+    pub owner_key: [u8; 32],
     pub handles: handles::HandleTable,
     pub locks: locks::LockTable,
     pub open_table: openstate::OpenTable,
@@ -65,6 +71,12 @@ pub struct Shared {
     pub(crate) sessions: sessions::SessionTable<conn::Session>,
     /// Connections open now (bounded by `connections_max`).
     pub connections_live: LiveCount,
+    /// Connections per source address and not yet authenticated.
+    pub admission: admission::Admission,
+    /// Bytes all connections hold in queued output and pulls in flight.
+    pub memory: memory::MemoryBudget,
+    /// Per-peer rate of warnings (see `peer_warn!`).
+    pub(crate) warn_limiter: ratelog::WarnLimiter,
     /// This host's identity, offered to clients for the same-host check.
     pub host_id: [u8; 16],
     /// Socket path of the shared-memory provider ("" if disabled).
@@ -196,6 +208,8 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     raise_fd_limit();
     let mut instance = [0u8; 8];
     getrandom::getrandom(&mut instance).map_err(StartError::Random)?;
+    let mut owner_key = [0u8; 32];
+    getrandom::getrandom(&mut owner_key).map_err(StartError::Random)?;
     let mut listener = TcpListener::bind(&cfg.listen)
         .map_err(|e| StartError::Listen { addr: cfg.listen.clone(), source: e })?;
     if let Some(t) = &cfg.tls {
@@ -213,6 +227,7 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     let shared = Arc::new(Shared {
         handles: handles::HandleTable::new(u64::from_le_bytes(instance), cfg.handles_max),
         boot_verifier: u64::from_le_bytes(instance),
+        owner_key,
         roots,
         locks: Default::default(),
         open_table: Default::default(),
@@ -220,6 +235,9 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         sessions_live: LiveCount::new("live sessions"),
         sessions: Default::default(),
         connections_live: LiveCount::new("live connections"),
+        admission: Default::default(),
+        warn_limiter: Default::default(),
+        memory: Default::default(),
         host_id: dafs_transport::shm::host_id(),
         shm_path,
         shutdown: AtomicBool::new(false),
@@ -362,11 +380,7 @@ fn accept_loop(
             }
             for c in got {
                 sh.stats.connections_accepted.fetch_add(1, Relaxed);
-                if !sh.connections_live.try_acquire(sh.cfg.connections_max) {
-                    // Closed at once: a flood of connections cannot exhaust descriptors or
-                    // memory. The client sees the connection close before any reply.
-                    sh.stats.limit_refusals.fetch_add(1, Relaxed);
-                    warn!(peer = %c.peer(), limit = sh.cfg.connections_max, "connection refused: connections_max reached");
+                if !admit(&sh, &*c) {
                     continue;
                 }
                 let link = &links[next % links.len()];
@@ -375,6 +389,79 @@ fn accept_loop(
                 let _ = link.waker.wake();
             }
         }
+    }
+}
+
+/// May the new connection `c` stay? Closed at once (by dropping it) if not: a flood of
+/// connections cannot exhaust descriptors or memory, nor one address take them all.
+/// The client sees the connection close before any reply. (Unauthenticated connections
+/// beyond their share are evicted by the workers' sweep, oldest first.)
+fn admit(sh: &Shared, c: &dyn ServerConn) -> bool {
+    let peer = c.peer();
+    if !sh.connections_live.try_acquire(sh.cfg.connections_max) {
+        sh.stats.limit_refusals.fetch_add(1, Relaxed);
+        peer_warn!(
+            sh,
+            peer,
+            limit = sh.cfg.connections_max,
+            "connection refused: connections_max reached"
+        );
+        return false;
+    }
+    let per_addr_max = sh.cfg.connections_per_addr_max;
+    if sh.admission.admit(admission::peer_ip(&peer), per_addr_max).is_ok() {
+        return true;
+    }
+    sh.stats.per_addr_refusals.fetch_add(1, Relaxed);
+    peer_warn!(
+        sh,
+        peer,
+        limit = per_addr_max,
+        "connection refused: connections_per_addr_max reached"
+    );
+    sh.connections_live.release();
+    false
+}
+
+/// How often a worker looks for connections past their handshake deadline.
+const HANDSHAKE_SWEEP_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Close this worker's unauthenticated connections that passed `handshake_timeout_ms`
+/// (idle and trickling peers cannot hold a connection for long), then, while more than
+/// `connections_unauth_max` connections of all workers are unauthenticated, the oldest
+/// of its own: a new client always gets its turn to authenticate, and the rest of
+/// `connections_max` stays for authenticated clients.
+fn sweep_handshakes(sh: &Shared, poll: &Poll, conns: &mut [Option<Conn>], free: &mut Vec<usize>) {
+    let limit = Duration::from_millis(sh.cfg.handshake_timeout_ms);
+    let mut unauth: Vec<(Instant, usize)> = conns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.as_ref().filter(|c| !c.authenticated).map(|c| (c.accepted_at, i)))
+        .collect();
+    unauth.sort_unstable();
+    let share = sh.cfg.connections_unauth_max();
+    for (accepted_at, idx) in unauth {
+        let peer = conns[idx].as_ref().map(|c| c.t.peer()).unwrap_or_default();
+        if accepted_at.elapsed() > limit {
+            sh.stats.handshake_timeouts.fetch_add(1, Relaxed);
+            peer_warn!(
+                sh,
+                peer,
+                timeout_ms = sh.cfg.handshake_timeout_ms,
+                "closing connection: not authenticated in time"
+            );
+        } else if sh.admission.unauth.get() > share {
+            sh.stats.unauth_evictions.fetch_add(1, Relaxed);
+            peer_warn!(
+                sh,
+                peer,
+                limit = share,
+                "closing connection: connections_unauth_max reached, oldest unauthenticated first"
+            );
+        } else {
+            continue;
+        }
+        close_conn(sh, poll, conns, free, idx);
     }
 }
 
@@ -387,6 +474,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
     let mut spin = dafs_transport::wait::AdaptiveSpin::new(Duration::from_micros(sh.cfg.spin_us));
     let mut last_activity = Instant::now();
     let mut revoke_seen = sh.sessions.revoke_epoch.load(Relaxed);
+    let mut last_sweep = Instant::now();
     loop {
         // Bounded spin, then sleep: while spinning, poll epoll without blocking and look
         // at shared-memory rings directly; before sleeping, ask every ring-based peer for
@@ -395,7 +483,13 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
         if spinning {
             dafs_transport::wait::spin_pause();
         }
-        let mut timeout = if spinning { Some(Duration::ZERO) } else { Some(WORKER_SLEEP_MAX) };
+        // Unauthenticated connections are swept on time (deadline, eviction).
+        let sleep_max = if conns.iter().flatten().any(|c| !c.authenticated) {
+            HANDSHAKE_SWEEP_INTERVAL
+        } else {
+            WORKER_SLEEP_MAX
+        };
+        let mut timeout = if spinning { Some(Duration::ZERO) } else { Some(sleep_max) };
         let mut armed = false;
         if timeout != Some(Duration::ZERO) {
             armed = true;
@@ -438,6 +532,10 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
             }
             return;
         }
+        if last_sweep.elapsed() >= HANDSHAKE_SWEEP_INTERVAL {
+            last_sweep = Instant::now();
+            sweep_handshakes(&sh, &poll, &mut conns, &mut free);
+        }
         // Another thread revoked sessions (a bind from a new connection, fencing): close
         // the connections that hold them (their sessions are parked or released).
         let epoch = sh.sessions.revoke_epoch.load(Relaxed);
@@ -465,6 +563,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                     ) {
                         warn!("cannot watch new connection: {e}");
                         free.push(idx);
+                        sh.admission.closed(crate::admission::peer_ip(&t.peer()), false);
                         sh.connections_live.release();
                         continue;
                     }
@@ -482,7 +581,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
             let Some(c) = conns.get_mut(idx).and_then(|c| c.as_mut()) else { continue };
             let mut fate = ConnFate::Keep;
             if ev.is_writable() {
-                fate = c.flush();
+                fate = c.flush(&sh);
             }
             if fate == ConnFate::Keep && (ev.is_readable() || c.read_paused || ev.is_read_closed())
             {
@@ -509,6 +608,7 @@ fn close_conn(
         let fd = c.t.raw_fd();
         let _ = poll.registry().deregister(&mut SourceFd(&fd));
         c.close(sh);
+        sh.admission.closed(c.peer_ip, c.authenticated);
         sh.stats.connections_closed.fetch_add(1, Relaxed);
         sh.connections_live.release();
         free.push(idx);

@@ -242,6 +242,20 @@ impl<S> SessionTable<S> {
         }
     }
 
+    /// The parked session parked longest ago (its lease ends first), removed from the
+    /// table: released to make room when `sessions_max` is reached.
+    pub fn take_oldest_parked(&self) -> Option<Released<S>> {
+        let mut m = self.inner.lock().unwrap();
+        let id = m
+            .iter()
+            .filter_map(|(id, e)| e.parked.as_ref().map(|(_, d)| (*d, *id)))
+            .min()
+            .map(|(_, id)| id)?;
+        let e = m.remove(&id).expect("found under the same lock");
+        let (s, _) = e.parked.expect("chosen because it is parked");
+        Some((s, e.info))
+    }
+
     /// Parked sessions whose lease has passed, removed from the table.
     pub fn expired(&self, now: Instant) -> Vec<Released<S>> {
         let mut m = self.inner.lock().unwrap();
@@ -382,6 +396,21 @@ mod tests {
             matches!(t.take(5, b"c1", &[9; 32], |_, _| true, [2; 32]), Take::Unknown),
             "expired: BADSESSION"
         );
+    }
+
+    #[test]
+    fn oldest_parked_is_taken_first_and_bound_never() {
+        let t: SessionTable<u32> = SessionTable::default();
+        let (a, b, c) = (info(1, "a"), info(2, "b"), info(3, "c"));
+        for i in [&a, &b, &c] {
+            t.insert(i.clone());
+        }
+        t.park(Box::new(20), &b, Duration::from_secs(60));
+        t.park(Box::new(30), &c, Duration::from_secs(90));
+        assert_eq!(*t.take_oldest_parked().unwrap().0, 20);
+        assert_eq!(*t.take_oldest_parked().unwrap().0, 30);
+        assert!(t.take_oldest_parked().is_none(), "a bound session is never taken");
+        assert_eq!(t.list().len(), 1);
     }
 
     #[test]

@@ -82,4 +82,19 @@ counters! {
     limit_refusals,
     /// Requests refused by access control (export client rules).
     access_refusals,
+    /// Parked sessions released early to make room at `sessions_max`.
+    sessions_reclaimed,
+    /// Connections closed because they had not authenticated within `handshake_timeout_ms`.
+    handshake_timeouts,
+    /// Unauthenticated connections closed (oldest first) because more than
+    /// `connections_unauth_max` were open (the rest of `connections_max` is kept for
+    /// authenticated clients).
+    unauth_evictions,
+    /// Connections closed at accept: `connections_per_addr_max` reached for that address.
+    per_addr_refusals,
+    /// Warnings not logged because their peer exceeded its log rate.
+    warnings_suppressed,
+    /// Times a connection stopped being read because all connections' buffered output
+    /// exceeded `memory_bytes_max`.
+    memory_pauses,
 }

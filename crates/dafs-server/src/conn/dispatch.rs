@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use dafs_proto::header::RawHeader;
 use dafs_proto::session::{request_digest, Replay, SlotVerdict};
 use dafs_proto::{DecodeError, Header, Opcode, Reply, Request, Status};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::ops::Outcome;
 use super::reply::SlotUse;
@@ -35,11 +35,11 @@ impl Conn {
                 sh.stats.malformed.fetch_add(1, Relaxed);
                 // The header itself is unusable for an answer only if magic/lengths are bad.
                 let Ok(raw) = RawHeader::parse(buf) else {
-                    warn!(peer = %self.t.peer(), "undecodable message ({e}); closing connection");
+                    peer_warn!(sh, self.t.peer(), "undecodable message ({e}); closing connection");
                     return ConnFate::Close;
                 };
                 if raw.total_len() != buf.len() as u64 || raw.flags != 0 {
-                    warn!(peer = %self.t.peer(), "inconsistent message ({e}); closing connection");
+                    peer_warn!(sh, self.t.peer(), "inconsistent message ({e}); closing connection");
                     return ConnFate::Close;
                 }
                 let status = match e {
@@ -171,7 +171,10 @@ impl Conn {
                 }
                 Replay::FalseRetry => {
                     sh.stats.false_retries.fetch_add(1, Relaxed);
-                    warn!(
+                    let peer = self.t.peer();
+                    peer_warn!(
+                        sh,
+                        peer,
                         session = s.id,
                         slot = h.slot_id,
                         seq = h.sequence_id,

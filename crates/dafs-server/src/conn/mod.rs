@@ -25,13 +25,18 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 
 use dafs_transport::{ServerConn, ServerEvent, TransportError};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::sessions::{REVOKE_DESTROY, REVOKE_NONE};
 use crate::Shared;
 use pending::{PendingBatch, PendingWrite};
 pub use reply::Scratch;
 pub(crate) use session::{release_session, Session};
+
+/// Largest message a connection takes before its session is authenticated (and before
+/// it has one): SESSION_CREATE, SESSION_BIND and SESSION_AUTH with a 255-byte client id
+/// fit with room to spare. An unauthenticated peer can make the server buffer no more.
+pub const HANDSHAKE_MSG_BYTES_MAX: u32 = 1024;
 
 /// What the connection asks of its worker after handling input.
 #[derive(Debug, PartialEq, Eq)]
@@ -52,11 +57,25 @@ pub struct Conn {
     pub read_paused: bool,
     /// SESSION_DESTROY executed: release the session instead of parking it.
     destroying: bool,
+    /// The peer's source address (None for shared memory), as admitted at accept.
+    pub peer_ip: Option<std::net::IpAddr>,
+    /// When the connection was accepted: it must authenticate within
+    /// `handshake_timeout_ms` of this.
+    pub accepted_at: std::time::Instant,
+    /// The connection's session has authenticated (it left the unauthenticated share).
+    pub authenticated: bool,
+    /// This connection's `backlog_bytes` as last counted in the global memory budget.
+    memory_counted_bytes: usize,
 }
 
 impl Conn {
-    pub fn new(t: Box<dyn ServerConn>) -> Self {
+    pub fn new(mut t: Box<dyn ServerConn>) -> Self {
+        t.set_msg_size_bytes_max(HANDSHAKE_MSG_BYTES_MAX as usize);
         Conn {
+            peer_ip: crate::admission::peer_ip(&t.peer()),
+            accepted_at: std::time::Instant::now(),
+            authenticated: false,
+            memory_counted_bytes: 0,
             t,
             session: None,
             pending: HashMap::new(),
@@ -70,12 +89,23 @@ impl Conn {
     /// Read and handle events until the socket is drained or backpressure pauses us.
     pub fn drive(&mut self, sh: &Shared, sc: &mut Scratch) -> ConnFate {
         loop {
-            if self.t.backlog_bytes() > sh.cfg.backlog_bytes_max {
+            if let Some(over_budget) = self.must_pause(sh) {
                 if !self.read_paused {
                     sh.stats.backpressure_pauses.fetch_add(1, Relaxed);
+                    if over_budget {
+                        sh.stats.memory_pauses.fetch_add(1, Relaxed);
+                    }
                 }
                 self.read_paused = true;
-                break;
+                // Resuming takes a writable event, which comes only if output is left
+                // once the socket would block: if it all goes now, look again.
+                if self.flush(sh) == ConnFate::Close {
+                    return ConnFate::Close;
+                }
+                if self.must_pause(sh).is_some() {
+                    return ConnFate::Keep;
+                }
+                continue;
             }
             self.read_paused = false;
             match self.t.poll_event() {
@@ -94,19 +124,36 @@ impl Conn {
                 Ok(None) => break,
                 Err(TransportError::Closed) => return ConnFate::Close,
                 Err(e) => {
-                    warn!(peer = %self.t.peer(), "closing connection: {e}");
+                    peer_warn!(sh, self.t.peer(), "closing connection: {e}");
                     sh.stats.malformed.fetch_add(1, Relaxed);
                     return ConnFate::Close;
                 }
             }
         }
-        self.flush()
+        self.flush(sh)
+    }
+
+    /// Must reading stop (backpressure)? `Some(false)`: this connection's backlog is over
+    /// `backlog_bytes_max`; `Some(true)`: all connections together are over
+    /// `memory_bytes_max` and this one has output queued. Only output counts there: a
+    /// connection whose backlog is pulls in flight must be read for them to complete.
+    fn must_pause(&mut self, sh: &Shared) -> Option<bool> {
+        let backlog = self.t.backlog_bytes();
+        sh.memory.update(&mut self.memory_counted_bytes, backlog);
+        if backlog > sh.cfg.backlog_bytes_max {
+            return Some(false);
+        }
+        let output_only = self.pending.is_empty() && self.batches.is_empty();
+        let over_budget = sh.memory.used() > sh.cfg.memory_bytes_max;
+        (backlog > 0 && output_only && over_budget).then_some(true)
     }
 
     /// Write as much queued output as the socket takes now; `Close` if the connection
     /// broke. (A connection paused for backpressure resumes reading in `drive`.)
-    pub fn flush(&mut self) -> ConnFate {
-        match self.t.flush() {
+    pub fn flush(&mut self, sh: &Shared) -> ConnFate {
+        let r = self.t.flush();
+        sh.memory.update(&mut self.memory_counted_bytes, self.t.backlog_bytes());
+        match r {
             Ok(_) => ConnFate::Keep,
             Err(TransportError::Closed) => ConnFate::Close,
             Err(e) => {
@@ -140,7 +187,14 @@ impl Conn {
         }
         self.pending.clear();
         self.batches.clear();
+        sh.memory.update(&mut self.memory_counted_bytes, 0);
         if let Some(s) = self.session.take() {
+            if s.auth_required && !s.authenticated {
+                // Never counted nor entered in the table (see `session_auth`): an
+                // unauthenticated session ends with its connection, parking nothing.
+                debug_assert!(s.opens.is_empty(), "no op runs before authentication");
+                return;
+            }
             let destroy = self.destroying
                 || s.info.revoke.load(Relaxed) == REVOKE_DESTROY
                 || sh.shutdown.load(Relaxed)
@@ -157,6 +211,14 @@ impl Conn {
                     std::time::Duration::from_secs(sh.cfg.lease_secs),
                 );
             }
+        }
+    }
+
+    /// The session on this connection is now authenticated (or needs no proof).
+    fn admitted(&mut self, sh: &Shared) {
+        if !self.authenticated {
+            self.authenticated = true;
+            sh.admission.authenticated();
         }
     }
 

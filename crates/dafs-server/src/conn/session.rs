@@ -19,6 +19,9 @@ pub(super) struct OpenFile {
     /// Shared with WRITE_DIRECTs waiting for their data, so that a CLOSE executed
     /// meanwhile does not fail a write the client issued before it.
     pub(super) fd: Arc<OwnedFd>,
+    /// A regular file: only these take data I/O (a FIFO, device or socket could block
+    /// the worker or has no meaningful offsets).
+    pub(super) regular: bool,
     pub(super) read: bool,
     pub(super) write: bool,
     /// (dev, ino): the key of the server-wide open and lock tables.
@@ -53,9 +56,13 @@ pub(crate) struct Session {
 
 impl Session {
     /// The open file `open_id`, opened with the access an I/O needs: `BAD_OPENID` for an
-    /// unknown id, `OPEN_MODE` for one opened without that access.
+    /// unknown id, `OPEN_MODE` for one opened without that access, `NXIO` for a file that
+    /// is not a regular file (FIFO, device, socket: I/O on them is not served).
     pub(super) fn open_file(&self, open_id: u64, for_read: bool) -> Result<&OpenFile, Status> {
         let of = self.opens.get(&open_id).ok_or(Status::BadOpenId)?;
+        if !of.regular {
+            return Err(Status::NxIo);
+        }
         if (for_read && !of.read) || (!for_read && !of.write) {
             return Err(Status::OpenMode);
         }

@@ -37,6 +37,9 @@ impl Conn {
             .map_err(|_| Status::BadXdr)?;
         let (fd, read_ok, write_ok, append) = {
             let of = self.session().opens.get(&open_id).ok_or(Status::BadOpenId)?;
+            if !of.regular {
+                return Err(Status::NxIo);
+            }
             (of.fd.clone(), of.read, of.write, of.append.clone())
         };
         let btag = self.take_tag();

@@ -43,7 +43,7 @@ pub(super) fn test(
         Some(l) => Reply::LockTest {
             conflict: true,
             ltype: l.ltype,
-            owner: l.owner,
+            owner: opaque_owner(&sh.owner_key, l.owner),
             offset: l.start,
             len: if l.end == u64::MAX { 0 } else { l.end - l.start },
         },
@@ -61,6 +61,19 @@ pub(super) fn unlock(
     let r = locks::range(offset, len).ok_or(Status::Inval)?;
     sh.locks.unlock(file, owner, r);
     Ok(Reply::Empty)
+}
+
+/// What LOCKT reports as a conflicting lock's owner: a keyed digest of its session id
+/// (key random per server start), never the id itself — a session id is what
+/// SESSION_BIND names, so it must not leak to other clients. Equal owners still report
+/// equal values, and 0 stays "no conflict".
+fn opaque_owner(key: &[u8; 32], owner: u64) -> u64 {
+    use hmac::{Hmac, Mac};
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(b"dafs lockt owner");
+    mac.update(&owner.to_le_bytes());
+    let d = mac.finalize().into_bytes();
+    u64::from_le_bytes(d[..8].try_into().expect("a SHA-256 digest has 8 bytes")).max(1)
 }
 
 /// The lock-table key of a handle; locks apply to regular files only.

@@ -15,6 +15,15 @@ use crate::conn::Conn;
 use crate::fsops::{self, st};
 use crate::{openstate, Shared};
 
+/// Open flags that change the export (or lock other readers out) even on an open for
+/// reading only: refused with ROFS on a read-only export.
+const OPEN_FLAGS_THAT_MODIFY: u32 = open_flags::CREATE
+    | open_flags::EXCLUSIVE
+    | open_flags::TRUNCATE
+    | open_flags::UNLINKED
+    | open_flags::DELETE_ON_CLOSE
+    | open_flags::DENY_READ;
+
 impl Conn {
     pub(super) fn open(
         &mut self,
@@ -47,8 +56,13 @@ impl Conn {
         if self.session().opens.len() >= sh.cfg.open_files_max {
             return Err(Status::Limit);
         }
+        // Never block a worker: a FIFO without a writer, a tty or a device would hang
+        // open(2) (and later reads) for every connection on this thread. No effect on
+        // regular files; I/O on non-regular files is refused (`Session::open_file`).
+        of |= OFlags::NONBLOCK;
         let d = sh.handles.resolve(&fh)?;
-        if write || flags & open_flags::CREATE != 0 {
+        // An open key, like deny-read, would lock other readers out of the file.
+        if write || flags & OPEN_FLAGS_THAT_MODIFY != 0 || !key.is_empty() {
             check_writable(sh, d.export)?;
         }
         let unlinked = flags & open_flags::UNLINKED != 0;
@@ -122,6 +136,7 @@ impl Conn {
             open_id,
             OpenFile {
                 fd: Arc::new(file),
+                regular: FileType::from_mode(stat.st_mode) == FileType::Regular,
                 read,
                 write,
                 file: file_key,

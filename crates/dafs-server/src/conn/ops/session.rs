@@ -11,10 +11,10 @@ use dafs_proto::ops::NONCE_LEN;
 use dafs_proto::session::{ReplyCache, ServerSlots};
 use dafs_proto::types::session_flags;
 use dafs_proto::{limits, AuthMethod, Header, Reply, Status};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::super::reply::SlotUse;
-use super::super::{Conn, ConnFate, Session};
+use super::super::{release_session, Conn, ConnFate, Session};
 use crate::cred;
 use crate::sessions::{SessionInfo, Take};
 use crate::Shared;
@@ -30,6 +30,22 @@ pub(in crate::conn) struct Attached<'a> {
     session_id: u64,
     /// The session's message size, applied once the reply has gone out.
     msg_size_bytes_max: u32,
+}
+
+/// One more session counts against `sessions_max`. At the limit, parked sessions (their
+/// connection gone, the lease not yet over) are released oldest first to make room, so
+/// clients that vanished without SESSION_DESTROY cannot lock live ones out; `LIMIT` only
+/// when every session is bound to a connection.
+fn count_session(sh: &Shared) -> Result<(), Status> {
+    while !sh.sessions_live.try_acquire(sh.cfg.sessions_max) {
+        let Some((s, _)) = sh.sessions.take_oldest_parked() else {
+            sh.stats.limit_refusals.fetch_add(1, Relaxed);
+            return Err(Status::Limit);
+        };
+        sh.stats.sessions_reclaimed.fetch_add(1, Relaxed);
+        release_session(sh, *s, "sessions_max reached; oldest parked session released");
+    }
+    Ok(())
 }
 
 fn random_bytes<const N: usize>() -> [u8; N] {
@@ -81,10 +97,18 @@ impl Conn {
             sh.stats.auth_failures.fetch_add(1, Relaxed);
             return Err(Status::AuthRequired);
         }
+        if sh.memory.used() > sh.cfg.memory_bytes_max {
+            // Existing clients' output fills the memory budget: no new sessions now.
+            sh.stats.limit_refusals.fetch_add(1, Relaxed);
+            return Err(Status::Limit);
+        }
         let client_name = String::from_utf8_lossy(client_id).into_owned();
         self.admit_client(sh, &client_name)?;
-        if !sh.sessions_live.try_acquire(sh.cfg.sessions_max) {
-            return Err(Status::Limit);
+        // With a shared secret the session counts against `sessions_max` (and enters the
+        // session table) only once SESSION_AUTH has proven it: an unauthenticated peer
+        // holds nothing but its own connection's small handshake state.
+        if !auth_required {
+            count_session(sh)?;
         }
         let msg_size_bytes_max = msg_size_bytes_max.min(sh.cfg.msg_size_bytes_max);
         let slots = slots.min(sh.cfg.slots_max);
@@ -103,7 +127,10 @@ impl Conn {
             server_nonce,
             bind_key,
         ));
-        sh.sessions.insert(info.clone());
+        if !auth_required {
+            sh.sessions.insert(info.clone());
+            self.admitted(sh);
+        }
         self.session = Some(Session {
             id,
             info,
@@ -137,6 +164,9 @@ impl Conn {
             grace_ms: 0,
             session_token,
         };
+        // Before authentication the connection keeps its handshake-sized buffers.
+        let msg_size_bytes_max =
+            if auth_required { super::super::HANDSHAKE_MSG_BYTES_MAX } else { msg_size_bytes_max };
         Ok(Attached { reply, session_id: id, msg_size_bytes_max })
     }
 
@@ -145,11 +175,13 @@ impl Conn {
     fn admit_client(&self, sh: &Shared, client: &str) -> Result<(), Status> {
         if sh.sessions.is_fenced(client) {
             sh.stats.fenced_refusals.fetch_add(1, Relaxed);
-            warn!(client, peer = %self.t.peer(), "session refused: client is fenced");
+            peer_warn!(sh, self.t.peer(), client, "session refused: client is fenced");
             return Err(Status::Fenced);
         }
         if sh.sessions.bound_count(client) >= sh.cfg.connections_per_client_max {
-            warn!(
+            peer_warn!(
+                sh,
+                self.t.peer(),
                 client,
                 limit = sh.cfg.connections_per_client_max,
                 "session refused: connections per client"
@@ -197,7 +229,7 @@ impl Conn {
             }
             Take::AuthFailed => {
                 sh.stats.auth_failures.fetch_add(1, Relaxed);
-                warn!(session = h.session_id, client = %client_name, peer = %self.t.peer(), "bind refused: authentication failed");
+                peer_warn!(sh, self.t.peer(), session = h.session_id, client = %client_name, "bind refused: authentication failed");
                 return Err(Status::AuthFailed);
             }
             Take::Unknown | Take::WrongClient => {
@@ -219,6 +251,7 @@ impl Conn {
         };
         let (session_id, msg_size_bytes_max) = (s.id, s.msg_size_bytes_max);
         self.session = Some(*s);
+        self.admitted(sh);
         Ok(Attached { reply, session_id, msg_size_bytes_max })
     }
 
@@ -228,6 +261,7 @@ impl Conn {
         client_nonce: &[u8; NONCE_LEN],
         proof: &[u8; NONCE_LEN],
     ) -> Result<Reply<'static>, Status> {
+        let peer = self.t.peer();
         let s = self.session_mut();
         if !s.auth_required || s.authenticated {
             return Err(Status::Inval);
@@ -235,12 +269,20 @@ impl Conn {
         let secret = sh.cfg.secret.as_deref().expect("auth_required implies a secret");
         if !auth::verify_client(secret, s.id, &s.server_nonce, client_nonce, &s.client_id, proof) {
             sh.stats.auth_failures.fetch_add(1, Relaxed);
-            warn!(session = s.id, client = %s.info.client_id, "authentication failed");
+            peer_warn!(sh, peer, session = s.id, client = %s.info.client_id, "authentication failed");
             return Err(Status::AuthFailed);
         }
-        s.authenticated = true;
         let server_proof =
             auth::server_proof(secret, s.id, &s.server_nonce, client_nonce, &s.client_id);
+        // Proven: now the session counts, can be listed, fenced and re-bound, and the
+        // connection gets the negotiated message size.
+        count_session(sh)?;
+        let s = self.session_mut();
+        s.authenticated = true;
+        sh.sessions.insert(s.info.clone());
+        let msg_size_bytes_max = s.msg_size_bytes_max as usize;
+        self.t.set_msg_size_bytes_max(msg_size_bytes_max);
+        self.admitted(sh);
         Ok(Reply::SessionAuth { server_proof })
     }
 
