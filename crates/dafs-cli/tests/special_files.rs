@@ -102,3 +102,27 @@ fn read_only_export_refuses_mknod() {
     assert_eq!(status(c.mknod("p", FileType::Fifo, 0o600, 0)), Status::RoFs);
     assert_eq!(std::fs::read_dir(ro_dir.path()).unwrap().count(), 0);
 }
+
+/// Truncating a FIFO is EINVAL (a directory EISDIR), and must not open the FIFO: a
+/// worker blocked in that open would hang every client it serves.
+#[test]
+fn truncate_of_a_fifo_is_einval_and_never_blocks() {
+    let srv = TestServer::start(&["--workers", "1"]);
+    let mut c = srv.client();
+    std::fs::create_dir(srv.dir().join("d")).unwrap();
+    c.mknod("p", FileType::Fifo, 0o644, 0).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut c2 = srv.client();
+    std::thread::spawn(move || {
+        let r = c2.truncate("p", 0).map(|_| ());
+        let d = c2.truncate("d", 0).map(|_| ());
+        tx.send((r.map_err(|e| e.status()), d.map_err(|e| e.status()))).unwrap();
+    });
+    let (r, d) = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("truncate of a FIFO blocked the server");
+    assert_eq!(r, Err(Some(Status::Inval)));
+    assert_eq!(d, Err(Some(Status::IsDir)));
+    // the (only) worker still answers
+    assert_eq!(c.stat("p").unwrap().ftype, FileType::Fifo);
+}

@@ -70,8 +70,13 @@ pub fn proc_path(fd: BorrowedFd) -> CString {
 }
 
 /// Re-open an `O_PATH` descriptor for I/O.
+/// Open the object behind an `O_PATH` descriptor for real. Never blocks the worker: a
+/// FIFO (or a device) in the export would otherwise hold it until a peer appears, so
+/// the open is non-blocking (no effect on regular files) and never becomes a terminal's
+/// controlling one.
 pub fn reopen(fd: BorrowedFd, oflags: OFlags) -> FsResult<OwnedFd> {
-    rfs::open(proc_path(fd).as_c_str(), oflags | OFlags::CLOEXEC, Mode::empty()).map_err(st)
+    let oflags = oflags | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    rfs::open(proc_path(fd).as_c_str(), oflags, Mode::empty()).map_err(st)
 }
 
 pub fn ts_ns(sec: i64, nsec: i64) -> i64 {

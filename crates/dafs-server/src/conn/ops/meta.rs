@@ -81,6 +81,13 @@ pub(super) fn set_attr(
     let fd = d.fd.as_fd();
     let path = fsops::proc_path(fd);
     if set.mask & setattr_mask::SIZE != 0 {
+        // Only regular files have a size to set (truncate(2): EISDIR for a directory,
+        // EINVAL for anything else — and a FIFO must not even be opened).
+        match FileType::from_mode(fsops::fstat(fd)?.st_mode) {
+            FileType::Regular => {}
+            FileType::Directory => return Err(Status::IsDir),
+            _ => return Err(Status::Inval),
+        }
         let f = fsops::reopen(fd, OFlags::WRONLY)?;
         rfs::ftruncate(&f, set.size).map_err(st)?;
     }
