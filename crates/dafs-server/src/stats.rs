@@ -82,4 +82,12 @@ counters! {
     limit_refusals,
     /// Requests refused by access control (export client rules).
     access_refusals,
+    /// Handles refused as forged or corrupted, or re-pointed at another export (BADHANDLE).
+    handle_refusals,
+    /// Cached descriptors closed to keep within handles_max or under EMFILE/ENFILE.
+    descriptors_evicted,
+    /// Cached descriptors of deleted files closed (so their space comes back).
+    descriptors_unlinked,
+    /// Persistent handles re-opened from their kernel handle (after eviction or restart).
+    handles_reopened,
 }
