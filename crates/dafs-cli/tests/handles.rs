@@ -299,8 +299,9 @@ fn handles_survive_a_restart_with_the_state_dir() {
 // 3. Bounded descriptors
 // ------------------------------------------------------------------------------------
 
-/// dafsd with RLIMIT_NOFILE `nofile` (soft and hard), started by hand: the harness
-/// cannot set limits on its child. Killed on drop.
+/// dafsd started by hand (the harness cannot set limits on its child or run it through
+/// a wrapper): with RLIMIT_NOFILE `nofile` (soft and hard), or through `setpriv` with
+/// `setpriv_args`. Killed on drop.
 struct LimitedServer {
     child: std::process::Child,
     _stdout: std::io::BufReader<std::process::ChildStdout>,
@@ -312,15 +313,32 @@ struct LimitedServer {
 
 impl LimitedServer {
     fn start(nofile: u64) -> LimitedServer {
-        use std::io::BufRead;
-        use std::os::unix::process::CommandExt;
         let base = tempfile::tempdir().unwrap();
         let export = base.path().join("export");
         std::fs::create_dir(&export).unwrap();
+        Self::start_with(base, export, nofile, &[], &[])
+    }
+
+    fn start_with(
+        base: tempfile::TempDir,
+        export: PathBuf,
+        nofile: u64,
+        setpriv_args: &[&str],
+        args: &[&str],
+    ) -> LimitedServer {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
         let admin = base.path().join("admin.sock");
         let log = std::fs::File::create(base.path().join("dafsd.stderr")).unwrap();
-        let mut cmd = Command::new(common::dafsd_bin());
+        let mut cmd = if setpriv_args.is_empty() {
+            Command::new(common::dafsd_bin())
+        } else {
+            let mut c = Command::new("setpriv");
+            c.args(setpriv_args).arg(common::dafsd_bin());
+            c
+        };
         cmd.arg(&export)
+            .args(args)
             .args(["--listen", "127.0.0.1:0", "--shm-socket"])
             .arg(base.path().join("dafsd.sock"))
             .arg("--admin-socket")
@@ -477,4 +495,45 @@ fn a_file_deleted_outside_dafs_releases_its_space() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(c.stat("big").is_err());
+}
+
+/// Without CAP_DAC_READ_SEARCH (open_by_handle_at refused) dafsd falls back to
+/// volatile handles, says so once, and handles from before a restart answer STALE.
+#[test]
+fn without_the_capability_handles_are_volatile() {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to drop the capability with setpriv");
+        return;
+    }
+    let no_cap = ["--inh-caps=-all", "--bounding-set=-dac_read_search"];
+    let start = |base: &Path, export: &Path| {
+        let base2 = tempfile::tempdir_in(base).unwrap();
+        let state = base.join("state");
+        let other = format!("second={}", base.join("second").display());
+        let args = ["--state-dir", state.to_str().unwrap(), "--export", &other];
+        LimitedServer::start_with(base2, export.to_path_buf(), 1024, &no_cap, &args)
+    };
+    let base = tempfile::tempdir().unwrap();
+    let export = base.path().join("export");
+    std::fs::create_dir_all(&export).unwrap();
+    std::fs::create_dir_all(base.path().join("second")).unwrap();
+    std::fs::write(export.join("f"), b"data").unwrap();
+    let srv = start(base.path(), &export);
+    let log = srv.stderr_log();
+    assert_eq!(log.matches("file handles are volatile").count(), 1, "said once:\n{log}");
+    let mut raw = Raw::connect(&srv.addr, "c");
+    let root = raw.root("");
+    let f = raw.lookup(root, "f");
+    assert_eq!(raw.status(&Request::GetAttr { fh: f }), Status::Ok);
+    let id = raw.open(f, "", open_flags::READ).unwrap();
+    assert_eq!(raw.read(id, 16), b"data");
+    drop(raw);
+    drop(srv);
+    let srv = start(base.path(), &export);
+    let mut raw = Raw::connect(&srv.addr, "c");
+    assert_eq!(raw.status(&Request::GetAttr { fh: f }), Status::Stale);
+    let root = raw.root("");
+    let f = raw.lookup(root, "f");
+    assert_eq!(raw.status(&Request::GetAttr { fh: f }), Status::Ok, "a fresh lookup works");
 }
