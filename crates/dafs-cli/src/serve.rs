@@ -46,6 +46,10 @@ pub struct ServeArgs {
     /// (after a fixed reserve).
     #[arg(long)]
     pub handles_max: Option<usize>,
+    /// Most files open in all sessions together. Default: half of RLIMIT_NOFILE (after
+    /// a fixed reserve).
+    #[arg(long)]
+    pub open_files_total_max: Option<usize>,
     /// Directory for state that outlives a restart (the handle secret, 0600). With it
     /// (and CAP_DAC_READ_SEARCH), file handles stay valid across restarts.
     #[arg(long, value_name = "DIR")]
@@ -135,6 +139,7 @@ struct FileConfig {
     max_sessions: Option<usize>,
     max_open_files: Option<usize>,
     handles_max: Option<usize>,
+    open_files_total_max: Option<usize>,
     state_dir: Option<PathBuf>,
     #[serde(default)]
     volatile_handles: bool,
@@ -249,6 +254,7 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     pick!(spin_us, a.spin_us, fc.spin_us);
     pick!(direct_bytes_max, None, fc.direct_max);
     cfg.handles_max = a.handles_max.or(fc.handles_max);
+    cfg.open_files_total_max = a.open_files_total_max.or(fc.open_files_total_max);
     cfg.state_dir = a.state_dir.clone().or(fc.state_dir.clone());
     cfg.volatile_handles = a.volatile_handles || fc.volatile_handles;
     pick!(backlog_bytes_max, a.max_client_memory, fc.max_client_memory.or(fc.backlog_bytes_max));

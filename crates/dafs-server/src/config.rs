@@ -59,6 +59,8 @@ pub struct ServerConfig {
     /// Entries of the descriptor cache behind file handles; None: derived from
     /// RLIMIT_NOFILE (see `fd_budget`).
     pub handles_max: Option<usize>,
+    /// Files open in all sessions together; None: derived from RLIMIT_NOFILE.
+    pub open_files_total_max: Option<usize>,
     /// Directory for state that outlives a restart (the handle secret, mode 0600). With
     /// it (and CAP_DAC_READ_SEARCH), file handles persist across restarts; without it,
     /// handles are valid for this boot only.
@@ -136,6 +138,7 @@ impl ServerConfig {
             sessions_max: 256,
             open_files_max: None,
             handles_max: None,
+            open_files_total_max: None,
             state_dir: None,
             volatile_handles: false,
             backlog_bytes_max: 32 * 1024 * 1024,

@@ -66,14 +66,16 @@ pub fn raise_nofile() -> u64 {
     getrlimit(Resource::Nofile).current.unwrap_or(1 << 20)
 }
 
-/// Share out `nofile` descriptors; `handles_max` / `open_files_max` are the configured
-/// values (None: derived).
-pub fn derive(
-    nofile: u64,
-    workers: usize,
-    handles_max: Option<usize>,
-    open_files_max: Option<usize>,
-) -> Result<FdBudget, BudgetError> {
+/// The configured limits (None: derived).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Requested {
+    pub handles_max: Option<usize>,
+    pub open_files_total_max: Option<usize>,
+    pub open_files_max: Option<usize>,
+}
+
+/// Share out `nofile` descriptors, honouring the configured limits that fit.
+pub fn derive(nofile: u64, workers: usize, asked: Requested) -> Result<FdBudget, BudgetError> {
     let reserved_fds = FDS_RESERVED_BASE + FDS_RESERVED_PER_WORKER * workers as u64;
     if nofile < NOFILE_MIN.max(reserved_fds * 2) {
         let min = NOFILE_MIN.max(reserved_fds * 2);
@@ -89,18 +91,21 @@ pub fn derive(
     };
     let handles_max = fits(
         "handles_max",
-        handles_max,
+        asked.handles_max,
         handles_share,
         handles_share.max(crate::handles::HANDLES_MIN),
     )?;
-    let per_session_default = (opens_share / 4).clamp(1, OPEN_FILES_PER_SESSION_DEFAULT_MAX);
+    let open_files_total_max =
+        fits("open_files_total_max", asked.open_files_total_max, opens_share, opens_share)?;
+    let per_session_default =
+        (open_files_total_max / 4).clamp(1, OPEN_FILES_PER_SESSION_DEFAULT_MAX);
     let open_files_per_session_max =
-        fits("open_files_max", open_files_max, opens_share, per_session_default)?;
+        fits("open_files_max", asked.open_files_max, open_files_total_max, per_session_default)?;
     Ok(FdBudget {
         nofile,
         reserved_fds,
         handles_max,
-        open_files_total_max: opens_share,
+        open_files_total_max,
         open_files_per_session_max,
         connection_fds: rest - handles_share as u64 - opens_share as u64,
     })
@@ -129,22 +134,29 @@ mod tests {
 
     #[test]
     fn shares_follow_the_limit() {
-        let b = derive(256, 2, None, None).unwrap();
+        let b = derive(256, 2, Requested::default()).unwrap();
         assert_eq!(b.reserved_fds, 48);
         assert_eq!((b.handles_max, b.open_files_total_max), (52, 104));
         assert_eq!(b.open_files_per_session_max, 26);
         assert_eq!(b.connection_fds, 52);
-        let big = derive(1 << 20, 4, None, None).unwrap();
+        let big = derive(1 << 20, 4, Requested::default()).unwrap();
         assert_eq!(big.open_files_per_session_max, OPEN_FILES_PER_SESSION_DEFAULT_MAX);
         assert!(big.handles_max > 200_000);
     }
 
     #[test]
     fn settings_beyond_the_budget_are_refused() {
-        let e = derive(256, 2, Some(65536), None).unwrap_err();
+        let ask =
+            |h, t, o| Requested { handles_max: h, open_files_total_max: t, open_files_max: o };
+        let e = derive(256, 2, ask(Some(65536), None, None)).unwrap_err();
         assert_eq!((e.field, e.max), ("handles_max", 52));
-        assert_eq!(derive(256, 2, Some(16), Some(8)).unwrap().open_files_per_session_max, 8);
-        assert_eq!(derive(64, 2, None, None).unwrap_err().field, "RLIMIT_NOFILE");
+        let b = derive(256, 2, ask(Some(16), None, Some(8))).unwrap();
+        assert_eq!((b.handles_max, b.open_files_per_session_max), (16, 8));
+        let b = derive(256, 2, ask(None, Some(40), None)).unwrap();
+        assert_eq!((b.open_files_total_max, b.open_files_per_session_max), (40, 10));
+        let e = derive(256, 2, ask(None, Some(40), Some(41))).unwrap_err();
+        assert_eq!((e.field, e.max), ("open_files_max", 40));
+        assert_eq!(derive(64, 2, Requested::default()).unwrap_err().field, "RLIMIT_NOFILE");
     }
 
     #[test]

@@ -287,7 +287,10 @@ impl HandleTable {
         };
         let fd = self.retry_fds(|| {
             kernel_fh::open(p.mount_fd.as_fd(), &h, OFlags::PATH).map_err(|e| match e {
-                Errno::STALE | Errno::NOENT => Status::Stale,
+                // PERM: the worker runs with a client's file-system ids (identity
+                // asserted/squash), which drops CAP_DAC_READ_SEARCH; the client looks the
+                // path up again, with that identity's permissions.
+                Errno::STALE | Errno::NOENT | Errno::PERM => Status::Stale,
                 e => fsops::st(e),
             })
         })?;

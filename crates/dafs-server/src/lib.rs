@@ -319,12 +319,15 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
 /// Raise RLIMIT_NOFILE and share the descriptors out (see `fd_budget`).
 fn descriptor_budget(cfg: &ServerConfig) -> Result<fd_budget::FdBudget, StartError> {
     let nofile = fd_budget::raise_nofile();
-    let b = fd_budget::derive(nofile, cfg.workers, cfg.handles_max, cfg.open_files_max).map_err(
-        |e| match e.field {
-            "RLIMIT_NOFILE" => StartError::NofileTooLow { nofile, min: e.max },
-            field => StartError::FdBudget { field, value: e.value, max: e.max, nofile },
-        },
-    )?;
+    let asked = fd_budget::Requested {
+        handles_max: cfg.handles_max,
+        open_files_total_max: cfg.open_files_total_max,
+        open_files_max: cfg.open_files_max,
+    };
+    let b = fd_budget::derive(nofile, cfg.workers, asked).map_err(|e| match e.field {
+        "RLIMIT_NOFILE" => StartError::NofileTooLow { nofile, min: e.max },
+        field => StartError::FdBudget { field, value: e.value, max: e.max, nofile },
+    })?;
     info!(
         nofile,
         reserved = b.reserved_fds,
