@@ -429,9 +429,10 @@ fn many_files_within_a_small_descriptor_limit() {
     let files = std::fs::read_dir(&srv.export).unwrap().count();
     assert_eq!(files, CLIENTS * FILES_PER_CLIENT);
     assert!(admin_counter(&srv.admin, "descriptors_evicted") > 0);
-    // A new client is still served.
+    // A new client is still served, READDIR included.
     let mut c = srv.client();
     assert_eq!(c.stat("c0-0").unwrap().size, "file c0-0".len() as u64);
+    assert_eq!(c.readdir("/").unwrap().len(), CLIENTS * FILES_PER_CLIENT);
     assert!(!srv.stderr_log().contains("panicked"), "{}", srv.stderr_log());
 }
 
