@@ -449,7 +449,7 @@ done
 # The same programs on a server whose handle table holds only 16 handles: the kernel
 # keeps far more inodes than that, so the mount keeps meeting STALE handles and must
 # look them up again by name, invisibly to the programs.
-printf 'handles_max = 16\n' > "$WORK/tiny.toml"
+printf 'handles_max = 16\nvolatile_handles = true\n' > "$WORK/tiny.toml"
 mkdir -p "$WORK/tiny-export" "$WORK/m4"
 start_dafsd tiny "$WORK/tiny-export" --config "$WORK/tiny.toml"
 mounts+=("$WORK/m4")

@@ -145,6 +145,13 @@ pub fn run(a: &AdminArgs) -> Result<(), (i32, String)> {
             println!("{:<24} {}", "connections_live", v["connections_live"]);
             println!("{:<24} {}", "connections_unauth", v["connections_unauth"]);
             println!("{:<24} {}", "memory_bytes_used", v["memory_bytes_used"]);
+            println!("{:<24} {}", "handles_cached", v["handles_cached"]);
+            println!("{:<24} {}", "open_files_live", v["open_files_live"]);
+            if let Some(b) = v["fd_budget"].as_object() {
+                for (k, val) in b {
+                    println!("{k:<24} {val}");
+                }
+            }
         }
         AdminCmd::Fence { client_id } => {
             println!("fenced {client_id}: {} session(s) ended", v["sessions"])

@@ -38,9 +38,27 @@ pub struct ServeArgs {
     /// Most sessions at once.
     #[arg(long)]
     pub max_sessions: Option<usize>,
-    /// Most open files per session.
+    /// Most open files per session. Default: a quarter of the open-file share of the
+    /// descriptor budget (from RLIMIT_NOFILE), at most 4096.
     #[arg(long)]
     pub max_open_files: Option<usize>,
+    /// Descriptors cached behind file handles. Default: a quarter of RLIMIT_NOFILE
+    /// (after a fixed reserve).
+    #[arg(long)]
+    pub handles_max: Option<usize>,
+    /// Most files open in all sessions together. Default: half of RLIMIT_NOFILE (after
+    /// a fixed reserve).
+    #[arg(long)]
+    pub open_files_total_max: Option<usize>,
+    /// Directory for state that outlives a restart (the handle secret, 0600). With it
+    /// (and CAP_DAC_READ_SEARCH), file handles stay valid across restarts.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Never use kernel file handles: handles are valid while cached, until a restart
+    /// (STALE after eviction); an object moved out of an export is not reachable
+    /// through an old handle.
+    #[arg(long)]
+    pub volatile_handles: bool,
     /// Busy-poll this many microseconds before sleeping when idle.
     #[arg(long)]
     pub spin_us: Option<u64>,
@@ -137,6 +155,10 @@ struct FileConfig {
     max_sessions: Option<usize>,
     max_open_files: Option<usize>,
     handles_max: Option<usize>,
+    open_files_total_max: Option<usize>,
+    state_dir: Option<PathBuf>,
+    #[serde(default)]
+    volatile_handles: bool,
     backlog_bytes_max: Option<usize>,
     spin_us: Option<u64>,
     shm_socket: Option<PathBuf>,
@@ -248,10 +270,13 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     pick!(inline_threshold, a.inline_threshold, fc.inline_threshold);
     pick!(msg_size_bytes_max, a.max_msg_size, fc.max_msg_size);
     pick!(sessions_max, a.max_sessions, fc.max_sessions);
-    pick!(open_files_max, a.max_open_files, fc.max_open_files);
+    cfg.open_files_max = a.max_open_files.or(fc.max_open_files);
     pick!(spin_us, a.spin_us, fc.spin_us);
     pick!(direct_bytes_max, None, fc.direct_max);
-    pick!(handles_max, None, fc.handles_max);
+    cfg.handles_max = a.handles_max.or(fc.handles_max);
+    cfg.open_files_total_max = a.open_files_total_max.or(fc.open_files_total_max);
+    cfg.state_dir = a.state_dir.clone().or(fc.state_dir.clone());
+    cfg.volatile_handles = a.volatile_handles || fc.volatile_handles;
     pick!(backlog_bytes_max, a.max_client_memory, fc.max_client_memory.or(fc.backlog_bytes_max));
     pick!(lease_secs, a.lease_secs, fc.lease_secs);
     pick!(reply_cache_slot_bytes, a.reply_cache_slot_bytes, fc.reply_cache_slot_bytes);

@@ -985,7 +985,8 @@ fn server_limits() {
 fn evicted_handles_are_stale_never_another_file() {
     let cfgdir = tempfile::tempdir().unwrap();
     let cfg = cfgdir.path().join("dafsd.toml");
-    std::fs::write(&cfg, "handles_max = 16\n").unwrap();
+    // Volatile handles: the eviction (STALE) path, not re-opening by kernel handle.
+    std::fs::write(&cfg, "handles_max = 16\nvolatile_handles = true\n").unwrap();
     let srv = TestServer::start(&["--config", cfg.to_str().unwrap()]);
     let mut c = srv.client();
     let n = 60;
@@ -1270,7 +1271,8 @@ fn handle_of_deleted_file_never_names_a_file_that_reuses_its_inode() {
 fn a_recycled_root_handle_is_fetched_again() {
     let cfgdir = tempfile::tempdir().unwrap();
     let cfg = cfgdir.path().join("dafsd.toml");
-    std::fs::write(&cfg, "handles_max = 16\n").unwrap();
+    // Volatile handles: the eviction (STALE) path, not re-opening by kernel handle.
+    std::fs::write(&cfg, "handles_max = 16\nvolatile_handles = true\n").unwrap();
     let srv = TestServer::start(&["--config", cfg.to_str().unwrap()]);
     std::fs::create_dir(srv.dir().join("d")).unwrap();
     for i in 0..60 {

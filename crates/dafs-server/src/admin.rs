@@ -196,6 +196,15 @@ fn stats_json(sh: &Shared) -> Value {
         "connections_live": sh.connections_live.get(),
         "connections_unauth": sh.admission.unauth.get(),
         "memory_bytes_used": sh.memory.used(),
+        "handles_cached": sh.handles.len(),
+        "open_files_live": sh.open_files_live.get(),
+        "fd_budget": {
+            "nofile": sh.fd_budget.nofile,
+            "reserved_fds": sh.fd_budget.reserved_fds,
+            "handles_max": sh.fd_budget.handles_max,
+            "open_files_total_max": sh.fd_budget.open_files_total_max,
+            "open_files_per_session_max": sh.fd_budget.open_files_per_session_max,
+        },
         "fenced": sh.sessions.fenced_list(),
     })
 }
@@ -230,6 +239,16 @@ pub fn metrics_text(sh: &Shared) -> String {
             sh.sessions.list().iter().filter(|(_, p)| p.is_some()).count() as u64,
         ),
         ("fenced_clients", "Fenced client id patterns.", sh.sessions.fenced_list().len() as u64),
+        (
+            "handles_cached",
+            "Descriptors in the handle cache (at most handles_max).",
+            sh.handles.len() as u64,
+        ),
+        (
+            "open_files_live",
+            "Files open by clients, all sessions (at most open_files_total_max).",
+            sh.open_files_live.get() as u64,
+        ),
     ];
     for (name, help, v) in gauges {
         let _ =

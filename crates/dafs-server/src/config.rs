@@ -54,10 +54,21 @@ pub struct ServerConfig {
     pub direct_bytes_max: u32,
     /// Most concurrently connected sessions.
     pub sessions_max: usize,
-    /// Most open files per session.
-    pub open_files_max: usize,
-    /// Size of the file handle table.
-    pub handles_max: usize,
+    /// Most open files per session; None: derived from RLIMIT_NOFILE (see `fd_budget`).
+    pub open_files_max: Option<usize>,
+    /// Entries of the descriptor cache behind file handles; None: derived from
+    /// RLIMIT_NOFILE (see `fd_budget`).
+    pub handles_max: Option<usize>,
+    /// Files open in all sessions together; None: derived from RLIMIT_NOFILE.
+    pub open_files_total_max: Option<usize>,
+    /// Directory for state that outlives a restart (the handle secret, mode 0600). With
+    /// it (and CAP_DAC_READ_SEARCH), file handles persist across restarts; without it,
+    /// handles are valid for this boot only.
+    pub state_dir: Option<PathBuf>,
+    /// Never use kernel file handles: a handle is valid while its descriptor is cached,
+    /// in this boot (STALE after eviction or a restart). For exports where an object
+    /// moved out of the export directory must not stay reachable through an old handle.
+    pub volatile_handles: bool,
     /// A connection whose queued output plus pulls in flight exceeds this stops being
     /// read until it drains: a client that never reads its replies cannot grow the
     /// server's memory without bound.
@@ -160,8 +171,11 @@ impl ServerConfig {
             inline_threshold: INLINE_THRESHOLD_DEFAULT,
             direct_bytes_max: 8 * 1024 * 1024,
             sessions_max: 256,
-            open_files_max: 4096,
-            handles_max: 65536,
+            open_files_max: None,
+            handles_max: None,
+            open_files_total_max: None,
+            state_dir: None,
+            volatile_handles: false,
             backlog_bytes_max: 32 * 1024 * 1024,
             spin_us: 50,
             batch_max: 64,
@@ -229,7 +243,13 @@ impl ServerConfig {
         )?;
         in_range("workers", self.workers as u64, 1, WORKERS_MAX as u64)?;
         in_range("batch_max", self.batch_max.into(), 1, dafs_proto::types::BATCH_MAX.into())?;
-        if self.handles_max < HANDLES_MIN {
+        if self.exports.len() > crate::handle_codec::EXPORTS_MAX {
+            return Err(ConfigError::AboveMax {
+                field: "exports",
+                max: crate::handle_codec::EXPORTS_MAX as u64,
+            });
+        }
+        if self.handles_max.is_some_and(|n| n < HANDLES_MIN) {
             return Err(ConfigError::BelowMin { field: "handles_max", min: HANDLES_MIN as u64 });
         }
         if self.reply_cache_slot_bytes < REPLY_CACHE_SLOT_BYTES_MIN
@@ -306,7 +326,7 @@ mod tests {
                 limits::MSG_SIZE_BYTES_MAX
             )
         );
-        assert_eq!(refused(|c| c.handles_max = 15), "handles_max must be at least 16");
+        assert_eq!(refused(|c| c.handles_max = Some(15)), "handles_max must be at least 16");
         assert_eq!(refused(|c| c.lease_secs = 86401), "lease_secs must be at most 86400");
         assert_eq!(refused(|c| c.connections_max = 0), "connections_max must be at least 1");
         assert_eq!(

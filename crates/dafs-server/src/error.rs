@@ -58,6 +58,13 @@ pub enum StartError {
     AdminSocket { path: PathBuf, source: std::io::Error },
     #[error("cannot listen on metrics address {addr}: {source}")]
     Metrics { addr: String, source: std::io::Error },
+    /// A descriptor limit that does not fit RLIMIT_NOFILE (see `fd_budget`).
+    #[error("{field} {value} does not fit the descriptor budget: at most {max} with RLIMIT_NOFILE {nofile} (raise the hard limit, e.g. LimitNOFILE=, or lower {field})")]
+    FdBudget { field: &'static str, value: u64, max: u64, nofile: u64 },
+    #[error("RLIMIT_NOFILE is {nofile}; dafsd needs at least {min} descriptors")]
+    NofileTooLow { nofile: u64, min: u64 },
+    #[error("state directory {}: {source}", path.display())]
+    StateDir { path: PathBuf, source: std::io::Error },
     /// Event loops, wakers, threads: `what` says which.
     #[error("{what}: {source}")]
     Io { what: &'static str, source: std::io::Error },

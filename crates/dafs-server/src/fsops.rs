@@ -130,17 +130,39 @@ pub fn timespec_from_ns(ns: i64) -> rfs::Timespec {
     }
 }
 
-/// Read a directory from `cookie` (a getdents64 `d_off`, 0 = start), calling `emit` per
-/// entry (skipping `.` and `..`) until it returns false or the directory ends.
-/// Returns true at end of directory.
-pub fn read_dir(
+/// Open a directory (given as an `O_PATH` descriptor) for reading its entries.
+pub fn open_dir(dir: BorrowedFd) -> FsResult<OwnedFd> {
+    rfs::openat(dir, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(st)
+}
+
+/// Run `then` after `file` was created as `name` in `dir`; if it fails and the create
+/// was exclusive, unlink the name again (if it still names `file`): a failed exclusive
+/// create leaves nothing behind, so its retry does not find the file and answer EXIST.
+pub fn undo_create_on_error<T>(
     dir: BorrowedFd,
+    name: &[u8],
+    file: &OwnedFd,
+    exclusive: bool,
+    then: impl FnOnce() -> FsResult<T>,
+) -> FsResult<T> {
+    let r = then();
+    if r.is_err() && exclusive {
+        if let Ok(s) = fstat(file.as_fd()) {
+            crate::openstate::delete_if_same(dir, name, (s.st_dev, s.st_ino));
+        }
+    }
+    r
+}
+
+/// Read a directory (`d`, from `open_dir`) from `cookie` (a getdents64 `d_off`, 0 =
+/// start), calling `emit` per entry (skipping `.` and `..`) until it returns false or
+/// the directory ends. Returns true at end of directory.
+pub fn read_dir(
+    d: OwnedFd,
     cookie: u64,
     mut emit: impl FnMut(u64, u64, FileType, &[u8]) -> bool,
 ) -> FsResult<bool> {
-    let d =
-        rfs::openat(dir, c".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(st)?;
     if cookie != 0 {
         rfs::seek(&d, rustix::fs::SeekFrom::Start(cookie)).map_err(|_| Status::BadCookie)?;
     }
@@ -209,4 +231,37 @@ pub fn pread_full(fd: BorrowedFd, buf: &mut [u8], offset: u64) -> std::io::Resul
         }
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(dir: BorrowedFd, name: &[u8], exclusive: bool) -> OwnedFd {
+        let mut fl = OFlags::RDONLY | OFlags::CREATE | OFlags::NOFOLLOW;
+        if exclusive {
+            fl |= OFlags::EXCL;
+        }
+        open_in(dir, name, fl, 0o644).unwrap()
+    }
+
+    #[test]
+    fn a_failed_exclusive_create_leaves_no_file() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = rfs::open(d.path(), OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+        let f = create(dir.as_fd(), b"x", true);
+        let r: FsResult<()> =
+            undo_create_on_error(dir.as_fd(), b"x", &f, true, || Err(Status::Limit));
+        assert_eq!(r, Err(Status::Limit));
+        assert!(!d.path().join("x").exists(), "a failed exclusive create left its file");
+        // So the retry creates it afresh instead of answering EXIST.
+        let f = create(dir.as_fd(), b"x", true);
+        assert_eq!(undo_create_on_error(dir.as_fd(), b"x", &f, true, || Ok(7)), Ok(7));
+        assert!(d.path().join("x").exists());
+        // A non-exclusive create may have opened an existing file: never removed.
+        let f = create(dir.as_fd(), b"x", false);
+        let r: FsResult<()> =
+            undo_create_on_error(dir.as_fd(), b"x", &f, false, || Err(Status::Io));
+        assert!(r.is_err() && d.path().join("x").exists());
+    }
 }

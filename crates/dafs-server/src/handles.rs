@@ -1,64 +1,128 @@
-//! The file handle table. A handle names a slot in this table; the slot holds an
-//! `O_PATH` descriptor of the object, so a handle survives renames, and a handle to an
-//! object that was deleted (link count 0) answers STALE.
+//! File handles and the descriptor cache.
 //!
-//! Handle layout (32 bytes, opaque to clients):
-//! `instance u64 | index u32 | generation u32 | fileid u64 | export u32 | check u32`.
-//! `instance` is random per server start, so handles from an earlier server are STALE;
-//! `generation` changes whenever a slot is reused, so an evicted handle is STALE, never
-//! another object; `check` catches corrupted or invented handles (BADHANDLE).
+//! A handle (see `handle_codec`) is sealed with a MAC under the server's secret, so a
+//! client can neither forge one nor re-point one at another export. It names either
+//! - a *kernel* handle (`name_to_handle_at`), when dafsd may `open_by_handle_at`
+//!   (CAP_DAC_READ_SEARCH): it stays valid across evictions — a miss re-opens the object
+//!   from the kernel handle — and across restarts when `state_dir` keeps the secret;
+//! - or a *volatile* entry of this boot's cache: evicted, or from an earlier boot, it
+//!   answers STALE and the client looks the path up again.
 //!
-//! The table is bounded (`handles_max`); when full, the least recently used slot is
-//! recycled. A client whose handle was recycled gets STALE and looks the path up again.
+//! The cache holds one `O_PATH` descriptor per entry, bounded by `handles_max` (derived
+//! from RLIMIT_NOFILE, see `fd_budget`), least recently used first out. Deleted objects
+//! leave it as soon as noticed — on use, and by a periodic sweep — so their space comes
+//! back. Under descriptor pressure (EMFILE/ENFILE from any open), `retry_fds` evicts and
+//! retries once.
 
-use std::collections::HashMap;
-use std::ops::Range;
-use std::os::fd::{AsFd, OwnedFd};
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use dafs_proto::{FileHandle, Status};
+use rustix::fs::OFlags;
+use rustix::io::Errno;
 
 use crate::fsops;
+use crate::handle_codec::{Body, Decoded, HandleId, Sealer, KERNEL_BYTES_MAX};
+use crate::kernel_fh::{self, KernelHandle, PersistentExport};
+use crate::stats::ServerStats;
 
-// Where each field sits in a handle's 32 bytes (little-endian).
-const INSTANCE_AT: Range<usize> = 0..8;
-const INDEX_AT: Range<usize> = 8..12;
-const GENERATION_AT: Range<usize> = 12..16;
-const FILEID_AT: Range<usize> = 16..24;
-const EXPORT_AT: Range<usize> = 24..28;
-const CHECK_AT: Range<usize> = 28..32;
-/// The check word covers every field before it.
-const CHECKED_BYTES: usize = CHECK_AT.start;
-
-/// Smallest handle table (`handles_max`). One request may need several handles to stay
-/// resolvable at once (a rename's two directories, a link's file and directory), so the
-/// table must not recycle them under it; `scripts/test-fuse.sh` runs at this size to
-/// keep the STALE-and-retry path busy.
+/// Smallest descriptor cache (`handles_max`). One request may need several handles to
+/// stay resolvable at once (a rename's two directories, a link's file and directory),
+/// so the cache must not evict them under it; `scripts/test-fuse.sh` runs at this size
+/// to keep the STALE-and-retry path busy.
 pub const HANDLES_MIN: usize = 16;
+/// Under EMFILE/ENFILE, evict this fraction of the cache (1/8) ...
+const RELIEF_EVICT_DIVISOR: usize = 8;
+/// ... but at least this many entries.
+const RELIEF_EVICT_MIN: usize = 16;
+/// How often the sweep looks for cached descriptors of deleted objects ...
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+/// ... and how many entries it checks per pass (bounds its cost on a large cache; a
+/// full round takes `len / SWEEP_BATCH` passes).
+const SWEEP_BATCH: usize = 4096;
+/// The sweep thread's sleep between shutdown checks.
+const SWEEP_TICK: Duration = Duration::from_millis(100);
 
 #[derive(Debug)]
 struct Entry {
+    fh: FileHandle,
     fd: Arc<OwnedFd>,
-    dev: u64,
-    ino: u64,
-    export: u32,
-    last_used: u64,
+    inode: InodeKey,
+    tick: u64,
 }
 
-#[derive(Debug)]
-struct Inner {
-    entries: Vec<Option<Entry>>,
-    generations: Vec<u32>,
-    by_inode: HashMap<(u64, u64, u32), u32>,
-    free: Vec<u32>,
+/// (device, inode, export): one cache entry per object and export.
+type InodeKey = (u64, u64, u32);
+
+#[derive(Debug, Default)]
+struct Cache {
+    entries: HashMap<HandleId, Entry>,
+    /// Entries by last use (tick), oldest first.
+    lru: BTreeMap<u64, HandleId>,
+    by_inode: HashMap<InodeKey, HandleId>,
     clock: u64,
+    next_serial: u64,
+    /// Where the sweep goes on (a tick; entries used since have moved past it).
+    sweep_from: u64,
+}
+
+impl Cache {
+    fn invariants(&self) {
+        debug_assert_eq!(self.entries.len(), self.lru.len());
+        debug_assert!(self.by_inode.len() <= self.entries.len());
+    }
+
+    fn touch(&mut self, id: &HandleId) -> Option<&Entry> {
+        self.clock += 1;
+        let now = self.clock;
+        let e = self.entries.get_mut(id)?;
+        self.lru.remove(&e.tick);
+        e.tick = now;
+        self.lru.insert(now, *id);
+        Some(e)
+    }
+
+    fn add(&mut self, id: HandleId, fh: FileHandle, fd: Arc<OwnedFd>, inode: InodeKey) {
+        self.clock += 1;
+        let tick = self.clock;
+        self.lru.insert(tick, id);
+        self.by_inode.insert(inode, id);
+        let old = self.entries.insert(id, Entry { fh, fd, inode, tick });
+        assert!(old.is_none(), "add() only for ids not cached");
+        self.invariants();
+    }
+
+    fn remove(&mut self, id: &HandleId) -> Option<Entry> {
+        let e = self.entries.remove(id)?;
+        self.lru.remove(&e.tick);
+        if self.by_inode.get(&e.inode) == Some(id) {
+            self.by_inode.remove(&e.inode);
+        }
+        self.invariants();
+        Some(e)
+    }
+
+    /// Evict the `n` least recently used entries; returns how many went.
+    fn evict(&mut self, n: usize) -> usize {
+        let victims: Vec<HandleId> = self.lru.values().take(n).copied().collect();
+        for id in &victims {
+            self.remove(id);
+        }
+        victims.len()
+    }
 }
 
 #[derive(Debug)]
 pub struct HandleTable {
-    inner: Mutex<Inner>,
-    instance: u64,
+    sealer: Sealer,
+    /// Per export: how its handles are re-opened, if they persist.
+    persistent: Vec<Option<PersistentExport>>,
+    inner: Mutex<Cache>,
     max: usize,
+    stats: Arc<ServerStats>,
 }
 
 /// A resolved handle: the object's `O_PATH` descriptor and its export.
@@ -68,159 +132,346 @@ pub struct Resolved {
     pub export: u32,
 }
 
-fn check_word(b: &[u8]) -> u32 {
-    // FNV-1a over the fields (CHECKED_BYTES): detects corruption and invented handles
-    // cheaply.
-    let mut h: u32 = 0x811c_9dc5;
-    for &x in b {
-        h ^= x as u32;
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
 impl HandleTable {
-    pub fn new(instance: u64, max: usize) -> Self {
+    pub fn new(
+        sealer: Sealer,
+        persistent: Vec<Option<PersistentExport>>,
+        max: usize,
+        stats: Arc<ServerStats>,
+    ) -> Self {
         assert!(max >= HANDLES_MIN);
-        HandleTable {
-            inner: Mutex::new(Inner {
-                entries: Vec::new(),
-                generations: Vec::new(),
-                by_inode: HashMap::new(),
-                free: Vec::new(),
-                clock: 0,
-            }),
-            instance,
-            max,
-        }
+        HandleTable { sealer, persistent, inner: Mutex::new(Cache::default()), max, stats }
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Descriptors cached now.
     pub fn len(&self) -> usize {
-        let g = self.inner.lock().unwrap();
-        g.by_inode.len()
+        self.inner.lock().unwrap().entries.len()
     }
 
-    fn encode(&self, index: u32, gen: u32, ino: u64, export: u32) -> FileHandle {
-        let mut b = [0u8; 32];
-        b[INSTANCE_AT].copy_from_slice(&self.instance.to_le_bytes());
-        b[INDEX_AT].copy_from_slice(&index.to_le_bytes());
-        b[GENERATION_AT].copy_from_slice(&gen.to_le_bytes());
-        b[FILEID_AT].copy_from_slice(&ino.to_le_bytes());
-        b[EXPORT_AT].copy_from_slice(&export.to_le_bytes());
-        let c = check_word(&b[..CHECKED_BYTES]);
-        b[CHECK_AT].copy_from_slice(&c.to_le_bytes());
-        FileHandle(b)
+    /// The cache's bound (`handles_max`).
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Do handles of `export` persist (kernel handles)?
+    pub fn persistent(&self, export: u32) -> bool {
+        self.persistent.get(export as usize).is_some_and(|p| p.is_some())
+    }
+
+    /// Check a handle's MAC and return its export, without resolving it: BADHANDLE (and
+    /// a counted refusal) for one this server did not issue.
+    pub fn export_of(&self, fh: &FileHandle) -> Result<u32, Status> {
+        self.unseal(fh).map(|d| d.export)
+    }
+
+    fn unseal(&self, fh: &FileHandle) -> Result<Decoded, Status> {
+        self.sealer.unseal(fh).inspect_err(|&e| {
+            if e == Status::BadHandle {
+                self.stats.handle_refusals.fetch_add(1, Relaxed);
+            }
+        })
     }
 
     /// Enter an object (given as an `O_PATH` descriptor) and return its handle. An object
-    /// already in the table keeps its handle.
+    /// already cached keeps its handle.
     pub fn insert(
         &self,
         fd: OwnedFd,
         export: u32,
     ) -> Result<(FileHandle, rustix::fs::Stat), Status> {
         let s = fsops::fstat(fd.as_fd())?;
-        let fh = self.insert_stat(fd, &s, export);
+        let kernel = self.kernel_body(fd.as_fd(), &s, export);
+        let fh = self.enter(fd, &s, export, kernel);
         Ok((fh, s))
     }
 
-    fn insert_stat(&self, fd: OwnedFd, s: &rustix::fs::Stat, export: u32) -> FileHandle {
-        let (dev, ino) = (s.st_dev, s.st_ino);
-        let mut g = self.inner.lock().unwrap();
-        g.clock += 1;
-        let now = g.clock;
-        if let Some(&idx) = g.by_inode.get(&(dev, ino, export)) {
-            let e = g.entries[idx as usize].as_ref().expect("indexed entry exists");
-            // Same device and inode number: the same object, unless the one we hold was
-            // deleted and its number reused. Then the old handle must stay STALE: retire
-            // the slot (its generation changes below) instead of re-pointing it.
-            let alive = fsops::fstat(e.fd.as_fd())
-                .map(|old| old.st_nlink > 0 && old.st_ino == ino)
-                .unwrap_or(false);
-            if alive {
-                let gen = g.generations[idx as usize];
-                g.entries[idx as usize].as_mut().unwrap().last_used = now;
-                return self.encode(idx, gen, ino, export);
-            }
-            g.entries[idx as usize] = None;
-            g.by_inode.remove(&(dev, ino, export));
-            g.free.push(idx);
+    /// The kernel handle body for an object of a persistent export, if it has one that
+    /// fits and is on the export root's mount (a submount's handles name another file
+    /// system than the one they would be re-opened on).
+    fn kernel_body(&self, fd: BorrowedFd, s: &rustix::fs::Stat, export: u32) -> Option<Body> {
+        let p = self.persistent.get(export as usize)?.as_ref()?;
+        if s.st_dev != p.dev {
+            return None;
         }
-        let idx = if let Some(i) = g.free.pop() {
-            i
-        } else if g.entries.len() < self.max {
-            g.entries.push(None);
-            g.generations.push(0);
-            (g.entries.len() - 1) as u32
-        } else {
-            // Full: recycle the least recently used slot.
-            let (victim, _) = g
-                .entries
-                .iter()
-                .enumerate()
-                .filter_map(|(i, e)| e.as_ref().map(|e| (i, e.last_used)))
-                .min_by_key(|&(_, t)| t)
-                .expect("a full table has entries");
-            let old = g.entries[victim].take().expect("victim exists");
-            g.by_inode.remove(&(old.dev, old.ino, old.export));
-            victim as u32
-        };
-        g.generations[idx as usize] = g.generations[idx as usize].wrapping_add(1);
-        let gen = g.generations[idx as usize];
-        g.entries[idx as usize] =
-            Some(Entry { fd: Arc::new(fd), dev, ino, export, last_used: now });
-        g.by_inode.insert((dev, ino, export), idx);
-        self.encode(idx, gen, ino, export)
+        let h = kernel_fh::name_of(fd).ok()?;
+        let handle_type = u8::try_from(h.handle_type).ok()?;
+        (h.mount_id == p.mount_id && h.bytes.len() <= KERNEL_BYTES_MAX)
+            .then_some(Body::Kernel { handle_type, bytes: h.bytes })
     }
 
-    /// Resolve a handle. BADHANDLE for one this server never made; STALE for one whose
-    /// object is gone, was recycled, or belongs to an earlier server instance.
+    fn enter(
+        &self,
+        fd: OwnedFd,
+        s: &rustix::fs::Stat,
+        export: u32,
+        kernel: Option<Body>,
+    ) -> FileHandle {
+        let inode = (s.st_dev, s.st_ino, export);
+        let mut g = self.inner.lock().unwrap();
+        if let Some(id) = g.by_inode.get(&inode).copied() {
+            let e = &g.entries[&id];
+            // Same device and inode number: the same object, unless the one cached was
+            // deleted and its number reused. Then its handle must stay STALE: drop the
+            // entry rather than re-point it.
+            let alive = fsops::fstat(e.fd.as_fd())
+                .map(|old| old.st_nlink > 0 && old.st_ino == s.st_ino)
+                .unwrap_or(false);
+            if alive {
+                return g.touch(&id).expect("entry present").fh;
+            }
+            g.remove(&id);
+        }
+        let body = kernel.unwrap_or_else(|| {
+            g.next_serial += 1;
+            Body::Volatile { serial: g.next_serial }
+        });
+        let fh = self.sealer.seal(export, &body);
+        let id: HandleId = fh.0[..crate::handle_codec::ID_BYTES].try_into().unwrap();
+        if let Some(e) = g.touch(&id) {
+            return e.fh; // a kernel handle cached under another inode key (re-opened)
+        }
+        self.make_room(&mut g);
+        g.add(id, fh, Arc::new(fd), inode);
+        fh
+    }
+
+    fn make_room(&self, g: &mut Cache) {
+        if g.entries.len() >= self.max {
+            let n = g.evict(g.entries.len() + 1 - self.max);
+            self.stats.descriptors_evicted.fetch_add(n as u64, Relaxed);
+        }
+    }
+
+    /// Resolve a handle. BADHANDLE for one this server never made (or made for another
+    /// export's objects under another secret); STALE for one whose object is gone, or a
+    /// volatile handle evicted or of an earlier boot.
     pub fn resolve(&self, fh: &FileHandle) -> Result<Resolved, Status> {
-        let b = &fh.0;
-        let u32_at = |r: Range<usize>| u32::from_le_bytes(b[r].try_into().unwrap());
-        let u64_at = |r: Range<usize>| u64::from_le_bytes(b[r].try_into().unwrap());
-        if check_word(&b[..CHECKED_BYTES]) != u32_at(CHECK_AT) {
-            return Err(Status::BadHandle);
-        }
-        if u64_at(INSTANCE_AT) != self.instance {
-            return Err(Status::Stale);
-        }
-        let idx = u32_at(INDEX_AT) as usize;
-        let gen = u32_at(GENERATION_AT);
-        let ino = u64_at(FILEID_AT);
-        let export = u32_at(EXPORT_AT);
-        let r = {
-            let mut g = self.inner.lock().unwrap();
-            g.clock += 1;
-            let now = g.clock;
-            if g.generations.get(idx) != Some(&gen) {
-                return Err(Status::Stale);
+        let d = self.unseal(fh)?;
+        let cached = self.inner.lock().unwrap().touch(&d.id).map(|e| e.fd.clone());
+        let fd = match (cached, &d.body) {
+            (Some(fd), _) => fd,
+            (None, Body::Kernel { handle_type, bytes }) => {
+                self.reopen(&d, *handle_type, bytes, fh)?
             }
-            let Some(e) = g.entries[idx].as_mut() else { return Err(Status::Stale) };
-            if e.ino != ino || e.export != export {
-                return Err(Status::Stale);
-            }
-            e.last_used = now;
-            Resolved { fd: e.fd.clone(), export }
+            (None, Body::Volatile { .. }) => return Err(Status::Stale),
         };
         // Deleted since it was entered? (An open file stays usable through its open id.)
-        let s = fsops::fstat(r.fd.as_fd())?;
+        // Its descriptor goes now, so the file's space comes back.
+        let s = fsops::fstat(fd.as_fd())?;
         if s.st_nlink == 0 {
+            self.drop_entry(&d.id, &fd);
             return Err(Status::Stale);
         }
-        Ok(r)
+        Ok(Resolved { fd, export: d.export })
+    }
+
+    /// A persistent handle not cached (evicted, or from before a restart): open it
+    /// again from the kernel handle and cache it.
+    fn reopen(
+        &self,
+        d: &Decoded,
+        handle_type: u8,
+        bytes: &[u8],
+        fh: &FileHandle,
+    ) -> Result<Arc<OwnedFd>, Status> {
+        // An export that no longer persists (restarted without the capability): STALE.
+        let p = self.persistent[d.export as usize].as_ref().ok_or(Status::Stale)?;
+        let h = KernelHandle {
+            handle_type: handle_type as i32,
+            bytes: bytes.to_vec(),
+            mount_id: p.mount_id,
+        };
+        let fd = self.retry_fds(|| {
+            kernel_fh::open(p.mount_fd.as_fd(), &h, OFlags::PATH).map_err(|e| match e {
+                // PERM: the worker runs with a client's file-system ids (identity
+                // asserted/squash), which drops CAP_DAC_READ_SEARCH; the client looks the
+                // path up again, with that identity's permissions.
+                Errno::STALE | Errno::NOENT | Errno::PERM => Status::Stale,
+                e => fsops::st(e),
+            })
+        })?;
+        let s = fsops::fstat(fd.as_fd())?;
+        if s.st_dev != p.dev {
+            return Err(Status::Stale);
+        }
+        self.stats.handles_reopened.fetch_add(1, Relaxed);
+        let mut g = self.inner.lock().unwrap();
+        if let Some(e) = g.touch(&d.id) {
+            return Ok(e.fd.clone()); // another request re-opened it meanwhile
+        }
+        self.make_room(&mut g);
+        let fd = Arc::new(fd);
+        g.add(d.id, *fh, fd.clone(), (s.st_dev, s.st_ino, d.export));
+        Ok(fd)
+    }
+
+    /// Drop the entry `id` if it still holds `fd`.
+    fn drop_entry(&self, id: &HandleId, fd: &Arc<OwnedFd>) -> bool {
+        let mut g = self.inner.lock().unwrap();
+        if g.entries.get(id).is_some_and(|e| Arc::ptr_eq(&e.fd, fd)) {
+            g.remove(id);
+            return true;
+        }
+        false
     }
 
     /// Forget the entry for an object (after it was removed), if present.
     pub fn forget(&self, dev: u64, ino: u64, export: u32) {
         let mut g = self.inner.lock().unwrap();
-        if let Some(idx) = g.by_inode.remove(&(dev, ino, export)) {
-            g.entries[idx as usize] = None;
-            g.free.push(idx);
+        if let Some(id) = g.by_inode.get(&(dev, ino, export)).copied() {
+            g.remove(&id);
         }
+    }
+
+    /// Run an open (`f`); if it fails for want of descriptors (EMFILE/ENFILE answer
+    /// LIMIT), evict part of the cache and run it once more.
+    pub fn retry_fds<T>(&self, mut f: impl FnMut() -> Result<T, Status>) -> Result<T, Status> {
+        match f() {
+            Err(Status::Limit) if self.relieve_pressure() > 0 => f(),
+            r => r,
+        }
+    }
+
+    /// Evict an eighth of the cache (at least `RELIEF_EVICT_MIN` entries); returns how
+    /// many went.
+    pub fn relieve_pressure(&self) -> usize {
+        let mut g = self.inner.lock().unwrap();
+        let n = (g.entries.len() / RELIEF_EVICT_DIVISOR).max(RELIEF_EVICT_MIN);
+        let n = g.evict(n);
+        self.stats.descriptors_evicted.fetch_add(n as u64, Relaxed);
+        n
+    }
+
+    /// One sweep pass: close cached descriptors of deleted objects (link count 0), up to
+    /// `SWEEP_BATCH` entries from where the last pass stopped. Returns how many went.
+    pub fn sweep_unlinked(&self) -> usize {
+        let batch: Vec<(HandleId, Arc<OwnedFd>)> = {
+            let mut g = self.inner.lock().unwrap();
+            let from = g.sweep_from;
+            let ids: Vec<(u64, HandleId)> =
+                g.lru.range(from..).take(SWEEP_BATCH).map(|(&t, &id)| (t, id)).collect();
+            g.sweep_from = match ids.last() {
+                Some(&(t, _)) if ids.len() == SWEEP_BATCH => t + 1,
+                _ => 0, // at the end: the next pass starts over
+            };
+            ids.iter().map(|(_, id)| (*id, g.entries[id].fd.clone())).collect()
+        };
+        // fstat outside the lock: requests go on meanwhile.
+        let mut dropped = 0;
+        for (id, fd) in batch {
+            let gone = fsops::fstat(fd.as_fd()).map(|s| s.st_nlink == 0).unwrap_or(true);
+            if gone && self.drop_entry(&id, &fd) {
+                dropped += 1;
+            }
+        }
+        self.stats.descriptors_unlinked.fetch_add(dropped as u64, Relaxed);
+        dropped
+    }
+}
+
+/// The sweep thread: `sweep_unlinked` every `SWEEP_INTERVAL` until `shutdown`.
+pub fn sweep_loop(table: &HandleTable, shutdown: &AtomicBool) {
+    let mut since = Duration::ZERO;
+    while !shutdown.load(Relaxed) {
+        std::thread::sleep(SWEEP_TICK);
+        since += SWEEP_TICK;
+        if since >= SWEEP_INTERVAL {
+            since = Duration::ZERO;
+            table.sweep_unlinked();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Export;
+
+    fn table(dir: &std::path::Path, max: usize) -> HandleTable {
+        let sealer = Sealer::new(b"k", &[Export::new("e", dir, false)], 1);
+        HandleTable::new(sealer, vec![None], max, Arc::default())
+    }
+
+    fn path_fd(p: &std::path::Path) -> OwnedFd {
+        rustix::fs::open(p, OFlags::PATH | OFlags::CLOEXEC, rustix::fs::Mode::empty()).unwrap()
+    }
+
+    #[test]
+    fn the_cache_is_bounded_and_evicted_volatile_handles_are_stale() {
+        let d = tempfile::tempdir().unwrap();
+        let t = table(d.path(), HANDLES_MIN);
+        let mut fhs = Vec::new();
+        for i in 0..HANDLES_MIN * 2 {
+            let p = d.path().join(format!("f{i}"));
+            std::fs::write(&p, b"x").unwrap();
+            fhs.push(t.insert(path_fd(&p), 0).unwrap().0);
+        }
+        assert_eq!(t.len(), HANDLES_MIN);
+        assert_eq!(t.resolve(&fhs[0]).unwrap_err(), Status::Stale);
+        assert!(t.resolve(&fhs[HANDLES_MIN * 2 - 1]).is_ok());
+        assert_eq!(t.stats.descriptors_evicted.load(Relaxed), HANDLES_MIN as u64);
+    }
+
+    #[test]
+    fn evicted_kernel_handles_are_reopened() {
+        let d = tempfile::tempdir().unwrap();
+        let root = path_fd(d.path());
+        let Ok(p) = kernel_fh::probe(root.as_fd()) else {
+            return; // not permitted (not root) or no handles on this file system
+        };
+        let sealer = Sealer::new(b"k", &[Export::new("e", d.path(), false)], 1);
+        let t = HandleTable::new(sealer, vec![Some(p)], HANDLES_MIN, Arc::default());
+        let mut fhs = Vec::new();
+        for i in 0..HANDLES_MIN * 2 {
+            let p = d.path().join(format!("f{i}"));
+            std::fs::write(&p, format!("{i}")).unwrap();
+            fhs.push(t.insert(path_fd(&p), 0).unwrap().0);
+        }
+        let r = t.resolve(&fhs[0]).expect("an evicted kernel handle re-opens");
+        let want = std::fs::metadata(d.path().join("f0")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(fsops::fstat(r.fd.as_fd()).unwrap().st_ino, want.ino());
+        assert_eq!(t.stats.handles_reopened.load(Relaxed), 1);
+        std::fs::remove_file(d.path().join("f1")).unwrap();
+        assert_eq!(t.resolve(&fhs[1]).unwrap_err(), Status::Stale, "deleted: STALE");
+    }
+
+    #[test]
+    fn deleted_files_leave_the_cache_on_sweep() {
+        let d = tempfile::tempdir().unwrap();
+        let t = table(d.path(), HANDLES_MIN);
+        let p = d.path().join("big");
+        std::fs::write(&p, b"x").unwrap();
+        let (fh, _) = t.insert(path_fd(&p), 0).unwrap();
+        assert_eq!(t.sweep_unlinked(), 0);
+        std::fs::remove_file(&p).unwrap();
+        assert_eq!(t.sweep_unlinked(), 1);
+        assert!(t.is_empty());
+        assert_eq!(t.resolve(&fh).unwrap_err(), Status::Stale);
+    }
+
+    #[test]
+    fn pressure_relief_evicts_and_retries_once() {
+        let d = tempfile::tempdir().unwrap();
+        let t = table(d.path(), 64);
+        for i in 0..40 {
+            let p = d.path().join(format!("f{i}"));
+            std::fs::write(&p, b"x").unwrap();
+            t.insert(path_fd(&p), 0).unwrap();
+        }
+        let mut calls = 0;
+        let r = t.retry_fds(|| {
+            calls += 1;
+            if calls == 1 {
+                Err(Status::Limit)
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!((r, calls, t.len()), (Ok(()), 2, 40 - RELIEF_EVICT_MIN));
     }
 }

@@ -21,14 +21,18 @@ pub mod config;
 mod conn;
 pub mod cred;
 mod error;
+pub mod fd_budget;
 pub mod fsops;
+pub mod handle_codec;
 pub mod handles;
+pub mod kernel_fh;
 pub mod live;
 pub mod locks;
 pub mod memory;
 mod nattr;
 pub mod openstate;
 pub mod sessions;
+pub mod state_dir;
 pub mod stats;
 
 use std::os::fd::OwnedFd;
@@ -64,7 +68,11 @@ pub struct Shared {
     pub handles: handles::HandleTable,
     pub locks: locks::LockTable,
     pub open_table: openstate::OpenTable,
-    pub stats: stats::ServerStats,
+    /// How the descriptors are shared out (from RLIMIT_NOFILE at start).
+    pub fd_budget: fd_budget::FdBudget,
+    /// Files clients hold open, all sessions together (bounded by the budget).
+    pub open_files_live: Arc<LiveCount>,
+    pub stats: Arc<stats::ServerStats>,
     /// Sessions holding state (bound to a connection or parked for their lease).
     pub sessions_live: LiveCount,
     /// Every session, bound or parked; fenced clients.
@@ -205,11 +213,13 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         .map_err(|err| StartError::OpenExport { path: e.path.clone(), source: err.into() })?;
         roots.push(fd);
     }
-    raise_fd_limit();
+    let budget = descriptor_budget(&cfg)?;
     let mut instance = [0u8; 8];
     getrandom::getrandom(&mut instance).map_err(StartError::Random)?;
     let mut owner_key = [0u8; 32];
     getrandom::getrandom(&mut owner_key).map_err(StartError::Random)?;
+    let stats = Arc::new(stats::ServerStats::default());
+    let handles = handle_table(&cfg, &roots, u64::from_le_bytes(instance), &budget, &stats)?;
     let mut listener = TcpListener::bind(&cfg.listen)
         .map_err(|e| StartError::Listen { addr: cfg.listen.clone(), source: e })?;
     if let Some(t) = &cfg.tls {
@@ -225,13 +235,15 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     };
     let shm_path = cfg.shm_socket.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let shared = Arc::new(Shared {
-        handles: handles::HandleTable::new(u64::from_le_bytes(instance), cfg.handles_max),
+        handles,
         boot_verifier: u64::from_le_bytes(instance),
         owner_key,
         roots,
         locks: Default::default(),
         open_table: Default::default(),
-        stats: Default::default(),
+        fd_budget: budget,
+        open_files_live: Arc::new(LiveCount::new("open files")),
+        stats,
         sessions_live: LiveCount::new("live sessions"),
         sessions: Default::default(),
         connections_live: LiveCount::new("live connections"),
@@ -288,6 +300,16 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
                 .map_err(StartError::io("cannot start the acceptor thread"))?,
         );
     }
+    {
+        // Closes cached descriptors of deleted files, so their space comes back.
+        let sh = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("dafsd-handles".into())
+                .spawn(move || handles::sweep_loop(&sh.handles, &sh.shutdown))
+                .map_err(StartError::io("cannot start the handle sweep thread"))?,
+        );
+    }
     if let Some(path) = shared.cfg.admin_socket.clone() {
         let l = admin::bind_admin_socket(&path)
             .map_err(|e| StartError::AdminSocket { path: path.clone(), source: e })?;
@@ -318,15 +340,87 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     Ok(ServerHandle { shared, local_addr, metrics_addr, links, acceptor_waker, threads })
 }
 
-fn raise_fd_limit() {
-    // Each open file and each handle-table entry holds a descriptor.
-    let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-    if let Some(max) = lim.maximum {
-        let _ = rustix::process::setrlimit(
-            rustix::process::Resource::Nofile,
-            rustix::process::Rlimit { current: Some(max), maximum: Some(max) },
+/// Raise RLIMIT_NOFILE and share the descriptors out (see `fd_budget`).
+fn descriptor_budget(cfg: &ServerConfig) -> Result<fd_budget::FdBudget, StartError> {
+    let nofile = fd_budget::raise_nofile();
+    let asked = fd_budget::Requested {
+        handles_max: cfg.handles_max,
+        open_files_total_max: cfg.open_files_total_max,
+        open_files_max: cfg.open_files_max,
+    };
+    let b = fd_budget::derive(nofile, cfg.workers, asked).map_err(|e| match e.field {
+        "RLIMIT_NOFILE" => StartError::NofileTooLow { nofile, min: e.max },
+        field => StartError::FdBudget { field, value: e.value, max: e.max, nofile },
+    })?;
+    info!(
+        nofile,
+        reserved = b.reserved_fds,
+        handles_max = b.handles_max,
+        open_files_total_max = b.open_files_total_max,
+        open_files_per_session_max = b.open_files_per_session_max,
+        connection_fds = b.connection_fds,
+        "descriptor budget"
+    );
+    if (cfg.connections_max as u64).saturating_mul(fd_budget::FDS_PER_CONNECTION) > b.connection_fds
+    {
+        warn!(
+            connections_max = cfg.connections_max,
+            connection_fds = b.connection_fds,
+            "connections_max exceeds the descriptors left for connections; raise RLIMIT_NOFILE"
         );
     }
+    Ok(b)
+}
+
+/// The handle table: its secret (kept in `state_dir`, else random for this boot) and,
+/// per export, whether its handles are kernel handles (needs CAP_DAC_READ_SEARCH; they
+/// persist across restarts when the secret does).
+fn handle_table(
+    cfg: &ServerConfig,
+    roots: &[OwnedFd],
+    instance: u64,
+    budget: &fd_budget::FdBudget,
+    stats: &Arc<stats::ServerStats>,
+) -> Result<handles::HandleTable, StartError> {
+    let key = match &cfg.state_dir {
+        Some(d) => state_dir::handle_key(d),
+        None => state_dir::random_key(),
+    }
+    .map_err(|source| StartError::StateDir {
+        path: cfg.state_dir.clone().unwrap_or_default(),
+        source,
+    })?;
+    let mut persistent = Vec::new();
+    let mut told = false;
+    for (e, root) in cfg.exports.iter().zip(roots) {
+        // Kernel handles even without state_dir: they survive eviction from the cache.
+        let probe = if cfg.volatile_handles {
+            Err(rustix::io::Errno::NOTSUP)
+        } else {
+            kernel_fh::probe(std::os::fd::AsFd::as_fd(root))
+        };
+        let p = match probe {
+            Err(_) if cfg.volatile_handles => None,
+            Ok(p) => Some(p),
+            Err(rustix::io::Errno::PERM) => {
+                if !told {
+                    warn!("file handles are volatile (valid while cached, until a restart): dafsd lacks CAP_DAC_READ_SEARCH (open_by_handle_at); clients look paths up again on STALE");
+                    told = true;
+                }
+                None
+            }
+            Err(err) => {
+                warn!(export = %e.name, "file handles of this export are volatile: its file system offers no usable handles ({err})");
+                None
+            }
+        };
+        persistent.push(p);
+    }
+    if cfg.state_dir.is_none() {
+        info!("no state_dir: file handles are valid until dafsd restarts (random secret)");
+    }
+    let sealer = handle_codec::Sealer::new(&key, &cfg.exports, instance);
+    Ok(handles::HandleTable::new(sealer, persistent, budget.handles_max, stats.clone()))
 }
 
 fn accept_loop(

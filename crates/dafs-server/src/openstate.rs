@@ -3,7 +3,7 @@
 //! Shared by all workers (one mutex; held only for table updates, never across I/O).
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
 use dafs_proto::Status;
@@ -114,20 +114,18 @@ impl OpenTable {
             g.remove(&file).and_then(|s| s.delete_on_close)
         };
         if let Some((dir, name)) = pending {
-            delete_if_same(&dir, &name, file);
+            delete_if_same(dir.as_fd(), &name, file);
         }
     }
 }
 
 /// Unlink `name` in `dir` only if it still names the inode that was opened (it may
 /// have been renamed over or removed meanwhile).
-fn delete_if_same(dir: &OwnedFd, name: &[u8], file: (u64, u64)) {
+pub(crate) fn delete_if_same(dir: BorrowedFd, name: &[u8], file: (u64, u64)) {
     let Ok(c) = std::ffi::CString::new(name) else { return };
-    if let Ok(s) =
-        rustix::fs::statat(dir.as_fd(), c.as_c_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-    {
+    if let Ok(s) = rustix::fs::statat(dir, c.as_c_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
         if (s.st_dev, s.st_ino) == file {
-            let _ = rustix::fs::unlinkat(dir.as_fd(), c.as_c_str(), rustix::fs::AtFlags::empty());
+            let _ = rustix::fs::unlinkat(dir, c.as_c_str(), rustix::fs::AtFlags::empty());
         }
     }
 }

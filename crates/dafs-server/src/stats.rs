@@ -97,4 +97,12 @@ counters! {
     /// Times a connection stopped being read because all connections' buffered output
     /// exceeded `memory_bytes_max`.
     memory_pauses,
+    /// Handles refused as forged or corrupted, or re-pointed at another export (BADHANDLE).
+    handle_refusals,
+    /// Cached descriptors closed to keep within handles_max or under EMFILE/ENFILE.
+    descriptors_evicted,
+    /// Cached descriptors of deleted files closed (so their space comes back).
+    descriptors_unlinked,
+    /// Persistent handles re-opened from their kernel handle (after eviction or restart).
+    handles_reopened,
 }

@@ -30,6 +30,8 @@ pub(super) struct OpenFile {
     pub(super) append: Option<Arc<Mutex<()>>>,
     /// Create-unlinked: where PUBLISH gives the file its name (directory, name, export).
     pub(super) unlinked: Option<(Arc<OwnedFd>, Vec<u8>, u32)>,
+    /// Its place in the open-file budget, given back when the open ends.
+    pub(super) _claim: crate::fd_budget::OpenFileClaim,
 }
 
 pub(crate) struct Session {

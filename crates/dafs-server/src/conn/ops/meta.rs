@@ -31,7 +31,7 @@ pub(super) fn get_root_handle(
         warn!(client = %client_id, export = %sh.cfg.exports[idx].name, "attach refused by the export's client rules");
         return Err(Status::Access);
     }
-    let fd = sh.roots[idx].try_clone().map_err(fsops::io_st)?;
+    let fd = sh.handles.retry_fds(|| sh.roots[idx].try_clone().map_err(fsops::io_st))?;
     let (fh, stat) = sh.handles.insert(fd, idx as u32)?;
     Ok(Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
 }
@@ -43,7 +43,7 @@ pub(super) fn lookup(
     follow: bool,
 ) -> Result<Reply<'static>, Status> {
     let d = sh.handles.resolve(dir)?;
-    let fd = fsops::lookup(d.fd.as_fd(), path, follow)?;
+    let fd = sh.handles.retry_fds(|| fsops::lookup(d.fd.as_fd(), path, follow))?;
     let (fh, stat) = sh.handles.insert(fd, d.export)?;
     Ok(Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
 }
@@ -59,8 +59,9 @@ pub(super) fn lookup_parent(sh: &Shared, fh: &FileHandle) -> Result<Reply<'stati
         return Err(Status::NotDir);
     }
     // The parent of a directory beneath the root is the root or beneath it.
-    let p = rfs::openat(d.fd.as_fd(), c"..", OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
-        .map_err(st)?;
+    let p = sh.handles.retry_fds(|| {
+        rfs::openat(d.fd.as_fd(), c"..", OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(st)
+    })?;
     let (fh, stat) = sh.handles.insert(p, d.export)?;
     Ok(Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
 }
@@ -88,7 +89,7 @@ pub(super) fn set_attr(
             FileType::Directory => return Err(Status::IsDir),
             _ => return Err(Status::Inval),
         }
-        let f = fsops::reopen(fd, OFlags::WRONLY)?;
+        let f = sh.handles.retry_fds(|| fsops::reopen(fd, OFlags::WRONLY))?;
         rfs::ftruncate(&f, set.size).map_err(st)?;
     }
     if set.mask & setattr_mask::MODE != 0 {

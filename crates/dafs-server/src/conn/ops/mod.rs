@@ -10,6 +10,7 @@
 
 mod batch;
 mod chain;
+mod handle_check;
 mod io;
 mod lock;
 mod meta;
@@ -50,6 +51,10 @@ impl Conn {
         req: Request,
     ) -> Result<Outcome<'a>, Status> {
         use Request as R;
+        // Dispatch admits requests without a session only for SESSION_CREATE/BIND, which
+        // carry no handle; an empty id is admitted by unrestricted exports only.
+        let client_id = self.session.as_ref().map_or("", |s| s.info.client_id.as_str());
+        handle_check::check_handles(sh, client_id, &req)?;
         let reply = match req {
             R::Null => Reply::Empty,
             R::SessionCreate { .. } | R::SessionBind { .. } => {

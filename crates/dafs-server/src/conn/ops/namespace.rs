@@ -36,10 +36,19 @@ pub(super) fn create(
             if exclusive {
                 fl |= OFlags::EXCL;
             }
-            drop(fsops::open_in(d.fd.as_fd(), name, fl, mode)?);
+            let f = sh.handles.retry_fds(|| fsops::open_in(d.fd.as_fd(), name, fl, mode))?;
+            // The handle comes from the created file itself (no second lookup by name);
+            // should that fail, an exclusive create is undone, or its retry would find
+            // the file and answer EXIST.
+            let (fh, stat) =
+                fsops::undo_create_on_error(d.fd.as_fd(), name, &f, exclusive, || {
+                    let fd = sh.handles.retry_fds(|| fsops::reopen(f.as_fd(), OFlags::PATH))?;
+                    sh.handles.insert(fd, d.export)
+                })?;
+            return Ok(Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) });
         }
     }
-    let fd = fsops::lookup(d.fd.as_fd(), name, false)?;
+    let fd = sh.handles.retry_fds(|| fsops::lookup(d.fd.as_fd(), name, false))?;
     let (fh, stat) = sh.handles.insert(fd, d.export)?;
     Ok(Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
 }
@@ -124,7 +133,7 @@ pub(super) fn symlink(
     let c = CString::new(name).map_err(|_| Status::BadName)?;
     let t = CString::new(target).map_err(|_| Status::Inval)?;
     rfs::symlinkat(t.as_c_str(), d.fd.as_fd(), c.as_c_str()).map_err(st)?;
-    let fd = fsops::lookup(d.fd.as_fd(), name, false)?;
+    let fd = sh.handles.retry_fds(|| fsops::lookup(d.fd.as_fd(), name, false))?;
     let (fh, stat) = sh.handles.insert(fd, d.export)?;
     Ok(Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
 }
@@ -180,7 +189,8 @@ pub(super) fn read_dir<'a>(
     entries.clear();
     let mut count = 0u32;
     let mut too_small = false;
-    let eof = fsops::read_dir(d.fd.as_fd(), cookie, |off, ino, ftype, name| {
+    let dir_fd = sh.handles.retry_fds(|| fsops::open_dir(d.fd.as_fd()))?;
+    let eof = fsops::read_dir(dir_fd, cookie, |off, ino, ftype, name| {
         if count >= max_entries {
             return false;
         }

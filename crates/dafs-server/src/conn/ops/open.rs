@@ -3,6 +3,7 @@
 
 use std::ffi::CString;
 use std::os::fd::AsFd;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use dafs_proto::types::open_flags;
@@ -12,6 +13,7 @@ use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use super::check_writable;
 use crate::conn::session::OpenFile;
 use crate::conn::Conn;
+use crate::fd_budget::OpenFileClaim;
 use crate::fsops::{self, st};
 use crate::{openstate, Shared};
 
@@ -53,9 +55,7 @@ impl Conn {
                 of |= OFlags::EXCL | OFlags::NOFOLLOW;
             }
         }
-        if self.session().opens.len() >= sh.cfg.open_files_max {
-            return Err(Status::Limit);
-        }
+        let claim = claim_open_file(sh, self.session().opens.len())?;
         // Never block a worker: a FIFO without a writer, a tty or a device would hang
         // open(2) (and later reads) for every connection on this thread. No effect on
         // regular files; I/O on non-regular files is refused (`Session::open_file`).
@@ -71,14 +71,16 @@ impl Conn {
         }
         let (file, handle) = if unlinked {
             // An anonymous file in the directory: O_TMPFILE; PUBLISH links it in.
-            let tmp = rfs::openat(
-                d.fd.as_fd(),
-                c".",
-                OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
-                Mode::from_raw_mode(mode),
-            )
-            .map_err(st)?;
-            let path_fd = fsops::reopen(tmp.as_fd(), OFlags::PATH)?;
+            let tmp = sh.handles.retry_fds(|| {
+                rfs::openat(
+                    d.fd.as_fd(),
+                    c".",
+                    OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(mode),
+                )
+                .map_err(st)
+            })?;
+            let path_fd = sh.handles.retry_fds(|| fsops::reopen(tmp.as_fd(), OFlags::PATH))?;
             // Enter it by descriptor; its handle answers STALE until published.
             let (handle, _) = sh.handles.insert(path_fd, d.export)?;
             (tmp, handle)
@@ -89,17 +91,19 @@ impl Conn {
                 FileType::Symlink => return Err(Status::Loop),
                 _ => {}
             }
-            (fsops::reopen(d.fd.as_fd(), of)?, fh)
+            (sh.handles.retry_fds(|| fsops::reopen(d.fd.as_fd(), of))?, fh)
         } else {
             // The mode is for CREATE only (openat2 refuses a mode without O_CREAT).
             let mode = if flags & open_flags::CREATE != 0 { mode } else { 0 };
-            let file = fsops::open_in(d.fd.as_fd(), name, of, mode)?;
-            let path_fd = fsops::lookup(d.fd.as_fd(), name, true)?;
-            let (a, b) = (fsops::fstat(file.as_fd())?, fsops::fstat(path_fd.as_fd())?);
-            if a.st_ino != b.st_ino || a.st_dev != b.st_dev {
-                return Err(Status::Stale); // replaced between open and lookup: retry
-            }
-            let (handle, _) = sh.handles.insert(path_fd, d.export)?;
+            let file = sh.handles.retry_fds(|| fsops::open_in(d.fd.as_fd(), name, of, mode))?;
+            // The handle comes from the opened file itself (no second lookup by name,
+            // which could find a replacement); should that fail, an exclusive create is
+            // undone, or its retry would find the file and answer EXIST.
+            let exclusive = of.contains(OFlags::EXCL);
+            let handle = fsops::undo_create_on_error(d.fd.as_fd(), name, &file, exclusive, || {
+                let path_fd = sh.handles.retry_fds(|| fsops::reopen(file.as_fd(), OFlags::PATH))?;
+                Ok(sh.handles.insert(path_fd, d.export)?.0)
+            })?;
             (file, handle)
         };
         let stat = fsops::fstat(file.as_fd())?;
@@ -141,6 +145,7 @@ impl Conn {
                 write,
                 file: file_key,
                 append: (flags & open_flags::APPEND != 0).then_some(append_lock),
+                _claim: claim,
                 unlinked: unlinked.then(|| (dir_fd, name.to_vec(), d.export)),
             },
         );
@@ -171,8 +176,21 @@ impl Conn {
         rfs::linkat(rfs::CWD, src.as_c_str(), dir.as_fd(), c.as_c_str(), AtFlags::SYMLINK_FOLLOW)
             .map_err(st)?;
         of.unlinked = None;
-        let fd = fsops::lookup(dir.as_fd(), &name, false)?;
+        let fd = sh.handles.retry_fds(|| fsops::lookup(dir.as_fd(), &name, false))?;
         let (fh, stat) = sh.handles.insert(fd, export)?;
         Ok(Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
     }
+}
+
+/// A place for one more open file: within the session's share (`open_files_max`) and
+/// the server's (`open_files_total_max`), so one session cannot take every descriptor.
+fn claim_open_file(sh: &Shared, session_opens: usize) -> Result<OpenFileClaim, Status> {
+    let b = &sh.fd_budget;
+    let claim = (session_opens < b.open_files_per_session_max)
+        .then(|| OpenFileClaim::try_new(&sh.open_files_live, b.open_files_total_max))
+        .flatten();
+    claim.ok_or_else(|| {
+        sh.stats.limit_refusals.fetch_add(1, Relaxed);
+        Status::Limit
+    })
 }
