@@ -102,6 +102,13 @@ pub struct ServeArgs {
     /// a quarter of the machine's memory.
     #[arg(long)]
     pub memory_max: Option<usize>,
+    /// Warnings one peer address may cause in a burst before they are rate-limited
+    /// (counted, not logged). Default 20.
+    #[arg(long)]
+    pub peer_warn_burst: Option<u32>,
+    /// Warnings per minute one peer address may cause after its burst. Default 60.
+    #[arg(long)]
+    pub peer_warn_per_min: Option<u32>,
     /// Client ids (or prefixes ending in '*') allowed to attach to the default export;
     /// repeat for more. Default: all.
     #[arg(long = "allow-client", value_name = "CLIENT_ID")]
@@ -173,6 +180,8 @@ struct FileConfig {
     max_unauth_connections: Option<usize>,
     max_connections_per_addr: Option<usize>,
     memory_bytes_max: Option<usize>,
+    peer_warn_burst: Option<u32>,
+    peer_warn_per_min: Option<u32>,
     identity: Option<String>,
     anon_uid: Option<u32>,
     anon_gid: Option<u32>,
@@ -288,6 +297,8 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     pick!(connections_per_addr_max, a.max_connections_per_addr, fc.max_connections_per_addr);
     pick!(memory_bytes_max, a.memory_max, fc.memory_bytes_max);
+    pick!(peer_warn_burst, a.peer_warn_burst, fc.peer_warn_burst);
+    pick!(peer_warn_per_min, a.peer_warn_per_min, fc.peer_warn_per_min);
     let anon_uid = a.anon_uid.or(fc.anon_uid).unwrap_or(65534);
     let anon_gid = a.anon_gid.or(fc.anon_gid).unwrap_or(65534);
     cfg.identity = match a.identity.as_deref().or(fc.identity.as_deref()).unwrap_or("server") {

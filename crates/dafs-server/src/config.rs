@@ -106,6 +106,11 @@ pub struct ServerConfig {
     /// (each also within `backlog_bytes_max`); beyond it, connections with output
     /// pending are not read until it drains.
     pub memory_bytes_max: usize,
+    /// Warnings one peer address may cause in a burst; beyond it (and the rate) they are
+    /// counted in `warnings_suppressed` instead of logged.
+    pub peer_warn_burst: u32,
+    /// Warnings per minute one peer address may cause after its burst.
+    pub peer_warn_per_min: u32,
     /// Whose identity requests run with (see `cred.rs`).
     pub identity: crate::cred::Identity,
     /// Unix socket for `dafs admin` (owner-only permissions); None disables it.
@@ -188,6 +193,8 @@ impl ServerConfig {
             connections_per_addr_max: 256,
             handshake_timeout_ms: HANDSHAKE_TIMEOUT_MS_DEFAULT,
             memory_bytes_max: memory_bytes_max_default(),
+            peer_warn_burst: 20,
+            peer_warn_per_min: 60,
             identity: crate::cred::Identity::Server,
             admin_socket: None,
             metrics_listen: None,
@@ -272,6 +279,9 @@ impl ServerConfig {
             return Err(ConfigError::BelowMin { field: "connections_per_addr_max", min: 1 });
         }
         in_range("handshake_timeout_ms", self.handshake_timeout_ms, 1, HANDSHAKE_TIMEOUT_MS_MAX)?;
+        if self.peer_warn_burst == 0 {
+            return Err(ConfigError::BelowMin { field: "peer_warn_burst", min: 1 });
+        }
         if self.memory_bytes_max < MEMORY_BYTES_MIN {
             return Err(ConfigError::BelowMin {
                 field: "memory_bytes_max",

@@ -248,7 +248,7 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         sessions: Default::default(),
         connections_live: LiveCount::new("live connections"),
         admission: Default::default(),
-        warn_limiter: Default::default(),
+        warn_limiter: ratelog::WarnLimiter::new(cfg.peer_warn_burst, cfg.peer_warn_per_min),
         memory: Default::default(),
         host_id: dafs_transport::shm::host_id(),
         shm_path,

@@ -8,10 +8,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// Warnings a peer may cause in a burst.
-pub const WARN_BURST: f64 = 20.0;
-/// Warnings per second a peer may cause after its burst.
-pub const WARN_PER_SEC: f64 = 1.0;
 /// Peers tracked at once. Beyond it, buckets idle long enough to be full again are
 /// dropped (they would allow a full burst anyway); if none is, all further peers share
 /// one bucket — the log stays bounded either way.
@@ -23,9 +19,12 @@ struct Bucket {
     suppressed: u64,
 }
 
-#[derive(Default)]
 pub struct WarnLimiter {
     buckets: Mutex<HashMap<String, Bucket>>,
+    /// Warnings a peer may cause in a burst (`peer_warn_burst`).
+    burst: f64,
+    /// Warnings per second a peer may cause after its burst (`peer_warn_per_min` / 60).
+    per_sec: f64,
 }
 
 /// The key of a peer: its address without the port (a new connection gets a new port),
@@ -38,6 +37,15 @@ fn peer_key(peer: &str) -> String {
 }
 
 impl WarnLimiter {
+    pub fn new(burst: u32, per_min: u32) -> Self {
+        assert!(burst >= 1, "a burst of at least one warning (validated)");
+        WarnLimiter {
+            buckets: Mutex::new(HashMap::new()),
+            burst: burst.into(),
+            per_sec: f64::from(per_min) / 60.0,
+        }
+    }
+
     /// May a warning about `peer` be written now? `Some(n)`: yes, after a line saying `n`
     /// warnings were suppressed since the last one written (if `n > 0`); `None`: no (it
     /// was counted as suppressed).
@@ -45,13 +53,13 @@ impl WarnLimiter {
         let mut m = self.buckets.lock().unwrap();
         let mut key = peer_key(peer);
         if !m.contains_key(&key) && m.len() >= WARN_PEERS_MAX {
-            m.retain(|_, b| b.suppressed > 0 || refill(b, now) < WARN_BURST);
+            m.retain(|_, b| b.suppressed > 0 || self.refill(b, now) < self.burst);
             if m.len() >= WARN_PEERS_MAX {
                 key = "*".into();
             }
         }
-        let b = m.entry(key).or_insert(Bucket { tokens: WARN_BURST, at: now, suppressed: 0 });
-        b.tokens = refill(b, now);
+        let b = m.entry(key).or_insert(Bucket { tokens: self.burst, at: now, suppressed: 0 });
+        b.tokens = self.refill(b, now);
         b.at = now;
         if b.tokens < 1.0 {
             b.suppressed += 1;
@@ -60,11 +68,11 @@ impl WarnLimiter {
         b.tokens -= 1.0;
         Some(std::mem::take(&mut b.suppressed))
     }
-}
 
-fn refill(b: &Bucket, now: Instant) -> f64 {
-    let secs = now.saturating_duration_since(b.at).as_secs_f64();
-    (b.tokens + secs * WARN_PER_SEC).min(WARN_BURST)
+    fn refill(&self, b: &Bucket, now: Instant) -> f64 {
+        let secs = now.saturating_duration_since(b.at).as_secs_f64();
+        (b.tokens + secs * self.per_sec).min(self.burst)
+    }
 }
 
 /// `tracing::warn!` about `$peer`, rate-limited per peer by `$sh.warn_limiter`:
@@ -91,11 +99,13 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    const BURST: u32 = 20;
+
     #[test]
     fn burst_then_rate_per_address_and_summary() {
-        let l = WarnLimiter::default();
+        let l = WarnLimiter::new(BURST, 60);
         let t0 = Instant::now();
-        for i in 0..WARN_BURST as u32 {
+        for i in 0..BURST {
             assert_eq!(l.admit(&format!("127.0.0.2:{i}"), t0), Some(0), "the burst passes");
         }
         assert_eq!(l.admit("127.0.0.2:99", t0), None, "any port of the same address");
@@ -108,16 +118,16 @@ mod tests {
 
     #[test]
     fn peers_beyond_the_table_share_one_bucket() {
-        let l = WarnLimiter::default();
+        let l = WarnLimiter::new(BURST, 60);
         let t0 = Instant::now();
         for i in 0..WARN_PEERS_MAX {
             let peer = format!("10.{}.{}.{}:1", i >> 16, (i >> 8) & 255, i & 255);
-            for _ in 0..WARN_BURST as usize {
+            for _ in 0..BURST {
                 l.admit(&peer, t0);
             }
             assert_eq!(l.admit(&peer, t0), None);
         }
         let passed = (0..100).filter(|i| l.admit(&format!("11.0.0.{i}:1"), t0).is_some()).count();
-        assert_eq!(passed, WARN_BURST as usize, "new peers share one bucket when full");
+        assert_eq!(passed, BURST as usize, "new peers share one bucket when full");
     }
 }
