@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use dafs_proto::limits;
 
 use super::mem::{self, Mapping, Pop, Ring};
+use super::peer_mem::PeerMem;
 use super::*;
 use crate::mem_ptr::MemPtr;
 use crate::wait::{sleep_on_fd, spin_budget_from_env};
@@ -54,11 +55,15 @@ impl ShmClient {
         // SAFETY: `area` has ring_area_len(RING_CAP) bytes and is stored beside the rings.
         let (c2s, s2c) =
             unsafe { (Ring::new(&area, 0, RING_CAP, max), Ring::new(&area, 1, RING_CAP, max)) };
-        send_ctl(
+        // Our address space, for the application memory we register by address: the
+        // server reaches it only through this descriptor, never by pid (see peer_mem).
+        let mem_fd = PeerMem::open_own()?;
+        send_ctl_fds(
             &sock,
             Ctl::new(K_HELLO, 0, RING_CAP as u64, area_len as u64, 0),
-            Some(area_fd.as_fd()),
+            &[area_fd.as_fd(), mem_fd.as_fd()],
         )?;
+        drop(mem_fd);
         let mut me = ShmClient {
             path: path.to_path_buf(),
             sock,
@@ -76,8 +81,17 @@ impl ShmClient {
             stats: TransportStats::default(),
         };
         let ack = me.wait_ctl(K_HELLO_ACK, Instant::now() + timeout)?;
-        if ack.a != HELLO_OK {
-            return Err(TransportError::Protocol("server refused the shared-memory connection"));
+        match ack.a {
+            HELLO_OK => {}
+            HELLO_MEM_REFUSED => {
+                return Err(TransportError::Protocol(
+                    "server refused this process's /proc/self/mem (client and server must see \
+                     the same /proc)",
+                ))
+            }
+            _ => {
+                return Err(TransportError::Protocol("server refused the shared-memory connection"))
+            }
         }
         Ok(me)
     }

@@ -6,8 +6,9 @@
 //! - Registered memory the client allocates with `alloc_registered` is a sealed memfd
 //!   passed to the server, which maps it: READ_DIRECT is one copy in total (the server
 //!   preads straight into the client's buffer), WRITE_DIRECT pwrites straight from it.
-//!   Memory the application allocated itself is registered by address and reached with
-//!   process_vm_readv/writev (counted in `TransportStats::vm_registrations`).
+//!   Memory the application allocated itself is registered by address and reached
+//!   through the descriptor of the client's `/proc/self/mem` passed with HELLO, never by
+//!   pid (`peer_mem`; counted in `TransportStats::vm_registrations`).
 //! - Waiting: a bounded spin on the ring, then sleep in poll(2) on the socket after
 //!   setting a "sleeping" flag in the ring header; the producer writes a doorbell
 //!   record to the socket only when that flag is set (no syscall while both spin).
@@ -17,6 +18,7 @@
 
 mod client;
 pub mod mem;
+mod peer_mem;
 mod server;
 
 pub use client::ShmClient;
@@ -50,9 +52,11 @@ const K_REG_VM: u32 = 5;
 const K_DEREG: u32 = 6;
 const K_REG_ACK: u32 = 7;
 
-/// HELLO_ACK `a`: the server took the rings / refused the ring geometry.
+/// HELLO_ACK `a`: the server took the rings / refused the ring geometry / refused the
+/// memory file (it is not the connecting process's `/proc/PID/mem`).
 const HELLO_OK: u64 = 0;
 const HELLO_REFUSED: u64 = 1;
+const HELLO_MEM_REFUSED: u64 = 2;
 /// REG_ACK `b`: registered (or deregistered) / refused / the server's region limit.
 const REG_OK: u64 = 0;
 const REG_REFUSED: u64 = 1;
@@ -155,7 +159,15 @@ fn send_ctl(
     fd: Option<std::os::fd::BorrowedFd>,
 ) -> Result<(), TransportError> {
     let fds: Vec<_> = fd.into_iter().collect();
-    mem::send_with_fds(sock.as_fd(), &c.encode(), &fds).map_err(|e| match e.kind() {
+    send_ctl_fds(sock, c, &fds)
+}
+
+fn send_ctl_fds(
+    sock: &UnixStream,
+    c: Ctl,
+    fds: &[std::os::fd::BorrowedFd],
+) -> Result<(), TransportError> {
+    mem::send_with_fds(sock.as_fd(), &c.encode(), fds).map_err(|e| match e.kind() {
         io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => TransportError::Closed,
         _ => TransportError::Io(e),
     })

@@ -10,6 +10,7 @@ use std::path::Path;
 use dafs_proto::limits;
 
 use super::mem::{self, Mapping, Pop, Ring};
+use super::peer_mem::PeerMem;
 use super::*;
 use crate::placement::{PlacementDst, PlacementSrc};
 use crate::{PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener};
@@ -77,10 +78,8 @@ enum ServerRegion {
     /// A mapping of the client's sealed memfd (whole pages) and the registered length:
     /// placements are bounded by `len`, not by the page-rounded mapping.
     Mapped(Mapping, usize),
-    Vm {
-        addr: u64,
-        len: usize,
-    },
+    /// Application memory of the client, reached through `ShmServerConn::peer_mem`.
+    Vm { addr: u64, len: usize },
 }
 
 struct Rings {
@@ -91,8 +90,12 @@ struct Rings {
 
 pub struct ShmServerConn {
     sock: UnixStream,
+    /// The peer's pid at connect (SO_PEERCRED): only to name the peer in logs and to
+    /// check the memory file passed with HELLO; memory is never reached by pid.
     pid: i32,
     rings: Option<Rings>,
+    /// The client's address space, bound at HELLO (see `peer_mem`).
+    peer_mem: Option<PeerMem>,
     ctl: CtlReader,
     msg_size_bytes_max: usize,
     regions: HashMap<u64, (ServerRegion, Access)>,
@@ -109,6 +112,7 @@ impl ShmServerConn {
             sock,
             pid,
             rings: None,
+            peer_mem: None,
             ctl: CtlReader::new(),
             msg_size_bytes_max: limits::MSG_SIZE_BYTES_MAX as usize,
             regions: HashMap::new(),
@@ -138,6 +142,19 @@ impl ShmServerConn {
                     return Err(TransportError::Protocol("unsupported ring geometry"));
                 }
                 mem::check_sealed(fd.as_fd(), c.b as usize).map_err(TransportError::Protocol)?;
+                let peer_mem = self
+                    .ctl
+                    .take_fd()
+                    .ok_or("HELLO without the client's memory file")
+                    .and_then(|fd| PeerMem::from_peer(fd, self.pid));
+                let peer_mem = match peer_mem {
+                    Ok(m) => m,
+                    Err(why) => {
+                        let hello_ack = Ctl::new(K_HELLO_ACK, 0, HELLO_MEM_REFUSED, 0, 0);
+                        let _ = send_ctl(&self.sock, hello_ack, None);
+                        return Err(TransportError::Protocol(why));
+                    }
+                };
                 let area = Mapping::map(fd.as_fd(), c.b as usize)?;
                 let max = limits::MSG_SIZE_BYTES_MAX as usize;
                 // SAFETY: `area` is ring_area_len(cap) bytes, sealed against shrinking, and
@@ -145,23 +162,24 @@ impl ShmServerConn {
                 let (c2s, s2c) =
                     unsafe { (Ring::new(&area, 0, cap, max), Ring::new(&area, 1, cap, max)) };
                 self.rings = Some(Rings { c2s, s2c, _area: area });
+                self.peer_mem = Some(peer_mem);
                 send_ctl(&self.sock, Ctl::new(K_HELLO_ACK, 0, HELLO_OK, 0, 0), None)
             }
             K_REG_FD | K_REG_VM => {
                 let key = c.a;
                 let access = access_from(c.aux);
-                let status =
-                    if self.regions.len() >= REGIONS_MAX {
-                        REG_LIMIT
-                    } else if self.regions.contains_key(&key) || key == 0 {
-                        REG_REFUSED
-                    } else if c.kind == K_REG_FD {
-                        let len = c.b as usize;
-                        match self.ctl.take_fd().filter(|_| len > 0) {
-                            None => REG_REFUSED,
-                            Some(fd) => match mem::round_up_page(len).ok_or("bad length").and_then(
-                                |maplen| mem::check_sealed(fd.as_fd(), maplen).map(|_| maplen),
-                            ) {
+                let status = if self.regions.len() >= REGIONS_MAX {
+                    REG_LIMIT
+                } else if self.regions.contains_key(&key) || key == 0 {
+                    REG_REFUSED
+                } else if c.kind == K_REG_FD {
+                    let len = c.b as usize;
+                    match self.ctl.take_fd().filter(|_| len > 0) {
+                        None => REG_REFUSED,
+                        Some(fd) => {
+                            match mem::round_up_page(len).ok_or("bad length").and_then(|maplen| {
+                                mem::check_sealed(fd.as_fd(), maplen).map(|_| maplen)
+                            }) {
                                 Err(_) => REG_REFUSED,
                                 Ok(maplen) => match Mapping::map(fd.as_fd(), maplen) {
                                     Ok(m) => {
@@ -171,17 +189,19 @@ impl ShmServerConn {
                                     }
                                     Err(_) => REG_REFUSED,
                                 },
-                            },
+                            }
                         }
+                    }
+                } else {
+                    let (addr, len) = (c.b, c.c as usize);
+                    if len == 0 || addr.checked_add(len as u64).is_none() || self.peer_mem.is_none()
+                    {
+                        REG_REFUSED
                     } else {
-                        let (addr, len) = (c.b, c.c as usize);
-                        if len == 0 || addr.checked_add(len as u64).is_none() {
-                            REG_REFUSED
-                        } else {
-                            self.regions.insert(key, (ServerRegion::Vm { addr, len }, access));
-                            REG_OK
-                        }
-                    };
+                        self.regions.insert(key, (ServerRegion::Vm { addr, len }, access));
+                        REG_OK
+                    }
+                };
                 send_ctl(&self.sock, Ctl::new(K_REG_ACK, 0, key, status, 0), None)
             }
             K_DEREG => {
@@ -306,7 +326,6 @@ impl ServerConn for ShmServerConn {
         len: usize,
         fill: &mut dyn FnMut(&mut PlacementDst<'_>) -> io::Result<usize>,
     ) -> Result<usize, PutError> {
-        let pid = self.pid;
         match self.resolve(region, len, true)? {
             ServerRegion::Mapped(m, _) => {
                 let mem = m.range(region.offset, len).ok_or(TransportError::BadRegion)?;
@@ -321,6 +340,7 @@ impl ServerConn for ShmServerConn {
             }
             ServerRegion::Vm { addr, .. } => {
                 let addr = addr + region.offset;
+                let peer = self.peer_mem.as_ref().ok_or(TransportError::BadRegion)?;
                 let mut staging = std::mem::take(&mut self.staging);
                 if staging.len() < len {
                     staging.resize(len, 0);
@@ -328,10 +348,7 @@ impl ServerConn for ShmServerConn {
                 let mut dst = PlacementDst::from_slice(&mut staging[..len]);
                 let res = fill(&mut dst).map_err(PutError::Fill).and_then(|n| {
                     let n = n.min(len);
-                    match mem::vm_write(pid, &staging[..n], addr) {
-                        Ok(w) if w == n => Ok(n),
-                        _ => Err(PutError::Transport(TransportError::BadRegion)),
-                    }
+                    peer.write(&staging[..n], addr).map(|_| n).map_err(PutError::Transport)
                 });
                 self.staging = staging;
                 res
@@ -345,7 +362,6 @@ impl ServerConn for ShmServerConn {
         len: usize,
         consume: &mut dyn FnMut(PlacementSrc<'_>) -> io::Result<usize>,
     ) -> Result<Option<usize>, PutError> {
-        let pid = self.pid;
         match self.resolve(region, len, false)? {
             ServerRegion::Mapped(m, _) => {
                 let mem = m.range(region.offset, len).ok_or(TransportError::BadRegion)?;
@@ -357,15 +373,16 @@ impl ServerConn for ShmServerConn {
             }
             ServerRegion::Vm { addr, .. } => {
                 let addr = addr + region.offset;
+                let peer = self.peer_mem.as_ref().ok_or(TransportError::BadRegion)?;
                 let mut staging = std::mem::take(&mut self.staging);
                 if staging.len() < len {
                     staging.resize(len, 0);
                 }
-                let res = match mem::vm_read(pid, &mut staging[..len], addr) {
-                    Ok(r) if r == len => consume(PlacementSrc::from_slice(&staging[..len]))
+                let res = match peer.read(&mut staging[..len], addr) {
+                    Ok(()) => consume(PlacementSrc::from_slice(&staging[..len]))
                         .map(Some)
                         .map_err(PutError::Fill),
-                    _ => Err(PutError::Transport(TransportError::BadRegion)),
+                    Err(e) => Err(PutError::Transport(e)),
                 };
                 self.staging = staging;
                 res
@@ -429,3 +446,6 @@ impl ServerConn for ShmServerConn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
