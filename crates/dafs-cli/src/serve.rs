@@ -45,7 +45,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub spin_us: Option<u64>,
     /// Unix socket for same-host clients (shared-memory provider). Default:
-    /// $XDG_RUNTIME_DIR/dafsd-PID.sock or /tmp/dafsd-PID.sock.
+    /// dafsd-PID.sock in a 0700 directory of dafsd's user: $XDG_RUNTIME_DIR/dafsd/,
+    /// /run/dafsd/ as root, else /tmp/dafsd-UID/. An explicit PATH must be in a
+    /// directory other users cannot write (or that is sticky).
     #[arg(long, value_name = "PATH")]
     pub shm_socket: Option<PathBuf>,
     /// Disable the shared-memory provider.
@@ -253,13 +255,13 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     cfg.shm_socket = if a.no_shm || fc.no_shm {
         None
     } else {
-        Some(a.shm_socket.clone().or(fc.shm_socket.clone()).unwrap_or_else(|| {
-            let dir = std::env::var_os("XDG_RUNTIME_DIR")
-                .map(PathBuf::from)
-                .filter(|d| d.is_dir())
-                .unwrap_or_else(|| PathBuf::from("/tmp"));
-            dir.join(format!("dafsd-{}.sock", std::process::id()))
-        }))
+        match a.shm_socket.clone().or(fc.shm_socket.clone()) {
+            Some(p) => Some(p),
+            None => Some(
+                dafs_transport::shm::default_socket_path()
+                    .map_err(|e| format!("shm socket directory: {e}"))?,
+            ),
+        }
     };
     let runtime_dir = || {
         std::env::var_os("XDG_RUNTIME_DIR")

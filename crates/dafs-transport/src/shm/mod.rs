@@ -20,9 +20,11 @@ mod client;
 pub mod mem;
 mod peer_mem;
 mod server;
+mod socket_path;
 
 pub use client::ShmClient;
 pub use server::{ShmListener, ShmServerConn};
+pub use socket_path::default_socket_path;
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};

@@ -11,6 +11,7 @@ use dafs_proto::limits;
 
 use super::mem::{self, Mapping, Pop, Ring};
 use super::peer_mem::PeerMem;
+use super::socket_path;
 use super::*;
 use crate::placement::{PlacementDst, PlacementSrc};
 use crate::{PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener};
@@ -21,18 +22,13 @@ pub struct ShmListener {
 }
 
 impl ShmListener {
-    /// Listen on `path` (a stale socket file left by an earlier server is replaced).
+    /// Listen on `path`. Refused if other users could replace the socket there (see
+    /// `socket_path::check_socket_dir`); a stale socket of our own uid that nobody
+    /// answers on is replaced; a symlink, a file or another user's socket is an error
+    /// and left alone.
     pub fn bind(path: &Path) -> Result<Self, TransportError> {
-        if let Ok(meta) = std::fs::symlink_metadata(path) {
-            use std::os::unix::fs::FileTypeExt;
-            if meta.file_type().is_socket() {
-                // Only replace it if nobody answers there.
-                if UnixStream::connect(path).is_ok() {
-                    return Err(TransportError::Io(io::Error::from(io::ErrorKind::AddrInUse)));
-                }
-                let _ = std::fs::remove_file(path);
-            }
-        }
+        socket_path::check_socket_dir(path)?;
+        socket_path::clear_stale_socket(path)?;
         let inner = mio::net::UnixListener::bind(path)?;
         Ok(ShmListener { inner, path: path.to_path_buf() })
     }
