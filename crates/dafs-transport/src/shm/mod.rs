@@ -122,7 +122,15 @@ impl CtlReader {
         CtlReader { buf: [0; REC], got: 0, fds: Vec::new() }
     }
     /// Next complete record, Ok(None) if none is complete yet, Err(Closed) at EOF.
+    ///
+    /// Descriptors arrive with the first byte of the record that carries them, so any
+    /// still held when a new record starts belong to an earlier one that took none (or
+    /// fewer): they are closed here, so a peer cannot make us hold descriptors without
+    /// bound by attaching them to doorbells.
     fn next(&mut self, sock: &UnixStream) -> Result<Option<Ctl>, TransportError> {
+        if self.got == 0 {
+            self.fds.clear();
+        }
         loop {
             match mem::recv_with_fds(sock.as_fd(), &mut self.buf[self.got..], &mut self.fds) {
                 Ok(0) => return Err(TransportError::Closed),

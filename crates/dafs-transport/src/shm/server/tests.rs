@@ -222,3 +222,61 @@ fn hello_with_a_foreign_memory_file_is_refused() {
         assert_eq!((ack.kind, ack.a), (K_HELLO_ACK, HELLO_MEM_REFUSED));
     }
 }
+
+/// Descriptors a peer attaches to records that take none (here: doorbells) are closed,
+/// not collected: a client cannot make the server hold descriptors without bound.
+#[test]
+fn descriptors_attached_to_other_records_are_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    let mut l = ShmListener::bind(&sock).unwrap();
+    let c = UnixStream::connect(&sock).unwrap();
+    let area_len = mem::ring_area_len(RING_CAP);
+    let area = mem::sealed_memfd("rings", area_len).unwrap();
+    let own_mem = PeerMem::open_own().unwrap();
+    let hello = Ctl::new(K_HELLO, 0, RING_CAP as u64, area_len as u64, 0);
+    send_ctl_fds(&c, hello, &[area.as_fd(), own_mem.as_fd()]).unwrap();
+    let mut conn = None;
+    wait_until("the connection", || {
+        conn = l.accept().unwrap();
+        conn.is_some()
+    });
+    let mut conn = conn.unwrap();
+    wait_until("the HELLO", || {
+        conn.poll_event().unwrap();
+        conn.peer_mem.is_some()
+    });
+    let mut hello_ack = [0u8; REC];
+    (&c).read_exact(&mut hello_ack).unwrap();
+    assert_eq!(Ctl::decode(&hello_ack).a, HELLO_OK);
+    const SENT: usize = 300;
+    // From another thread: the socket buffer fills before the server reads.
+    let sender = std::thread::spawn(move || {
+        let extra = mem::sealed_memfd("extra", 4096).unwrap();
+        for _ in 0..SENT {
+            send_ctl(&c, Ctl::new(K_DOORBELL, 0, 0, 0, 0), Some(extra.as_fd())).unwrap();
+        }
+        c
+    });
+    let mut most = 0;
+    while !sender.is_finished() {
+        conn.poll_event().unwrap();
+        most = most.max(conn.ctl.fds.len());
+    }
+    let c = sender.join().unwrap();
+    // A DEREG of an unknown key is answered after every doorbell before it was read.
+    send_ctl(&c, Ctl::new(K_DEREG, 0, 999, 0, 0), None).unwrap();
+    let mut ack = [0u8; REC];
+    c.set_nonblocking(true).unwrap();
+    let mut got = 0;
+    wait_until("all records read", || {
+        conn.poll_event().unwrap();
+        most = most.max(conn.ctl.fds.len());
+        if let Ok(n) = (&c).read(&mut ack[got..]) {
+            got += n;
+        }
+        got == REC
+    });
+    assert_eq!(Ctl::decode(&ack).kind, K_REG_ACK);
+    assert!(most <= 1, "the server held up to {most} stray descriptors");
+}
