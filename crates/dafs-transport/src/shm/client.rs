@@ -89,6 +89,11 @@ impl ShmClient {
                      the same /proc)",
                 ))
             }
+            HELLO_UID_REFUSED => {
+                return Err(TransportError::Protocol(
+                    "the server does not let this uid use shared memory (--shm-allow-uid)",
+                ))
+            }
             _ => {
                 return Err(TransportError::Protocol("server refused the shared-memory connection"))
             }

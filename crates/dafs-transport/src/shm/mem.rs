@@ -181,6 +181,30 @@ pub fn recv_with_fds(
     }
 }
 
+/// The peer of a connected unix socket as the kernel recorded it at connect
+/// (SO_PEERCRED): (pid, uid). The pid is 0 when the peer is in a pid namespace this
+/// process cannot see (read into a plain integer: a zero pid is a value, not an error).
+pub fn peer_cred(sock: BorrowedFd) -> io::Result<(i32, u32)> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes and `len` is the size of `cred`;
+    // the kernel writes at most `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((cred.pid, cred.uid))
+}
+
 // ------------------------------------------------------------------------------ rings
 
 /// Layout of the shared ring area (one memfd per connection):

@@ -59,6 +59,9 @@ const K_REG_ACK: u32 = 7;
 const HELLO_OK: u64 = 0;
 const HELLO_REFUSED: u64 = 1;
 const HELLO_MEM_REFUSED: u64 = 2;
+/// HELLO_ACK `a` sent at accept, before any HELLO: the client's uid may not use the
+/// provider (`--shm-allow-uid`); the connection is closed.
+const HELLO_UID_REFUSED: u64 = 3;
 /// REG_ACK `b`: registered (or deregistered) / refused / the server's region limit.
 const REG_OK: u64 = 0;
 const REG_REFUSED: u64 = 1;

@@ -19,6 +19,11 @@ use crate::{PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener};
 pub struct ShmListener {
     inner: mio::net::UnixListener,
     path: std::path::PathBuf,
+    /// Uids whose processes may use the provider (SO_PEERCRED at accept): dafsd's own
+    /// and root always, plus `allow_uids`. Sorted.
+    uids_allowed: Vec<u32>,
+    /// Connections closed at accept because their uid is not allowed.
+    uid_refusals: u64,
 }
 
 impl ShmListener {
@@ -30,7 +35,39 @@ impl ShmListener {
         socket_path::check_socket_dir(path)?;
         socket_path::clear_stale_socket(path)?;
         let inner = mio::net::UnixListener::bind(path)?;
-        Ok(ShmListener { inner, path: path.to_path_buf() })
+        let mut l = ShmListener {
+            inner,
+            path: path.to_path_buf(),
+            uids_allowed: Vec::new(),
+            uid_refusals: 0,
+        };
+        l.allow_uids(&[rustix::process::geteuid().as_raw(), 0]);
+        Ok(l)
+    }
+
+    /// Let processes of these uids use the provider too (`--shm-allow-uid`). They must
+    /// also be able to reach the socket: the default directory is 0700.
+    pub fn allow_uids(&mut self, uids: &[u32]) {
+        self.uids_allowed.extend_from_slice(uids);
+        self.uids_allowed.sort_unstable();
+        self.uids_allowed.dedup();
+    }
+
+    /// Connections refused so far because their uid is not allowed.
+    pub fn uid_refusals(&self) -> u64 {
+        self.uid_refusals
+    }
+
+    /// Refuse a connection of a uid that is not allowed: tell the client why (it then
+    /// stays on TCP) and close. Returns false if refused.
+    fn admit(&mut self, sock: &UnixStream, pid: i32, uid: u32) -> bool {
+        if self.uids_allowed.binary_search(&uid).is_ok() {
+            return true;
+        }
+        self.uid_refusals += 1;
+        tracing::warn!(pid, uid, "shm connection refused: uid not allowed (--shm-allow-uid)");
+        let _ = send_ctl(sock, Ctl::new(K_HELLO_ACK, 0, HELLO_UID_REFUSED, 0, 0), None);
+        false
     }
     pub fn mio(&mut self) -> &mut mio::net::UnixListener {
         &mut self.inner
@@ -51,18 +88,24 @@ impl ServerListener for ShmListener {
     fn raw_fd(&self) -> RawFd {
         self.inner.as_raw_fd()
     }
+    /// The next connection of an allowed uid; refused ones are closed on the way (the
+    /// loop goes on, so a refused connection never hides one queued behind it from an
+    /// edge-triggered poller).
     fn accept(&mut self) -> Result<Option<ShmServerConn>, TransportError> {
-        match self.inner.accept() {
-            Ok((s, _)) => {
-                let fd: OwnedFd = s.into();
-                let std_sock = UnixStream::from(fd);
-                std_sock.set_nonblocking(true)?;
-                let cred = rustix::net::sockopt::get_socket_peercred(&std_sock)
-                    .map_err(io::Error::from)?;
-                Ok(Some(ShmServerConn::new(std_sock, cred.pid.as_raw_nonzero().get())))
+        loop {
+            match self.inner.accept() {
+                Ok((s, _)) => {
+                    let fd: OwnedFd = s.into();
+                    let std_sock = UnixStream::from(fd);
+                    std_sock.set_nonblocking(true)?;
+                    let (pid, uid) = mem::peer_cred(std_sock.as_fd())?;
+                    if self.admit(&std_sock, pid, uid) {
+                        return Ok(Some(ShmServerConn::new(std_sock, pid)));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) => return Err(e.into()),
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
-            Err(e) => Err(e.into()),
         }
     }
     fn local_addr(&self) -> String {

@@ -280,3 +280,38 @@ fn descriptors_attached_to_other_records_are_not_kept() {
     assert_eq!(Ctl::decode(&ack).kind, K_REG_ACK);
     assert!(most <= 1, "the server held up to {most} stray descriptors");
 }
+
+/// A process whose uid is not allowed is told so and closed at accept; allowing the uid
+/// lets it in.
+#[test]
+fn uids_not_allowed_are_refused_at_accept() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("s.sock");
+    let mut l = ShmListener::bind(&sock).unwrap();
+    let me = rustix::process::geteuid().as_raw();
+    assert!(l.uids_allowed.contains(&me) && l.uids_allowed.contains(&0), "own uid and root");
+    // As if we were another user: only some other uid is allowed.
+    l.uids_allowed = vec![54_321];
+    let connect = |sock: PathBuf| {
+        std::thread::spawn(move || ShmClient::connect(&sock, Duration::from_secs(10)).err())
+    };
+    let client = connect(sock.clone());
+    wait_until("the refusal", || {
+        assert!(l.accept().unwrap().is_none());
+        l.uid_refusals() == 1
+    });
+    let e = client.join().unwrap().expect("refused");
+    assert!(e.to_string().contains("--shm-allow-uid"), "{e}");
+    l.allow_uids(&[me]);
+    let client = connect(sock.clone());
+    let mut conn = None;
+    wait_until("the connection", || {
+        conn = l.accept().unwrap();
+        if let Some(c) = conn.as_mut() {
+            c.poll_event().unwrap();
+        }
+        client.is_finished()
+    });
+    assert!(client.join().unwrap().is_none(), "allowed uid connects");
+    assert_eq!(l.uid_refusals(), 1);
+}
