@@ -53,6 +53,10 @@ pub struct ServeArgs {
     /// Disable the shared-memory provider.
     #[arg(long)]
     pub no_shm: bool,
+    /// Also let processes of this uid use the shared-memory provider (dafsd's own uid
+    /// and root always may); repeatable. They must be able to reach the socket too.
+    #[arg(long = "shm-allow-uid", value_name = "UID")]
+    pub shm_allow_uid: Vec<u32>,
     /// Seconds a session outlives a broken connection (its client may reconnect and
     /// resume); 0 ends sessions with their connection. Default 90.
     #[arg(long)]
@@ -128,6 +132,8 @@ struct FileConfig {
     shm_socket: Option<PathBuf>,
     #[serde(default)]
     no_shm: bool,
+    #[serde(default)]
+    shm_allow_uids: Vec<u32>,
     lease_secs: Option<u64>,
     reply_cache_slot_bytes: Option<usize>,
     max_connections_per_client: Option<usize>,
@@ -263,6 +269,7 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
             ),
         }
     };
+    cfg.shm_allow_uids = a.shm_allow_uid.iter().chain(&fc.shm_allow_uids).copied().collect();
     let runtime_dir = || {
         std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)

@@ -400,3 +400,62 @@ fn explicit_shm_socket_in_an_unsafe_place_is_refused_clearly() {
         assert!(theirs.exists());
     }
 }
+
+/// `shm_allow_uids` (TOML; `--shm-allow-uid` on the command line) lets another user's
+/// processes use shared memory; a uid not in the list is refused with a clear error on
+/// a `dafs+shm://` target, stays on TCP with a TCP target, and is counted.
+#[test]
+fn shm_allow_uids_admits_listed_users_only() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    const ALLOWED: u32 = 54_321;
+    const OTHER: u32 = 54_322;
+    let dir = tempfile::tempdir().unwrap();
+    // Other users may traverse (not list or write) the socket's directory.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let sock = dir.path().join("s.sock");
+    let admin = dir.path().join("admin.sock");
+    let conf = dir.path().join("dafsd.toml");
+    std::fs::write(&conf, format!("shm_allow_uids = [{ALLOWED}]\n")).unwrap();
+    let srv = TestServer::start(&[
+        "--shm-socket",
+        sock.to_str().unwrap(),
+        "--config",
+        conf.to_str().unwrap(),
+        "--admin-socket",
+        admin.to_str().unwrap(),
+    ]);
+    let ping = |uid: u32, url: &str| {
+        let out = std::process::Command::new(common::dafs_bin())
+            .args(["ping", url])
+            .uid(uid)
+            .gid(uid)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    let shm_url = format!("dafs+shm://{}/", sock.display());
+    let tcp_url = srv.url("/");
+    let (ok, text) = ping(my_uid(), &tcp_url);
+    assert!(ok && text.contains("over shm"), "dafsd's own uid is always allowed: {text}");
+    if my_uid() != 0 {
+        eprintln!("not root: cannot run clients as other uids; only the own uid was checked");
+        return;
+    }
+    let (ok, text) = ping(ALLOWED, &shm_url);
+    assert!(ok && text.contains("over shm"), "allowed uid over shm: {text}");
+    let (ok, text) = ping(ALLOWED, &tcp_url);
+    assert!(ok && text.contains("over shm"), "allowed uid switches to shm: {text}");
+    let (ok, text) = ping(OTHER, &shm_url);
+    assert!(!ok && text.contains("--shm-allow-uid"), "other uid refused clearly: {text}");
+    let (ok, text) = ping(OTHER, &tcp_url);
+    assert!(ok && text.contains("over tcp"), "other uid stays on tcp: {text}");
+    let out = std::process::Command::new(common::dafs_bin())
+        .args(["admin", "--socket", admin.to_str().unwrap(), "--json", "stats"])
+        .output()
+        .unwrap();
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["counters"]["shm_uid_refusals"], 2, "{stats}");
+}

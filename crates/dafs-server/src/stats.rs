@@ -82,4 +82,6 @@ counters! {
     limit_refusals,
     /// Requests refused by access control (export client rules).
     access_refusals,
+    /// Shared-memory connections refused at accept: uid not allowed (`--shm-allow-uid`).
+    shm_uid_refusals,
 }

@@ -58,11 +58,14 @@ impl ShmClient {
         // Our address space, for the application memory we register by address: the
         // server reaches it only through this descriptor, never by pid (see peer_mem).
         let mem_fd = PeerMem::open_own()?;
-        send_ctl_fds(
-            &sock,
-            Ctl::new(K_HELLO, 0, RING_CAP as u64, area_len as u64, 0),
-            &[area_fd.as_fd(), mem_fd.as_fd()],
-        )?;
+        let hello = Ctl::new(K_HELLO, 0, RING_CAP as u64, area_len as u64, 0);
+        if let Err(e) = send_ctl_fds(&sock, hello, &[area_fd.as_fd(), mem_fd.as_fd()]) {
+            // A server that refuses us at accept has said why and closed already.
+            return Err(match CtlReader::new().next(&sock) {
+                Ok(Some(ack)) if ack.kind == K_HELLO_ACK => hello_refused(ack.a),
+                _ => e,
+            });
+        }
         drop(mem_fd);
         let mut me = ShmClient {
             path: path.to_path_buf(),
@@ -81,22 +84,8 @@ impl ShmClient {
             stats: TransportStats::default(),
         };
         let ack = me.wait_ctl(K_HELLO_ACK, Instant::now() + timeout)?;
-        match ack.a {
-            HELLO_OK => {}
-            HELLO_MEM_REFUSED => {
-                return Err(TransportError::Protocol(
-                    "server refused this process's /proc/self/mem (client and server must see \
-                     the same /proc)",
-                ))
-            }
-            HELLO_UID_REFUSED => {
-                return Err(TransportError::Protocol(
-                    "the server does not let this uid use shared memory (--shm-allow-uid)",
-                ))
-            }
-            _ => {
-                return Err(TransportError::Protocol("server refused the shared-memory connection"))
-            }
+        if ack.a != HELLO_OK {
+            return Err(hello_refused(ack.a));
         }
         Ok(me)
     }
@@ -354,4 +343,16 @@ impl ClientTransport for ShmClient {
     fn raw_fd(&self) -> RawFd {
         self.sock.as_raw_fd()
     }
+}
+
+/// The error for a HELLO_ACK that refused the connection.
+fn hello_refused(code: u64) -> TransportError {
+    TransportError::Protocol(match code {
+        HELLO_MEM_REFUSED => {
+            "server refused this process's /proc/self/mem (client and server must see the same \
+             /proc)"
+        }
+        HELLO_UID_REFUSED => "the server does not let this uid use shared memory (--shm-allow-uid)",
+        _ => "server refused the shared-memory connection",
+    })
 }

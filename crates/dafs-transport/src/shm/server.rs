@@ -41,16 +41,24 @@ impl ShmListener {
             uids_allowed: Vec::new(),
             uid_refusals: 0,
         };
-        l.allow_uids(&[rustix::process::geteuid().as_raw(), 0]);
+        l.allow_uids(&[rustix::process::geteuid().as_raw(), 0])?;
         Ok(l)
     }
 
-    /// Let processes of these uids use the provider too (`--shm-allow-uid`). They must
-    /// also be able to reach the socket: the default directory is 0700.
-    pub fn allow_uids(&mut self, uids: &[u32]) {
+    /// Let processes of these uids use the provider too (`--shm-allow-uid`). The socket
+    /// is 0600 while only dafsd's uid (and root) may use it, 0666 once other uids may:
+    /// admission is the uid check at accept, and reach is the directory's mode (the
+    /// default directory is 0700, so allowed users need an explicit `--shm-socket` in a
+    /// directory they can enter).
+    pub fn allow_uids(&mut self, uids: &[u32]) -> io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
         self.uids_allowed.extend_from_slice(uids);
         self.uids_allowed.sort_unstable();
         self.uids_allowed.dedup();
+        let me = rustix::process::geteuid().as_raw();
+        let others = self.uids_allowed.iter().any(|&u| u != me && u != 0);
+        let mode = if others { 0o666 } else { 0o600 };
+        std::fs::set_permissions(&self.path, std::fs::Permissions::from_mode(mode))
     }
 
     /// Connections refused so far because their uid is not allowed.

@@ -302,7 +302,7 @@ fn uids_not_allowed_are_refused_at_accept() {
     });
     let e = client.join().unwrap().expect("refused");
     assert!(e.to_string().contains("--shm-allow-uid"), "{e}");
-    l.allow_uids(&[me]);
+    l.allow_uids(&[me]).unwrap();
     let client = connect(sock.clone());
     let mut conn = None;
     wait_until("the connection", || {
