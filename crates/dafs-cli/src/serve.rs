@@ -63,12 +63,18 @@ pub struct ServeArgs {
     #[arg(long)]
     pub spin_us: Option<u64>,
     /// Unix socket for same-host clients (shared-memory provider). Default:
-    /// $XDG_RUNTIME_DIR/dafsd-PID.sock or /tmp/dafsd-PID.sock.
+    /// dafsd-PID.sock in a 0700 directory of dafsd's user: $XDG_RUNTIME_DIR/dafsd/,
+    /// /run/dafsd/ as root, else /tmp/dafsd-UID/. An explicit PATH must be in a
+    /// directory other users cannot write (or that is sticky).
     #[arg(long, value_name = "PATH")]
     pub shm_socket: Option<PathBuf>,
     /// Disable the shared-memory provider.
     #[arg(long)]
     pub no_shm: bool,
+    /// Also let processes of this uid use the shared-memory provider (dafsd's own uid
+    /// and root always may); repeatable. They must be able to reach the socket too.
+    #[arg(long = "shm-allow-uid", value_name = "UID")]
+    pub shm_allow_uid: Vec<u32>,
     /// Seconds a session outlives a broken connection (its client may reconnect and
     /// resume); 0 ends sessions with their connection. Default 90.
     #[arg(long)]
@@ -171,6 +177,8 @@ struct FileConfig {
     shm_socket: Option<PathBuf>,
     #[serde(default)]
     no_shm: bool,
+    #[serde(default)]
+    shm_allow_uids: Vec<u32>,
     lease_secs: Option<u64>,
     reply_cache_slot_bytes: Option<usize>,
     max_connections_per_client: Option<usize>,
@@ -315,14 +323,15 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     cfg.shm_socket = if a.no_shm || fc.no_shm {
         None
     } else {
-        Some(a.shm_socket.clone().or(fc.shm_socket.clone()).unwrap_or_else(|| {
-            let dir = std::env::var_os("XDG_RUNTIME_DIR")
-                .map(PathBuf::from)
-                .filter(|d| d.is_dir())
-                .unwrap_or_else(|| PathBuf::from("/tmp"));
-            dir.join(format!("dafsd-{}.sock", std::process::id()))
-        }))
+        match a.shm_socket.clone().or(fc.shm_socket.clone()) {
+            Some(p) => Some(p),
+            None => Some(
+                dafs_transport::shm::default_socket_path()
+                    .map_err(|e| format!("shm socket directory: {e}"))?,
+            ),
+        }
     };
+    cfg.shm_allow_uids = a.shm_allow_uid.iter().chain(&fc.shm_allow_uids).copied().collect();
     let runtime_dir = || {
         std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)

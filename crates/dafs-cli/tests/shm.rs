@@ -277,3 +277,185 @@ fn killed_client_mid_io_is_cleaned_up() {
     drop(c);
     srv.shutdown();
 }
+
+/// A dafsd started without `--shm-socket`, with `XDG_RUNTIME_DIR` and `TMPDIR` given;
+/// killed on drop.
+struct DefaultShmServer {
+    child: std::process::Child,
+    socket: PathBuf,
+}
+
+impl DefaultShmServer {
+    fn start(xdg: &std::path::Path, tmp: &std::path::Path, export: &std::path::Path) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(common::dafsd_bin())
+            .arg(export)
+            .args(["--listen", "127.0.0.1:0", "--no-admin"])
+            .env("XDG_RUNTIME_DIR", xdg)
+            .env("TMPDIR", tmp)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut socket = None;
+        for _ in 0..4 {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            if let Some(p) = line.trim().strip_prefix("shared memory: dafs+shm://") {
+                socket = Some(PathBuf::from(p));
+                break;
+            }
+        }
+        let Some(socket) = socket else {
+            let _ = child.kill();
+            panic!("dafsd did not announce a shared-memory socket");
+        };
+        // Keep stdout drained so the server never blocks writing it.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        DefaultShmServer { child, socket }
+    }
+}
+
+impl Drop for DefaultShmServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn mode_and_owner(p: &std::path::Path) -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(p).unwrap();
+    (m.mode() & 0o7777, m.uid())
+}
+
+fn my_uid() -> u32 {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
+#[test]
+fn default_shm_socket_lives_in_a_private_directory_and_squatters_cannot_stop_dafsd() {
+    let export = tempfile::tempdir().unwrap();
+    let xdg = tempfile::tempdir().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    // Unsquatted: $XDG_RUNTIME_DIR/dafsd/, created 0700.
+    {
+        let srv = DefaultShmServer::start(xdg.path(), tmp.path(), export.path());
+        let dir = srv.socket.parent().unwrap();
+        assert_eq!(dir, xdg.path().join("dafsd"), "socket {:?}", srv.socket);
+        assert_eq!(mode_and_owner(dir), (0o700, my_uid()));
+        let mut c = shm_client(&format!("dafs+shm://{}", srv.socket.display()));
+        assert_eq!(c.provider(), "shm");
+        c.null().unwrap();
+    }
+    // Squatted: the directory's name is a symlink to a directory someone else controls.
+    let xdg2 = tempfile::tempdir().unwrap();
+    let squat = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(squat.path(), xdg2.path().join("dafsd")).unwrap();
+    let srv = DefaultShmServer::start(xdg2.path(), tmp.path(), export.path());
+    let dir = srv.socket.parent().unwrap();
+    assert!(!srv.socket.starts_with(squat.path()) && dir != xdg2.path().join("dafsd"));
+    assert!(dir.starts_with(tmp.path()), "fresh private directory: {:?}", srv.socket);
+    assert_eq!(mode_and_owner(dir), (0o700, my_uid()));
+    assert_eq!(std::fs::read_dir(squat.path()).unwrap().count(), 0, "nothing put there");
+    let mut c = shm_client(&format!("dafs+shm://{}", srv.socket.display()));
+    c.null().unwrap();
+}
+
+#[test]
+fn explicit_shm_socket_in_an_unsafe_place_is_refused_clearly() {
+    use std::os::unix::fs::PermissionsExt;
+    let start = |sock: &std::path::Path| {
+        common::TestServer::try_start(&["--shm-socket", sock.to_str().unwrap()], None, None)
+    };
+    // A directory anyone may write (no sticky bit): another user could swap the socket.
+    let open = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = start(&open.path().join("s.sock")).err().expect("refused");
+    assert!(e.contains("writable by other users"), "{e}");
+    // Sticky (like /tmp): fine.
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let srv = start(&open.path().join("s.sock")).unwrap();
+    drop(srv);
+    // A pre-existing symlink is never followed (nor removed).
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("target");
+    std::fs::write(&target, b"keep").unwrap();
+    let link = dir.path().join("s.sock");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let e = start(&link).err().expect("refused");
+    assert!(e.contains("symlink"), "{e}");
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    // A stale socket of another user is not removed.
+    let theirs = dir.path().join("theirs.sock");
+    drop(std::os::unix::net::UnixListener::bind(&theirs).unwrap());
+    if std::os::unix::fs::lchown(&theirs, Some(54_321), None).is_ok() {
+        let e = start(&theirs).err().expect("refused");
+        assert!(e.contains("refusing to remove"), "{e}");
+        assert!(theirs.exists());
+    }
+}
+
+/// `shm_allow_uids` (TOML; `--shm-allow-uid` on the command line) lets another user's
+/// processes use shared memory; a uid not in the list is refused with a clear error on
+/// a `dafs+shm://` target, stays on TCP with a TCP target, and is counted.
+#[test]
+fn shm_allow_uids_admits_listed_users_only() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    const ALLOWED: u32 = 54_321;
+    const OTHER: u32 = 54_322;
+    let dir = tempfile::tempdir().unwrap();
+    // Other users may traverse (not list or write) the socket's directory.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let sock = dir.path().join("s.sock");
+    let admin = dir.path().join("admin.sock");
+    let conf = dir.path().join("dafsd.toml");
+    std::fs::write(&conf, format!("shm_allow_uids = [{ALLOWED}]\n")).unwrap();
+    let srv = TestServer::start(&[
+        "--shm-socket",
+        sock.to_str().unwrap(),
+        "--config",
+        conf.to_str().unwrap(),
+        "--admin-socket",
+        admin.to_str().unwrap(),
+    ]);
+    let ping = |uid: u32, url: &str| {
+        let out = std::process::Command::new(common::dafs_bin())
+            .args(["ping", url])
+            .uid(uid)
+            .gid(uid)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    };
+    let shm_url = format!("dafs+shm://{}/", sock.display());
+    let tcp_url = srv.url("/");
+    let (ok, text) = ping(my_uid(), &tcp_url);
+    assert!(ok && text.contains("over shm"), "dafsd's own uid is always allowed: {text}");
+    if my_uid() != 0 {
+        eprintln!("not root: cannot run clients as other uids; only the own uid was checked");
+        return;
+    }
+    let (ok, text) = ping(ALLOWED, &shm_url);
+    assert!(ok && text.contains("over shm"), "allowed uid over shm: {text}");
+    let (ok, text) = ping(ALLOWED, &tcp_url);
+    assert!(ok && text.contains("over shm"), "allowed uid switches to shm: {text}");
+    let (ok, text) = ping(OTHER, &shm_url);
+    assert!(!ok && text.contains("--shm-allow-uid"), "other uid refused clearly: {text}");
+    let (ok, text) = ping(OTHER, &tcp_url);
+    assert!(ok && text.contains("over tcp"), "other uid stays on tcp: {text}");
+    let out = std::process::Command::new(common::dafs_bin())
+        .args(["admin", "--socket", admin.to_str().unwrap(), "--json", "stats"])
+        .output()
+        .unwrap();
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["counters"]["shm_uid_refusals"], 2, "{stats}");
+}

@@ -81,6 +81,9 @@ pub struct ServerConfig {
     pub batch_max: u32,
     /// Unix socket of the shared-memory provider (same-host clients); None disables it.
     pub shm_socket: Option<PathBuf>,
+    /// Uids whose processes may use the shared-memory provider besides dafsd's own uid
+    /// and root (checked with SO_PEERCRED at accept; others are refused and use TCP).
+    pub shm_allow_uids: Vec<u32>,
     /// How long a session outlives its connection (its state is kept for a SESSION_BIND
     /// from a reconnecting client); 0 releases sessions with their connection.
     pub lease_secs: u64,
@@ -185,6 +188,7 @@ impl ServerConfig {
             spin_us: 50,
             batch_max: 64,
             shm_socket: None,
+            shm_allow_uids: Vec::new(),
             lease_secs: 90,
             reply_cache_slot_bytes: 4096,
             connections_per_client_max: 16,

@@ -227,10 +227,15 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     }
     let local_addr = listener.local_addr();
     let mut shm_listener = match &cfg.shm_socket {
-        Some(p) => Some(
-            ShmListener::bind(p)
-                .map_err(|e| StartError::Listen { addr: p.display().to_string(), source: e })?,
-        ),
+        Some(p) => {
+            let mut l = ShmListener::bind(p)
+                .map_err(|e| StartError::Listen { addr: p.display().to_string(), source: e })?;
+            l.allow_uids(&cfg.shm_allow_uids).map_err(|e| StartError::Listen {
+                addr: p.display().to_string(),
+                source: e.into(),
+            })?;
+            Some(l)
+        }
         None => None,
     };
     let shm_path = cfg.shm_socket.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
@@ -468,6 +473,7 @@ fn accept_loop(
                     Ok(None) => {}
                     Err(e) => warn!("shm accept failed: {e}"),
                 }
+                sh.stats.shm_uid_refusals.store(l.uid_refusals(), Relaxed);
             }
             if got.is_empty() {
                 break;

@@ -105,4 +105,6 @@ counters! {
     descriptors_unlinked,
     /// Persistent handles re-opened from their kernel handle (after eviction or restart).
     handles_reopened,
+    /// Shared-memory connections refused at accept: uid not allowed (`--shm-allow-uid`).
+    shm_uid_refusals,
 }

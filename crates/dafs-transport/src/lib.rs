@@ -125,7 +125,7 @@ pub struct TransportStats {
     /// Waits that had to sleep in the kernel.
     pub waits_slept: u64,
     /// Registrations of application memory the provider cannot share directly (shm:
-    /// reached with process_vm_readv/writev, one extra copy on the server side).
+    /// reached through the client's /proc/self/mem, one extra copy on the server side).
     pub vm_registrations: u64,
 }
 

@@ -14,7 +14,7 @@
 //! the server's file I/O still reads into and writes from the client's memory directly.
 //!
 //! For memory the server owns (the TCP provider's pooled frame buffer, the staging
-//! buffer for memory reached with process_vm_readv/writev) the same types wrap an
+//! buffer for shm application memory reached through /proc/PID/mem) the same types wrap an
 //! ordinary slice, so a fill callback is written once for every provider.
 
 use std::io;

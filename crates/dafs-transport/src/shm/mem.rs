@@ -1,5 +1,5 @@
 //! The unsafe corner of the shared-memory provider: mappings, sealed memfds, rings over
-//! shared memory, descriptor passing and cross-process copies. Everything else in the
+//! shared memory and descriptor passing. Everything else in the
 //! provider is safe code over these types, except where it sets the rings up and where
 //! the server lends its mapping of a client region to a placement (`put`, `pull_sync`).
 //!
@@ -181,31 +181,28 @@ pub fn recv_with_fds(
     }
 }
 
-/// Copy `local` into another process's memory at `remote_addr` (same uid or CAP_SYS_PTRACE).
-pub fn vm_write(pid: i32, local: &[u8], remote_addr: u64) -> io::Result<usize> {
-    let l = libc::iovec { iov_base: local.as_ptr() as *mut _, iov_len: local.len() };
-    let r = libc::iovec { iov_base: remote_addr as usize as *mut _, iov_len: local.len() };
-    // SAFETY: the local iovec points into `local`, which we hold; the remote iovec is
-    // checked by the kernel against the target's address space (EFAULT if unmapped).
-    let n = unsafe { libc::process_vm_writev(pid, &l, 1, &r, 1, 0) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
+/// The peer of a connected unix socket as the kernel recorded it at connect
+/// (SO_PEERCRED): (pid, uid). The pid is 0 when the peer is in a pid namespace this
+/// process cannot see (read into a plain integer: a zero pid is a value, not an error).
+pub fn peer_cred(sock: BorrowedFd) -> io::Result<(i32, u32)> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes and `len` is the size of `cred`;
+    // the kernel writes at most `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
     }
-}
-
-/// Copy another process's memory at `remote_addr` into `local`.
-pub fn vm_read(pid: i32, local: &mut [u8], remote_addr: u64) -> io::Result<usize> {
-    let l = libc::iovec { iov_base: local.as_mut_ptr() as *mut _, iov_len: local.len() };
-    let r = libc::iovec { iov_base: remote_addr as usize as *mut _, iov_len: local.len() };
-    // SAFETY: as in vm_write; the kernel writes at most local.len() bytes into `local`.
-    let n = unsafe { libc::process_vm_readv(pid, &l, 1, &r, 1, 0) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    Ok((cred.pid, cred.uid))
 }
 
 // ------------------------------------------------------------------------------ rings
