@@ -440,6 +440,38 @@ mod tests {
         assert_eq!(t.resolve(&fhs[1]).unwrap_err(), Status::Stale, "deleted: STALE");
     }
 
+    /// A worker running with a client's file-system ids (identity asserted or squash)
+    /// has no CAP_DAC_READ_SEARCH: re-opening an evicted kernel handle there answers
+    /// STALE (the client looks the path up again), not PERM.
+    #[test]
+    fn a_reopen_under_a_client_identity_is_stale() {
+        let d = tempfile::tempdir().unwrap();
+        let Ok(p) = kernel_fh::probe(path_fd(d.path()).as_fd()) else {
+            return; // not permitted (not root) or no handles on this file system
+        };
+        let sealer = Sealer::new(b"k", &[Export::new("e", d.path(), false)], 1);
+        let t = HandleTable::new(sealer, vec![Some(p)], HANDLES_MIN, Arc::default());
+        let fhs: Vec<FileHandle> = (0..HANDLES_MIN * 2)
+            .map(|i| {
+                let p = d.path().join(format!("f{i}"));
+                std::fs::write(&p, b"x").unwrap();
+                t.insert(path_fd(&p), 0).unwrap().0
+            })
+            .collect();
+        let r = std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: setfsuid(2) changes only this thread's file-system uid; the
+                // thread ends right after.
+                unsafe { libc::setfsuid(65534) };
+                t.resolve(&fhs[0]).map(drop)
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(r, Err(Status::Stale));
+        assert!(t.resolve(&fhs[0]).is_ok(), "with the capability it re-opens");
+    }
+
     #[test]
     fn deleted_files_leave_the_cache_on_sweep() {
         let d = tempfile::tempdir().unwrap();
