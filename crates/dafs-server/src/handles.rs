@@ -24,10 +24,14 @@ use dafs_proto::{FileHandle, Status};
 use rustix::fs::OFlags;
 use rustix::io::Errno;
 
+use tracing::{info, warn};
+
+use crate::fd_budget::FdBudget;
 use crate::fsops;
 use crate::handle_codec::{Body, Decoded, HandleId, Sealer, KERNEL_BYTES_MAX};
 use crate::kernel_fh::{self, KernelHandle, PersistentExport};
 use crate::stats::ServerStats;
+use crate::{state_dir, ServerConfig, StartError};
 
 /// Smallest descriptor cache (`handles_max`). One request may need several handles to
 /// stay resolvable at once (a rename's two directories, a link's file and directory),
@@ -141,6 +145,32 @@ impl HandleTable {
     ) -> Self {
         assert!(max >= HANDLES_MIN);
         HandleTable { sealer, persistent, inner: Mutex::new(Cache::default()), max, stats }
+    }
+
+    /// The table of a server configured by `cfg`: its secret (kept in `state_dir`, else
+    /// random for this boot) and, per export, whether its handles are kernel handles
+    /// (they persist across restarts when the secret does).
+    pub fn for_server(
+        cfg: &ServerConfig,
+        roots: &[OwnedFd],
+        instance: u64,
+        budget: &FdBudget,
+        stats: &Arc<ServerStats>,
+    ) -> Result<HandleTable, StartError> {
+        let key = match &cfg.state_dir {
+            Some(d) => state_dir::handle_key(d),
+            None => state_dir::random_key(),
+        }
+        .map_err(|source| StartError::StateDir {
+            path: cfg.state_dir.clone().unwrap_or_default(),
+            source,
+        })?;
+        if cfg.state_dir.is_none() {
+            info!("no state_dir: file handles are valid until dafsd restarts (random secret)");
+        }
+        let sealer = Sealer::new(&key, &cfg.exports, instance);
+        let persistent = persistent_exports(cfg, roots);
+        Ok(HandleTable::new(sealer, persistent, budget.handles_max, stats.clone()))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -371,6 +401,31 @@ impl HandleTable {
         self.stats.descriptors_unlinked.fetch_add(dropped as u64, Relaxed);
         dropped
     }
+}
+
+/// Per export, how its kernel handles are re-opened — None where handles are volatile:
+/// `volatile_handles`, no CAP_DAC_READ_SEARCH (said once), or no usable kernel handles.
+/// Kernel handles are used even without `state_dir`: they survive eviction.
+fn persistent_exports(cfg: &ServerConfig, roots: &[OwnedFd]) -> Vec<Option<PersistentExport>> {
+    if cfg.volatile_handles {
+        info!("volatile_handles: file handles are valid while cached, until dafsd restarts");
+        return roots.iter().map(|_| None).collect();
+    }
+    let mut told = false;
+    let probe = |(e, root): (&crate::Export, &OwnedFd)| match kernel_fh::probe(root.as_fd()) {
+        Ok(p) => Some(p),
+        Err(Errno::PERM) => {
+            if !std::mem::replace(&mut told, true) {
+                warn!("file handles are volatile (valid while cached, until a restart): dafsd lacks CAP_DAC_READ_SEARCH (open_by_handle_at); clients look paths up again on STALE");
+            }
+            None
+        }
+        Err(err) => {
+            warn!(export = %e.name, "file handles of this export are volatile: its file system offers no usable handles ({err})");
+            None
+        }
+    };
+    cfg.exports.iter().zip(roots).map(probe).collect()
 }
 
 /// The sweep thread: `sweep_unlinked` every `SWEEP_INTERVAL` until `shutdown`.
