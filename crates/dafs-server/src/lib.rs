@@ -11,7 +11,8 @@
 //! - storage I/O with explicit offsets (pread/pwrite), every name resolved beneath
 //!   the export with openat2(RESOLVE_BENEATH).
 //!
-//! The thread count is fixed at start (`workers + 1`), whatever the clients do.
+//! The thread count is fixed at start (`workers` + the acceptor + the handle sweep, +
+//! the admin and metrics threads when enabled), whatever the clients do.
 
 pub mod admin;
 pub mod config;
