@@ -316,10 +316,12 @@ impl HandleTable {
             mount_id: p.mount_id,
         };
         let fd = self.retry_fds(|| {
-            kernel_fh::open(p.mount_fd.as_fd(), &h, OFlags::PATH).map_err(|e| match e {
-                // PERM: the worker runs with a client's file-system ids (identity
-                // asserted/squash), which drops CAP_DAC_READ_SEARCH; the client looks the
-                // path up again, with that identity's permissions.
+            let r = kernel_fh::with_root_fsuid(|| {
+                kernel_fh::open(p.mount_fd.as_fd(), &h, OFlags::PATH)
+            });
+            r.map_err(|e| match e {
+                // PERM: not permitted after all (dafsd lost the capability): the client
+                // looks the path up again.
                 Errno::STALE | Errno::NOENT | Errno::PERM => Status::Stale,
                 e => fsops::st(e),
             })
@@ -496,10 +498,10 @@ mod tests {
     }
 
     /// A worker running with a client's file-system ids (identity asserted or squash)
-    /// has no CAP_DAC_READ_SEARCH: re-opening an evicted kernel handle there answers
-    /// STALE (the client looks the path up again), not PERM.
+    /// has no CAP_DAC_READ_SEARCH: an evicted kernel handle is still re-opened there
+    /// (as dafsd's own fsuid, restored after), as a cached one resolves.
     #[test]
-    fn a_reopen_under_a_client_identity_is_stale() {
+    fn a_reopen_under_a_client_identity_works() {
         let d = tempfile::tempdir().unwrap();
         let Ok(p) = kernel_fh::probe(path_fd(d.path()).as_fd()) else {
             return; // not permitted (not root) or no handles on this file system
@@ -513,18 +515,20 @@ mod tests {
                 t.insert(path_fd(&p), 0).unwrap().0
             })
             .collect();
-        let r = std::thread::scope(|s| {
+        let (r, fsuid_after) = std::thread::scope(|s| {
             s.spawn(|| {
                 // SAFETY: setfsuid(2) changes only this thread's file-system uid; the
-                // thread ends right after.
+                // thread ends right after. setfsuid(-1) fails and returns the current one.
                 unsafe { libc::setfsuid(65534) };
-                t.resolve(&fhs[0]).map(drop)
+                let r = t.resolve(&fhs[0]).map(drop);
+                (r, unsafe { libc::setfsuid(u32::MAX) })
             })
             .join()
             .unwrap()
         });
-        assert_eq!(r, Err(Status::Stale));
-        assert!(t.resolve(&fhs[0]).is_ok(), "with the capability it re-opens");
+        assert_eq!(r, Ok(()));
+        assert_eq!(fsuid_after, 65534, "the client's fsuid is restored");
+        assert_eq!(t.stats.handles_reopened.load(Relaxed), 1);
     }
 
     #[test]
