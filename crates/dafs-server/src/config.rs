@@ -40,7 +40,8 @@ pub struct ServerConfig {
     pub exports: Vec<Export>,
     /// TCP listen address, e.g. "127.0.0.1:7420" (port 0 picks a free one).
     pub listen: String,
-    /// Event-loop worker threads (the server runs `workers + 1` threads in total).
+    /// Event-loop worker threads (besides the acceptor, the handle sweep, and the admin
+    /// and metrics threads when enabled).
     pub workers: usize,
     /// Shared secret: when set, every session must authenticate with HMAC-SHA256.
     pub secret: Option<Vec<u8>>,

@@ -15,7 +15,10 @@
 
 use std::sync::Arc;
 
+use tracing::{info, warn};
+
 use crate::live::LiveCount;
+use crate::{ServerConfig, StartError};
 
 /// Descriptors kept for the server itself (stdio, listeners, acceptor loop, admin and
 /// metrics sockets and their connections, the handle secret, logging).
@@ -109,6 +112,37 @@ pub fn derive(nofile: u64, workers: usize, asked: Requested) -> Result<FdBudget,
         open_files_per_session_max,
         connection_fds: rest - handles_share as u64 - opens_share as u64,
     })
+}
+
+/// Raise RLIMIT_NOFILE and share the descriptors out for `cfg` (logged at start).
+pub fn for_server(cfg: &ServerConfig) -> Result<FdBudget, StartError> {
+    let nofile = raise_nofile();
+    let asked = Requested {
+        handles_max: cfg.handles_max,
+        open_files_total_max: cfg.open_files_total_max,
+        open_files_max: cfg.open_files_max,
+    };
+    let b = derive(nofile, cfg.workers, asked).map_err(|e| match e.field {
+        "RLIMIT_NOFILE" => StartError::NofileTooLow { nofile, min: e.max },
+        field => StartError::FdBudget { field, value: e.value, max: e.max, nofile },
+    })?;
+    info!(
+        nofile,
+        reserved = b.reserved_fds,
+        handles_max = b.handles_max,
+        open_files_total_max = b.open_files_total_max,
+        open_files_per_session_max = b.open_files_per_session_max,
+        connection_fds = b.connection_fds,
+        "descriptor budget"
+    );
+    if (cfg.connections_max as u64).saturating_mul(FDS_PER_CONNECTION) > b.connection_fds {
+        warn!(
+            connections_max = cfg.connections_max,
+            connection_fds = b.connection_fds,
+            "connections_max exceeds the descriptors left for connections; raise RLIMIT_NOFILE"
+        );
+    }
+    Ok(b)
 }
 
 /// One file held open by a client, counted against `open_files_total_max` until dropped.

@@ -24,10 +24,14 @@ use dafs_proto::{FileHandle, Status};
 use rustix::fs::OFlags;
 use rustix::io::Errno;
 
+use tracing::{info, warn};
+
+use crate::fd_budget::FdBudget;
 use crate::fsops;
 use crate::handle_codec::{Body, Decoded, HandleId, Sealer, KERNEL_BYTES_MAX};
 use crate::kernel_fh::{self, KernelHandle, PersistentExport};
 use crate::stats::ServerStats;
+use crate::{state_dir, ServerConfig, StartError};
 
 /// Smallest descriptor cache (`handles_max`). One request may need several handles to
 /// stay resolvable at once (a rename's two directories, a link's file and directory),
@@ -141,6 +145,32 @@ impl HandleTable {
     ) -> Self {
         assert!(max >= HANDLES_MIN);
         HandleTable { sealer, persistent, inner: Mutex::new(Cache::default()), max, stats }
+    }
+
+    /// The table of a server configured by `cfg`: its secret (kept in `state_dir`, else
+    /// random for this boot) and, per export, whether its handles are kernel handles
+    /// (they persist across restarts when the secret does).
+    pub fn for_server(
+        cfg: &ServerConfig,
+        roots: &[OwnedFd],
+        instance: u64,
+        budget: &FdBudget,
+        stats: &Arc<ServerStats>,
+    ) -> Result<HandleTable, StartError> {
+        let key = match &cfg.state_dir {
+            Some(d) => state_dir::handle_key(d),
+            None => state_dir::random_key(),
+        }
+        .map_err(|source| StartError::StateDir {
+            path: cfg.state_dir.clone().unwrap_or_default(),
+            source,
+        })?;
+        if cfg.state_dir.is_none() {
+            info!("no state_dir: file handles are valid until dafsd restarts (random secret)");
+        }
+        let sealer = Sealer::new(&key, &cfg.exports, instance);
+        let persistent = persistent_exports(cfg, roots);
+        Ok(HandleTable::new(sealer, persistent, budget.handles_max, stats.clone()))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -286,10 +316,12 @@ impl HandleTable {
             mount_id: p.mount_id,
         };
         let fd = self.retry_fds(|| {
-            kernel_fh::open(p.mount_fd.as_fd(), &h, OFlags::PATH).map_err(|e| match e {
-                // PERM: the worker runs with a client's file-system ids (identity
-                // asserted/squash), which drops CAP_DAC_READ_SEARCH; the client looks the
-                // path up again, with that identity's permissions.
+            let r = kernel_fh::with_root_fsuid(|| {
+                kernel_fh::open(p.mount_fd.as_fd(), &h, OFlags::PATH)
+            });
+            r.map_err(|e| match e {
+                // PERM: not permitted after all (dafsd lost the capability): the client
+                // looks the path up again.
                 Errno::STALE | Errno::NOENT | Errno::PERM => Status::Stale,
                 e => fsops::st(e),
             })
@@ -373,6 +405,31 @@ impl HandleTable {
     }
 }
 
+/// Per export, how its kernel handles are re-opened — None where handles are volatile:
+/// `volatile_handles`, no CAP_DAC_READ_SEARCH (said once), or no usable kernel handles.
+/// Kernel handles are used even without `state_dir`: they survive eviction.
+fn persistent_exports(cfg: &ServerConfig, roots: &[OwnedFd]) -> Vec<Option<PersistentExport>> {
+    if cfg.volatile_handles {
+        info!("volatile_handles: file handles are valid while cached, until dafsd restarts");
+        return roots.iter().map(|_| None).collect();
+    }
+    let mut told = false;
+    let probe = |(e, root): (&crate::Export, &OwnedFd)| match kernel_fh::probe(root.as_fd()) {
+        Ok(p) => Some(p),
+        Err(Errno::PERM) => {
+            if !std::mem::replace(&mut told, true) {
+                warn!("file handles are volatile (valid while cached, until a restart): dafsd lacks CAP_DAC_READ_SEARCH (open_by_handle_at); clients look paths up again on STALE");
+            }
+            None
+        }
+        Err(err) => {
+            warn!(export = %e.name, "file handles of this export are volatile: its file system offers no usable handles ({err})");
+            None
+        }
+    };
+    cfg.exports.iter().zip(roots).map(probe).collect()
+}
+
 /// The sweep thread: `sweep_unlinked` every `SWEEP_INTERVAL` until `shutdown`.
 pub fn sweep_loop(table: &HandleTable, shutdown: &AtomicBool) {
     let mut since = Duration::ZERO;
@@ -438,6 +495,40 @@ mod tests {
         assert_eq!(t.stats.handles_reopened.load(Relaxed), 1);
         std::fs::remove_file(d.path().join("f1")).unwrap();
         assert_eq!(t.resolve(&fhs[1]).unwrap_err(), Status::Stale, "deleted: STALE");
+    }
+
+    /// A worker running with a client's file-system ids (identity asserted or squash)
+    /// has no CAP_DAC_READ_SEARCH: an evicted kernel handle is still re-opened there
+    /// (as dafsd's own fsuid, restored after), as a cached one resolves.
+    #[test]
+    fn a_reopen_under_a_client_identity_works() {
+        let d = tempfile::tempdir().unwrap();
+        let Ok(p) = kernel_fh::probe(path_fd(d.path()).as_fd()) else {
+            return; // not permitted (not root) or no handles on this file system
+        };
+        let sealer = Sealer::new(b"k", &[Export::new("e", d.path(), false)], 1);
+        let t = HandleTable::new(sealer, vec![Some(p)], HANDLES_MIN, Arc::default());
+        let fhs: Vec<FileHandle> = (0..HANDLES_MIN * 2)
+            .map(|i| {
+                let p = d.path().join(format!("f{i}"));
+                std::fs::write(&p, b"x").unwrap();
+                t.insert(path_fd(&p), 0).unwrap().0
+            })
+            .collect();
+        let (r, fsuid_after) = std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: setfsuid(2) changes only this thread's file-system uid; the
+                // thread ends right after. setfsuid(-1) fails and returns the current one.
+                unsafe { libc::setfsuid(65534) };
+                let r = t.resolve(&fhs[0]).map(drop);
+                (r, unsafe { libc::setfsuid(u32::MAX) })
+            })
+            .join()
+            .unwrap()
+        });
+        assert_eq!(r, Ok(()));
+        assert_eq!(fsuid_after, 65534, "the client's fsuid is restored");
+        assert_eq!(t.stats.handles_reopened.load(Relaxed), 1);
     }
 
     #[test]

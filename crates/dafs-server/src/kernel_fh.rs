@@ -90,6 +90,27 @@ pub fn open(mount_fd: BorrowedFd, h: &KernelHandle, flags: OFlags) -> Result<Own
     Ok(unsafe { OwnedFd::from_raw_fd(r as libc::c_int) })
 }
 
+/// Run `f` with the calling thread's file-system uid 0, then restore the previous one
+/// (also if `f` panics). A worker running a request with a client's file-system ids
+/// (identity asserted or squash) has lost CAP_DAC_READ_SEARCH, which
+/// `open_by_handle_at` needs; re-opening a handle under dafsd's own (root) fsuid makes
+/// an evicted handle resolve exactly as a cached one does — the operations on the
+/// object then run with the client's ids again. Without CAP_SETUID (dafsd not root)
+/// the switch does not take and nothing changes.
+pub fn with_root_fsuid<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(libc::uid_t);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: setfsuid(2) changes only the calling thread's file-system uid.
+            unsafe { libc::setfsuid(self.0) };
+        }
+    }
+    // SAFETY: as above; it returns the previous file-system uid.
+    let previous = unsafe { libc::setfsuid(0) } as libc::uid_t;
+    let _restore = Restore(previous);
+    f()
+}
+
 /// An export whose handles persist: a descriptor of its root to open handles on (not
 /// `O_PATH`: the kernel refuses those as mount descriptors), and the root's mount id
 /// and device (objects on other mounts get volatile handles).

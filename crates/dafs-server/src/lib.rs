@@ -11,7 +11,8 @@
 //! - storage I/O with explicit offsets (pread/pwrite), every name resolved beneath
 //!   the export with openat2(RESOLVE_BENEATH).
 //!
-//! The thread count is fixed at start (`workers + 1`), whatever the clients do.
+//! The thread count is fixed at start (`workers` + the acceptor + the handle sweep, +
+//! the admin and metrics threads when enabled), whatever the clients do.
 
 #[macro_use]
 mod ratelog;
@@ -213,13 +214,19 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         .map_err(|err| StartError::OpenExport { path: e.path.clone(), source: err.into() })?;
         roots.push(fd);
     }
-    let budget = descriptor_budget(&cfg)?;
+    let budget = fd_budget::for_server(&cfg)?;
     let mut instance = [0u8; 8];
     getrandom::getrandom(&mut instance).map_err(StartError::Random)?;
     let mut owner_key = [0u8; 32];
     getrandom::getrandom(&mut owner_key).map_err(StartError::Random)?;
     let stats = Arc::new(stats::ServerStats::default());
-    let handles = handle_table(&cfg, &roots, u64::from_le_bytes(instance), &budget, &stats)?;
+    let handles = handles::HandleTable::for_server(
+        &cfg,
+        &roots,
+        u64::from_le_bytes(instance),
+        &budget,
+        &stats,
+    )?;
     let mut listener = TcpListener::bind(&cfg.listen)
         .map_err(|e| StartError::Listen { addr: cfg.listen.clone(), source: e })?;
     if let Some(t) = &cfg.tls {
@@ -343,89 +350,6 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     }
     info!(addr = %local_addr, tls = shared.cfg.tls.is_some(), shm = %shared.shm_path, exports = shared.cfg.exports.len(), workers = shared.cfg.workers, "dafsd listening");
     Ok(ServerHandle { shared, local_addr, metrics_addr, links, acceptor_waker, threads })
-}
-
-/// Raise RLIMIT_NOFILE and share the descriptors out (see `fd_budget`).
-fn descriptor_budget(cfg: &ServerConfig) -> Result<fd_budget::FdBudget, StartError> {
-    let nofile = fd_budget::raise_nofile();
-    let asked = fd_budget::Requested {
-        handles_max: cfg.handles_max,
-        open_files_total_max: cfg.open_files_total_max,
-        open_files_max: cfg.open_files_max,
-    };
-    let b = fd_budget::derive(nofile, cfg.workers, asked).map_err(|e| match e.field {
-        "RLIMIT_NOFILE" => StartError::NofileTooLow { nofile, min: e.max },
-        field => StartError::FdBudget { field, value: e.value, max: e.max, nofile },
-    })?;
-    info!(
-        nofile,
-        reserved = b.reserved_fds,
-        handles_max = b.handles_max,
-        open_files_total_max = b.open_files_total_max,
-        open_files_per_session_max = b.open_files_per_session_max,
-        connection_fds = b.connection_fds,
-        "descriptor budget"
-    );
-    if (cfg.connections_max as u64).saturating_mul(fd_budget::FDS_PER_CONNECTION) > b.connection_fds
-    {
-        warn!(
-            connections_max = cfg.connections_max,
-            connection_fds = b.connection_fds,
-            "connections_max exceeds the descriptors left for connections; raise RLIMIT_NOFILE"
-        );
-    }
-    Ok(b)
-}
-
-/// The handle table: its secret (kept in `state_dir`, else random for this boot) and,
-/// per export, whether its handles are kernel handles (needs CAP_DAC_READ_SEARCH; they
-/// persist across restarts when the secret does).
-fn handle_table(
-    cfg: &ServerConfig,
-    roots: &[OwnedFd],
-    instance: u64,
-    budget: &fd_budget::FdBudget,
-    stats: &Arc<stats::ServerStats>,
-) -> Result<handles::HandleTable, StartError> {
-    let key = match &cfg.state_dir {
-        Some(d) => state_dir::handle_key(d),
-        None => state_dir::random_key(),
-    }
-    .map_err(|source| StartError::StateDir {
-        path: cfg.state_dir.clone().unwrap_or_default(),
-        source,
-    })?;
-    let mut persistent = Vec::new();
-    let mut told = false;
-    for (e, root) in cfg.exports.iter().zip(roots) {
-        // Kernel handles even without state_dir: they survive eviction from the cache.
-        let probe = if cfg.volatile_handles {
-            Err(rustix::io::Errno::NOTSUP)
-        } else {
-            kernel_fh::probe(std::os::fd::AsFd::as_fd(root))
-        };
-        let p = match probe {
-            Err(_) if cfg.volatile_handles => None,
-            Ok(p) => Some(p),
-            Err(rustix::io::Errno::PERM) => {
-                if !told {
-                    warn!("file handles are volatile (valid while cached, until a restart): dafsd lacks CAP_DAC_READ_SEARCH (open_by_handle_at); clients look paths up again on STALE");
-                    told = true;
-                }
-                None
-            }
-            Err(err) => {
-                warn!(export = %e.name, "file handles of this export are volatile: its file system offers no usable handles ({err})");
-                None
-            }
-        };
-        persistent.push(p);
-    }
-    if cfg.state_dir.is_none() {
-        info!("no state_dir: file handles are valid until dafsd restarts (random secret)");
-    }
-    let sealer = handle_codec::Sealer::new(&key, &cfg.exports, instance);
-    Ok(handles::HandleTable::new(sealer, persistent, budget.handles_max, stats.clone()))
 }
 
 fn accept_loop(

@@ -73,5 +73,9 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         std::fs::write(dir.join(HANDLE_KEY_FILE), b"short").unwrap();
         assert!(handle_key(&dir).unwrap_err().to_string().contains("holds 5 bytes"));
+        std::fs::write(dir.join(HANDLE_KEY_FILE), k1).unwrap();
+        let key_path = dir.join(HANDLE_KEY_FILE);
+        std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(handle_key(&dir).unwrap_err().to_string().contains("accessible to others"));
     }
 }
