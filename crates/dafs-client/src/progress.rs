@@ -12,12 +12,13 @@ use crate::inflight::Inflight;
 use crate::{Client, Error, ProtocolViolation, Result};
 
 impl Client {
+    /// Mark the client dead and complete every request in flight with the error calls
+    /// now get (their completion groups receive it; region pins are released).
     pub(crate) fn fail_all(&mut self, why: &str) {
-        if self.dead {
-            return;
+        if !self.dead {
+            tracing::debug!("client disconnected: {why}");
+            self.dead = true;
         }
-        tracing::debug!("client disconnected: {why}");
-        self.dead = true;
         for i in 0..self.inflight.len() {
             if let Some(slot) = self.inflight_take(i) {
                 match slot.what {

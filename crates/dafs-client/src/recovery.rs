@@ -28,10 +28,12 @@ impl Client {
     /// gone ([`Client::session_lost`]), keeping registered memory. Open files of the old
     /// session are invalid: re-open them with [`Client::reopen`]. Byte-range locks are
     /// gone too (the server released them with the session).
+    ///
+    /// Requests still in flight in the old session (the server died before answering
+    /// them) complete first, with the error the old session's calls get: they can never
+    /// be answered, and resending them into the new session could execute them twice.
     pub fn reestablish(&mut self) -> Result<()> {
-        if self.inflight.iter().any(Option::is_some) {
-            return Err(Error::InvalidArgument("requests still in flight"));
-        }
+        self.fail_all("a new session replaces this one");
         // The transport stays this client's whatever happens, so a failed attempt (e.g.
         // still fenced) can simply be repeated.
         self.t.reconnect(self.cfg.connect_timeout)?;

@@ -1,0 +1,85 @@
+//! What the client library does when the server fails underneath it (issue 17): requests
+//! of a lost session complete with an error, requests have an overall deadline, and a
+//! write that only partly reached the file is a short write.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::restart::RestartableServer;
+use common::{pattern, Client, ClientConfig, Provider, TestServer};
+use dafs_client::{Error, IoBuf, OpenOptions};
+use dafs_transport::fault::{FaultControl, FaultPlan, FaultyTransport};
+use dafs_transport::tcp::TcpClient;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// A TCP client whose transport injects faults by `plan` (none during session set-up).
+fn faulty_client(
+    srv: &TestServer,
+    plan: FaultPlan,
+    cfg: ClientConfig,
+) -> (Client, Arc<FaultControl>) {
+    let inner = TcpClient::connect(&srv.addr(), Duration::from_secs(5)).unwrap();
+    let mut t = FaultyTransport::new(Box::new(inner), FaultPlan::default(), 7);
+    let ctl = t.control();
+    t.set_plan(plan);
+    t.quiet_for(16);
+    (Client::with_transport(Box::new(t), cfg).unwrap(), ctl)
+}
+
+/// The server hangs with a request in flight, then dies and comes back (a restart loses
+/// every session). `reestablish` must not refuse for ever because of the request the old
+/// session will never answer: it completes that request with an error (its completion
+/// group hears of it) and starts the new session.
+#[test]
+fn reestablish_completes_the_requests_of_the_lost_session() {
+    let mut srv = RestartableServer::start(&[]);
+    std::fs::write(srv.dir().join("data"), pattern(0, 4096, 3)).unwrap();
+    let cfg = ClientConfig { provider: Provider::Tcp, ..ClientConfig::default() };
+    let mut c = Client::connect(&srv.addr(), cfg).unwrap();
+    let f = c.open("data", OpenOptions::read()).unwrap();
+    let cg = c.create_cg().unwrap();
+    srv.signal(libc::SIGSTOP);
+    c.submit_read(&f, 0, IoBuf::Vec(vec![0; 4096]), cg, 42).unwrap();
+    assert!(c.wait_one(cg, Some(Duration::from_millis(200))).unwrap().is_none(), "hung");
+    srv.restart();
+    c.reestablish().expect("a new session despite the request of the lost one");
+    let done = c.wait_one(cg, Some(Duration::from_secs(1))).unwrap().expect("completed");
+    assert_eq!(done.user_data, 42);
+    assert!(done.result.is_err(), "the lost request failed: {:?}", done.result);
+    // The old open file belongs to the lost session; re-opened, it works.
+    let mut buf = [0u8; 16];
+    assert!(matches!(c.pread(&f, &mut buf, 0), Err(Error::StaleOpen)));
+    let g = c.reopen(&f).unwrap();
+    assert_eq!(c.pread(&g, &mut buf, 0).unwrap(), 16);
+    assert_eq!(&buf[..], &pattern(0, 16, 3)[..]);
+}
+
+/// A blocking write whose request failed with the connection while it was being sent
+/// (recovery impossible) reports the error; its chunk's completion must not stay behind
+/// for the next blocking call, which would take it for its own chunk and return before
+/// that completed (a write reported done that was not, its memory deregistered while the
+/// server may still read it).
+#[test]
+fn a_failed_blocking_write_leaves_nothing_behind() {
+    let srv = TestServer::start(&[]);
+    let mut cfg = srv.config();
+    cfg.reconnect_timeout = Duration::from_millis(200);
+    let (mut c, ctl) = faulty_client(&srv, FaultPlan::default(), cfg);
+    let big = c.inline_threshold() + 4096;
+    let f = c.open("big", OpenOptions::read_write().create(true)).unwrap();
+    ctl.block_reconnect.store(true, Relaxed);
+    ctl.cut();
+    assert!(c.pwrite(&f, &pattern(0, big, 1), 0).is_err(), "the connection is gone");
+    ctl.block_reconnect.store(false, Relaxed);
+    c.reestablish().unwrap();
+    let f = c.reopen(&f).unwrap();
+    for round in 0..3u8 {
+        let data = pattern(0, big, round + 2);
+        assert_eq!(c.pwrite(&f, &data, 0).unwrap(), big, "round {round}");
+        let mut back = vec![0u8; big];
+        assert_eq!(c.pread(&f, &mut back, 0).unwrap(), big);
+        assert!(back == data, "round {round}: the write completed before it returned");
+    }
+}
