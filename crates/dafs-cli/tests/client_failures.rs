@@ -83,3 +83,62 @@ fn a_failed_blocking_write_leaves_nothing_behind() {
         assert!(back == data, "round {round}: the write completed before it returned");
     }
 }
+
+/// A link that breaks during every attempt at a transfer: without an overall deadline
+/// the client reconnects and resends the read for ever. With one, the read fails with
+/// ETIMEDOUT within the deadline (plus a margin), the counter says why, and a new
+/// session works once the link does.
+#[test]
+fn a_request_that_never_completes_times_out() {
+    let srv = TestServer::start(&[]);
+    std::fs::write(srv.dir().join("big"), pattern(0, 1 << 20, 5)).unwrap();
+    let deadline = Duration::from_secs(2);
+    let mut cfg = srv.config();
+    cfg.request_deadline = deadline;
+    cfg.reconnects_per_request_max = u32::MAX;
+    let (mut c, ctl) = faulty_client(&srv, FaultPlan::default(), cfg);
+    let f = c.open("big", OpenOptions::read()).unwrap();
+    ctl.cut_after_placed_bytes.store(30_000, Relaxed);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t0 = Instant::now();
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 20];
+        let r = c.pread(&f, &mut buf, 0).map(|_| ());
+        tx.send(r).unwrap();
+        (c, f)
+    });
+    let r = rx.recv_timeout(deadline + Duration::from_secs(5));
+    ctl.cut_after_placed_bytes.store(0, Relaxed);
+    let r = r.unwrap_or_else(|_| panic!("still retrying after {:?}", t0.elapsed()));
+    let e = r.expect_err("the read cannot complete");
+    assert_eq!(e.errno(), libc::ETIMEDOUT, "{e}");
+    assert!(t0.elapsed() >= deadline, "timed out early ({:?})", t0.elapsed());
+    let (mut c, f) = reader.join().unwrap();
+    assert!(ctl.counts().cuts > 3, "reconnected and resent meanwhile: {:?}", ctl.counts());
+    assert!(c.stats().requests_timed_out >= 1);
+    assert_eq!(c.null().unwrap_err().errno(), libc::ETIMEDOUT, "the session was given up");
+    c.reestablish().unwrap();
+    let g = c.reopen(&f).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    assert_eq!(c.pread(&g, &mut buf, 0).unwrap(), 1 << 20);
+    assert!(buf == pattern(0, 1 << 20, 5));
+}
+
+/// The same link with the default deadline: the bound on reconnects per request ends it.
+#[test]
+fn a_request_resent_too_often_times_out() {
+    let srv = TestServer::start(&[]);
+    std::fs::write(srv.dir().join("big"), pattern(0, 1 << 20, 6)).unwrap();
+    let mut cfg = srv.config();
+    cfg.reconnects_per_request_max = 5;
+    let (mut c, ctl) = faulty_client(&srv, FaultPlan::default(), cfg);
+    let f = c.open("big", OpenOptions::read()).unwrap();
+    ctl.cut_after_placed_bytes.store(30_000, Relaxed);
+    let t0 = Instant::now();
+    let mut buf = vec![0u8; 1 << 20];
+    let e = c.pread(&f, &mut buf, 0).expect_err("the read cannot complete");
+    assert_eq!(e.errno(), libc::ETIMEDOUT, "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    let cuts = ctl.counts().cuts;
+    assert!((5..=8).contains(&cuts), "about 5 reconnects, not {cuts}");
+}

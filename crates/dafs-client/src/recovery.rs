@@ -51,6 +51,9 @@ impl Client {
     /// fail everything in flight.
     pub(crate) fn connection_broke(&mut self, e: dafs_transport::TransportError) -> Result<()> {
         if self.cfg.reconnect && !self.dead {
+            if let Some(why) = self.overdue() {
+                return Err(self.time_out(&format!("{e}; {why}")));
+            }
             match self.recover(&e) {
                 Ok(()) => return Ok(()),
                 Err(err) => {
@@ -121,7 +124,8 @@ impl Client {
         self.stats.reconnects += 1;
         // Resend in slot order (any order is correct: slots are independent).
         for slot in 0..self.inflight.len() {
-            if self.inflight[slot].is_some() {
+            if let Some(s) = &mut self.inflight[slot] {
+                s.resends += 1;
                 self.stats.retransmits += 1;
                 let buf = std::mem::take(&mut self.reqbufs[slot]);
                 let r = self.t.send(&buf);
