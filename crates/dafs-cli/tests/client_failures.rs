@@ -2,6 +2,7 @@
 //! of a lost session complete with an error, requests have an overall deadline, and a
 //! write that only partly reached the file is a short write.
 
+#[macro_use]
 mod common;
 
 use std::time::{Duration, Instant};
@@ -142,3 +143,49 @@ fn a_request_resent_too_often_times_out() {
     let cuts = ctl.counts().cuts;
     assert!((5..=8).contains(&cuts), "about 5 reconnects, not {cuts}");
 }
+
+/// A 1 MiB tmpfs mounted on a fresh directory (root only), unmounted on drop.
+struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    fn mount() -> SmallFs {
+        let dir = tempfile::Builder::new().prefix("dafs-small-").tempdir().unwrap();
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount -t tmpfs needs root (the test runs as root in CI)");
+        SmallFs { dir }
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// A 2 MiB write into a file system with room for 1 MiB: the bytes that reached the file
+/// are a short write (POSIX), not a plain ENOSPC that loses them; the next write gets
+/// ENOSPC. Inline and direct writes, over TCP and shared memory.
+fn a_partial_write_is_a_short_write(provider: Provider) {
+    let fs = SmallFs::mount();
+    let srv = TestServer::start_with_dir(fs.dir.path(), &[]);
+    let mut c = srv.client_on(provider);
+    let f = c.open("full", OpenOptions::read_write().create(true)).unwrap();
+    let data = pattern(0, 2 << 20, 9);
+    let n = c.pwrite(&f, &data, 0).expect("a short write, not an error");
+    assert!((900 << 10..2 << 20).contains(&n), "wrote {n} of 2 MiB");
+    let e = c.pwrite(&f, &data[n..], n as u64).expect_err("the file system is full");
+    assert_eq!(e.errno(), libc::ENOSPC, "{e}");
+    assert_eq!(std::fs::read(fs.dir.path().join("full")).unwrap(), &data[..n]);
+    // Inline: free 3000 bytes at the end of the file, write 8000 there.
+    c.truncate("full", n as u64 - 3000).unwrap();
+    let m = c.pwrite(&f, &data[..8000], n as u64 - 3000).expect("a short inline write");
+    assert!((1..8000).contains(&m), "wrote {m} of 8000");
+}
+
+for_each_provider!(a_partial_write_is_a_short_write);

@@ -5,7 +5,7 @@ use dafs_proto::{Opcode, Reply, Request, Status};
 use dafs_transport::Access;
 
 use crate::completions::INTERNAL_CG;
-use crate::error::{check_write_count, unexpected_reply};
+use crate::error::unexpected_reply;
 use crate::region::RegionInfo;
 use crate::{Client, Error, File, IoBuf, ProtocolViolation, RegionId, Result};
 
@@ -15,7 +15,9 @@ impl Client {
         self.blocking_io(self.open_id_of(f)?, buf.as_mut_ptr(), buf.len(), offset, true)
     }
 
-    /// Write all of `buf` at `offset`.
+    /// Write `buf` at `offset`; returns the bytes written: all of them, or fewer when
+    /// the file system failed after some (a short write, e.g. full: the error, such as
+    /// ENOSPC, comes with the next call).
     pub fn pwrite(&mut self, f: &File, buf: &[u8], offset: u64) -> Result<usize> {
         self.blocking_io(self.open_id_of(f)?, buf.as_ptr() as *mut u8, buf.len(), offset, false)
     }
@@ -178,26 +180,24 @@ impl Client {
                 break;
             }
         }
-        if let Some(e) = first_err {
-            return Err(e);
-        }
-        // Bytes transferred: contiguous from the start up to the first short chunk.
+        // Bytes transferred: contiguous from the start up to the first chunk that was
+        // short, failed or never sent. Bytes written before a failure (a full file
+        // system) are reported as a short write, as write(2) does; the error comes with
+        // the next call. A read fails instead: a short read would look like end of file.
         let mut total = 0;
         for (i, &count) in counts.iter().enumerate() {
-            let want = chunk.min(len - i * chunk);
+            if count == usize::MAX {
+                break;
+            }
             total += count;
-            if count < want {
-                if !read {
-                    return Err(ProtocolViolation::ShortWrite {
-                        written: count as u64,
-                        asked: want as u64,
-                    }
-                    .into());
-                }
+            if count < chunk.min(len - i * chunk) {
                 break;
             }
         }
-        Ok(total)
+        match first_err {
+            Some(e) if read || total == 0 => Err(e),
+            _ => Ok(total),
+        }
     }
 
     /// One inline round trip straight to and from the caller's buffer: no staging
@@ -234,11 +234,17 @@ impl Client {
             let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
             let m = self.call(&Request::WriteInline { open_id, offset, stable: false, data })?;
             match self.decode(&m)?.1 {
-                Reply::Write { count, .. } => {
-                    check_write_count(Opcode::WriteInline, count, len)?;
-                    self.stats.inline_bytes += len as u64;
-                    Ok(len)
+                // Fewer bytes than asked: a short write (the file system filled up).
+                Reply::Write { count, .. } if count as usize <= len => {
+                    self.stats.inline_bytes += u64::from(count);
+                    Ok(count as usize)
                 }
+                Reply::Write { count, .. } => Err(ProtocolViolation::CountExceedsRequest {
+                    op: Opcode::WriteInline,
+                    count: count.into(),
+                    asked: len as u64,
+                }
+                .into()),
                 _ => Err(unexpected_reply(Opcode::WriteInline)),
             }
         }
