@@ -397,6 +397,25 @@ wait "$RC" || true
 check "lost connection: ENOTCONN once, then reconnect + re-open continue at the offset" test "$(cat "$WORK/rc.out")" = "$(printf 'errno 107\ndata ok True')"
 check "... and one line on stderr" grep -q 'dafs-preload: connection to .* lost' "$WORK/rc.err"
 
+# ---------------------------------------------------------------- sessions end with the process
+# Every preloaded process ends its session when it exits, and before an exec (the new
+# program starts its own): parked for the whole lease instead, a few hundred short
+# commands would fill --max-sessions. 1,000 cat runs and 100 exec'ing shells against a
+# server allowing 64 sessions must all succeed and leave no session behind.
+MAIN_ADDR=$ADDR
+start_dafsd sess "$EXPORT" --max-sessions 64 --admin-socket "$WORK/sess.admin"
+echo "one line" > "$EXPORT/sess.txt"
+sess() { LD_PRELOAD=$LIB DAFS_MOUNT="/dafs-sess=dafs://$ADDR/" timeout 20 "$@" >/dev/null 2>>"$WORK/sess.err"; }
+sess_failed=0
+for _ in $(seq 1000); do sess cat /dafs-sess/sess.txt || sess_failed=$((sess_failed + 1)); done
+for _ in $(seq 100); do
+    sess bash -c 'read l < /dafs-sess/sess.txt; exec cat /dafs-sess/sess.txt' || sess_failed=$((sess_failed + 1))
+done
+check "1,000 preloaded cat runs and 100 exec'ing shells against --max-sessions 64 all succeed" test "$sess_failed" = 0
+sessions_left() { "$REL/dafs" admin --socket "$WORK/sess.admin" --json sessions | $PY -c 'import json, sys; print(len(json.load(sys.stdin)))'; }
+check "... and leave no session behind (dafs admin sessions)" test "$(sessions_left)" = 0
+ADDR=$MAIN_ADDR
+
 if ! kill -0 "$MAIN_PID" 2>/dev/null; then
     fail "dafsd died during the tests"
     cat "$WORK/main.err" >&2
