@@ -104,7 +104,12 @@ fn fsynced_records_survive_server_restarts_under_a_mount() {
         rng ^= rng << 17;
         let k = (rng % FILES as u64) as usize;
         if files[k].is_none() {
-            let f = std::fs::OpenOptions::new().read(true).write(true).create(true).open(path(k));
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path(k));
             match f {
                 Ok(f) => files[k] = Some(f),
                 Err(_) => {
@@ -136,15 +141,15 @@ fn fsynced_records_survive_server_restarts_under_a_mount() {
     let srv = killer.join().unwrap();
     assert_eq!(srv.restarts(), RESTARTS);
     assert!(committed > 40 && failures > 0, "committed {committed}, failures {failures}");
-    for k in 0..FILES {
+    for (k, &records) in next_rec.iter().enumerate() {
         let got = std::fs::read(dir.join(format!("log{k}"))).unwrap_or_default();
-        for r in 0..next_rec[k] {
+        for r in 0..records {
             let want = record(k, r);
             let at = (r * SLOT_BYTES) as usize;
             assert!(
                 got.len() >= at + want.len() && got[at..at + want.len()] == want[..],
                 "file {k} record {r} (of {}) fsynced through the mount but not on the export",
-                next_rec[k]
+                records
             );
         }
     }

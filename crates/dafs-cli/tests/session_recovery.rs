@@ -722,15 +722,14 @@ fn fsynced_records_survive_server_restarts(provider: Provider) {
     let srv = killer.join().unwrap();
     assert_eq!(srv.restarts(), RESTARTS);
     assert!(committed > 40 && failures > 0, "committed {committed}, failures {failures}");
-    for k in 0..FILES {
+    for (k, &records) in next_rec.iter().enumerate() {
         let got = std::fs::read(dir.join(name(k))).unwrap();
-        for r in 0..next_rec[k] {
+        for r in 0..records {
             let want = record(k, r);
             let at = (r * slot_bytes) as usize;
             assert!(
                 got.len() >= at + want.len() && got[at..at + want.len()] == want[..],
-                "file {k} record {r} (of {}) fsynced but not on the export",
-                next_rec[k]
+                "file {k} record {r} (of {records}) fsynced but not on the export"
             );
         }
     }
