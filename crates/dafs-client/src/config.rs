@@ -109,15 +109,18 @@ impl Default for ClientConfig {
 /// [`REQUEST_DEADLINE_ENV`] if set to a positive number of milliseconds, else the
 /// default (a value that is not one is reported and ignored).
 fn request_deadline_from_env() -> Duration {
-    match std::env::var(REQUEST_DEADLINE_ENV) {
-        Ok(v) => match v.trim().parse::<u64>() {
-            Ok(ms) if ms > 0 => Duration::from_millis(ms),
-            _ => {
-                tracing::warn!("{REQUEST_DEADLINE_ENV}={v:?} is not a positive number of milliseconds; using {REQUEST_DEADLINE_DEFAULT:?}");
-                REQUEST_DEADLINE_DEFAULT
-            }
-        },
-        Err(_) => REQUEST_DEADLINE_DEFAULT,
+    request_deadline_of(std::env::var(REQUEST_DEADLINE_ENV).ok().as_deref())
+}
+
+/// The deadline a value of [`REQUEST_DEADLINE_ENV`] asks for (None: unset).
+fn request_deadline_of(value: Option<&str>) -> Duration {
+    let Some(v) = value else { return REQUEST_DEADLINE_DEFAULT };
+    match v.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 => Duration::from_millis(ms),
+        _ => {
+            tracing::warn!("{REQUEST_DEADLINE_ENV}={v:?} is not a positive number of milliseconds; using {REQUEST_DEADLINE_DEFAULT:?}");
+            REQUEST_DEADLINE_DEFAULT
+        }
     }
 }
 
@@ -175,6 +178,16 @@ pub fn parse_url(url: &str) -> Result<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_deadline_from_the_environment() {
+        assert_eq!(request_deadline_of(None), REQUEST_DEADLINE_DEFAULT);
+        assert_eq!(request_deadline_of(Some("2500")), Duration::from_millis(2500));
+        assert_eq!(request_deadline_of(Some(" 7 ")), Duration::from_millis(7));
+        for bad in ["0", "-1", "", "2s", "1e3"] {
+            assert_eq!(request_deadline_of(Some(bad)), REQUEST_DEADLINE_DEFAULT, "{bad:?}");
+        }
+    }
 
     #[test]
     fn urls() {
