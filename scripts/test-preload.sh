@@ -397,6 +397,58 @@ wait "$RC" || true
 check "lost connection: ENOTCONN once, then reconnect + re-open continue at the offset" test "$(cat "$WORK/rc.out")" = "$(printf 'errno 107\ndata ok True')"
 check "... and one line on stderr" grep -q 'dafs-preload: connection to .* lost' "$WORK/rc.err"
 
+# ---------------------------------------------------------------- a full file system
+# A write that only partly fits is a short write(2) (the bytes that reached the file are
+# reported), and the next write fails with ENOSPC. The export is a 1 MiB tmpfs (root).
+SMALL=$WORK/small
+mkdir -p "$SMALL"
+if mount -t tmpfs -o size=1m tmpfs "$SMALL"; then
+    MAIN_ADDR=$ADDR
+    start_dafsd small "$SMALL"
+    cat > "$WORK/short.py" <<'PY'
+import errno, os
+fd = os.open("/dafs-small/full", os.O_WRONLY | os.O_CREAT, 0o644)
+assert os.write(fd, b"h" * 100000) == 100000
+n = os.write(fd, b"d" * (2 << 20))
+try:
+    os.write(fd, b"e" * 4096)
+    print(n, "no error")
+except OSError as e:
+    print(n, errno.errorcode[e.errno])
+PY
+    LD_PRELOAD=$LIB DAFS_MOUNT="/dafs-small=dafs://$ADDR/" timeout 60 $PY "$WORK/short.py" > "$WORK/short.out" 2>&1 || true
+    read -r short_n short_err < "$WORK/short.out" || true
+    check "a 2 MiB write(2) into a 1 MiB file system is short (~1 MiB), the next ENOSPC" \
+        test "${short_err:-}" = ENOSPC -a "${short_n:-0}" -gt 800000 -a "${short_n:-0}" -lt 2097152
+    check "... and the file holds exactly the bytes reported" \
+        test "$(stat -c %s "$SMALL/full")" = "$((100000 + ${short_n:-0}))"
+    kill "$PID" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+    umount "$SMALL" || umount -l "$SMALL" || true
+    ADDR=$MAIN_ADDR
+else
+    fail "mount -t tmpfs for the full-file-system test (needs root)"
+fi
+
+# ---------------------------------------------------------------- sessions end with the process
+# Every preloaded process ends its session when it exits, and before an exec (the new
+# program starts its own): parked for the whole lease instead, a few hundred short
+# commands would fill --max-sessions. 1,000 cat runs and 100 exec'ing shells against a
+# server allowing 64 sessions must all succeed and leave no session behind.
+MAIN_ADDR=$ADDR
+start_dafsd sess "$EXPORT" --max-sessions 64 --admin-socket "$WORK/sess.admin"
+echo "one line" > "$EXPORT/sess.txt"
+sess() { LD_PRELOAD=$LIB DAFS_MOUNT="/dafs-sess=dafs://$ADDR/" timeout 20 "$@" >/dev/null 2>>"$WORK/sess.err"; }
+sess_failed=0
+for _ in $(seq 1000); do sess cat /dafs-sess/sess.txt || sess_failed=$((sess_failed + 1)); done
+for _ in $(seq 100); do
+    sess bash -c 'read l < /dafs-sess/sess.txt; exec cat /dafs-sess/sess.txt' || sess_failed=$((sess_failed + 1))
+done
+check "1,000 preloaded cat runs and 100 exec'ing shells against --max-sessions 64 all succeed" test "$sess_failed" = 0
+sessions_left() { "$REL/dafs" admin --socket "$WORK/sess.admin" --json sessions | $PY -c 'import json, sys; print(len(json.load(sys.stdin)))'; }
+check "... and leave no session behind (dafs admin sessions)" test "$(sessions_left)" = 0
+ADDR=$MAIN_ADDR
+
 if ! kill -0 "$MAIN_PID" 2>/dev/null; then
     fail "dafsd died during the tests"
     cat "$WORK/main.err" >&2

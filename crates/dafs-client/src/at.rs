@@ -63,7 +63,7 @@ impl Client {
         })?;
         match self.decode(&m)?.1 {
             Reply::Open { open_id, fh, attr } => {
-                Ok(File { open_id, fh, attr, pos: 0, origin: None })
+                Ok(File { open_id, session_id: self.session_id, fh, attr, pos: 0, origin: None })
             }
             _ => Err(unexpected_reply(Opcode::Open)),
         }
@@ -82,7 +82,7 @@ impl Client {
         })?;
         match self.decode(&m)?.1 {
             Reply::Open { open_id, fh, attr } => {
-                Ok(File { open_id, fh, attr, pos: 0, origin: None })
+                Ok(File { open_id, session_id: self.session_id, fh, attr, pos: 0, origin: None })
             }
             _ => Err(unexpected_reply(Opcode::Open)),
         }

@@ -72,6 +72,7 @@ impl Client {
         mode: BatchCompletion,
     ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
+        let open_id = self.open_id_of(f)?;
         if ios.is_empty() {
             return Err(Error::InvalidArgument("empty batch"));
         }
@@ -119,12 +120,7 @@ impl Client {
             }
         }
         let st = BatchState { id, cg, user_data, mode, ios: pins };
-        let req = Request::BatchIo {
-            open_id: f.open_id,
-            flags,
-            count: st.ios.len() as u32,
-            ios: &packed,
-        };
+        let req = Request::BatchIo { open_id, flags, count: st.ios.len() as u32, ios: &packed };
         // Not sent: send_on_slot gave the slot back and unpinned the regions. Or sent and
         // failed with the connection: then the batch completed (with the error) already.
         self.send_on_slot(slot, seq, &req, Inflight::Batch(st))?;

@@ -5,31 +5,39 @@ use dafs_proto::{Opcode, Reply, Request, Status};
 use dafs_transport::Access;
 
 use crate::completions::INTERNAL_CG;
-use crate::error::{check_write_count, unexpected_reply};
+use crate::error::unexpected_reply;
 use crate::region::RegionInfo;
 use crate::{Client, Error, File, IoBuf, ProtocolViolation, RegionId, Result};
 
 impl Client {
     /// Read into `buf` at `offset`; returns bytes read (short only at end of file).
     pub fn pread(&mut self, f: &File, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.blocking_io(f.open_id, buf.as_mut_ptr(), buf.len(), offset, true)
+        self.blocking_io(self.open_id_of(f)?, buf.as_mut_ptr(), buf.len(), offset, true)
     }
 
-    /// Write all of `buf` at `offset`.
+    /// Write `buf` at `offset`; returns the bytes written: all of them, or fewer when
+    /// the file system failed after some (a short write, e.g. full: the error, such as
+    /// ENOSPC, comes with the next call).
     pub fn pwrite(&mut self, f: &File, buf: &[u8], offset: u64) -> Result<usize> {
-        self.blocking_io(f.open_id, buf.as_ptr() as *mut u8, buf.len(), offset, false)
+        self.blocking_io(self.open_id_of(f)?, buf.as_ptr() as *mut u8, buf.len(), offset, false)
     }
 
     /// Read at the file position and advance it.
     pub fn read(&mut self, f: &mut File, buf: &mut [u8]) -> Result<usize> {
-        let n = self.blocking_io(f.open_id, buf.as_mut_ptr(), buf.len(), f.pos, true)?;
+        let n = self.blocking_io(self.open_id_of(f)?, buf.as_mut_ptr(), buf.len(), f.pos, true)?;
         f.pos += n as u64;
         Ok(n)
     }
 
     /// Write at the file position and advance it.
     pub fn write(&mut self, f: &mut File, buf: &[u8]) -> Result<usize> {
-        let n = self.blocking_io(f.open_id, buf.as_ptr() as *mut u8, buf.len(), f.pos, false)?;
+        let n = self.blocking_io(
+            self.open_id_of(f)?,
+            buf.as_ptr() as *mut u8,
+            buf.len(),
+            f.pos,
+            false,
+        )?;
         f.pos += n as u64;
         Ok(n)
     }
@@ -62,12 +70,46 @@ impl Client {
             self.stats.off_direct_path += 1;
             // SAFETY: see above; the memory outlives the registration (deregistered below).
             let key = unsafe { self.register_recovering(ptr, len, Access::READ_WRITE)? };
-            self.regions.insert(key, RegionInfo::new(key, ptr, len, None));
+            self.insert_region(RegionInfo::new(key, ptr, len, None));
             (Some(RegionId(key)), true)
         } else {
             (None, false)
         };
+        let res = self.blocking_chunks(region, ptr, len, offset, chunk, read, open_id);
+        // Completions this call did not reap (chunks failed with the connection while
+        // being submitted, whose submit reported the error) are this call's alone: left
+        // queued, the next blocking call would take them for its own chunks and return
+        // before they completed — a write reported done that never was.
+        let internal = self.cgs.get_mut(INTERNAL_CG).expect("the internal group exists");
+        assert_eq!(internal.outstanding(), 0, "every chunk has completed");
+        drop(internal.take(usize::MAX));
+        if temp {
+            // Always, also after an error: a registration left behind would name the
+            // caller's memory after it is freed (and a reconnect registers every region
+            // again).
+            let r = self.regions.remove(&region.unwrap().0).unwrap();
+            assert!(r.busy.is_zero(), "every chunk has completed");
+            let _ = self.t.deregister(r.key);
+        }
+        res
+    }
+
+    /// Submit the chunks of a blocking transfer and wait for them: the byte count, or
+    /// the first error once nothing is in flight any more.
+    #[allow(clippy::too_many_arguments)]
+    fn blocking_chunks(
+        &mut self,
+        region: Option<RegionId>,
+        ptr: *mut u8,
+        len: usize,
+        offset: u64,
+        chunk: usize,
+        read: bool,
+        open_id: u64,
+    ) -> Result<usize> {
         let cg = INTERNAL_CG;
+        let g = self.cgs.get(cg).expect("the internal group exists");
+        assert!(g.queued() == 0 && g.outstanding() == 0, "blocking calls do not overlap");
         let nchunks = len.div_ceil(chunk);
         let mut counts = vec![usize::MAX; nchunks];
         let mut eofs = vec![false; nchunks];
@@ -101,7 +143,15 @@ impl Client {
             if next == done && first_err.is_some() {
                 break;
             }
-            for c in self.wait_n(cg, 1, None)? {
+            let got = match self.wait_n(cg, 1, None) {
+                Ok(got) => got,
+                // Only a dead client fails here, and it failed every chunk in flight.
+                Err(e) => {
+                    assert!(self.dead, "wait_n fails only on a dead client");
+                    return Err(first_err.unwrap_or(e));
+                }
+            };
+            for c in got {
                 let i = c.user_data as usize;
                 done += 1;
                 match c.result {
@@ -130,31 +180,24 @@ impl Client {
                 break;
             }
         }
-        if temp {
-            let r = self.regions.remove(&region.unwrap().0).unwrap();
-            assert!(r.busy.is_zero(), "every chunk has completed");
-            let _ = self.t.deregister(r.key);
-        }
-        if let Some(e) = first_err {
-            return Err(e);
-        }
-        // Bytes transferred: contiguous from the start up to the first short chunk.
+        // Bytes transferred: contiguous from the start up to the first chunk that was
+        // short, failed or never sent. Bytes written before a failure (a full file
+        // system) are reported as a short write, as write(2) does; the error comes with
+        // the next call. A read fails instead: a short read would look like end of file.
         let mut total = 0;
         for (i, &count) in counts.iter().enumerate() {
-            let want = chunk.min(len - i * chunk);
+            if count == usize::MAX {
+                break;
+            }
             total += count;
-            if count < want {
-                if !read {
-                    return Err(ProtocolViolation::ShortWrite {
-                        written: count as u64,
-                        asked: want as u64,
-                    }
-                    .into());
-                }
+            if count < chunk.min(len - i * chunk) {
                 break;
             }
         }
-        Ok(total)
+        match first_err {
+            Some(e) if read || total == 0 => Err(e),
+            _ => Ok(total),
+        }
     }
 
     /// One inline round trip straight to and from the caller's buffer: no staging
@@ -191,11 +234,17 @@ impl Client {
             let data = unsafe { std::slice::from_raw_parts(ptr as *const u8, len) };
             let m = self.call(&Request::WriteInline { open_id, offset, stable: false, data })?;
             match self.decode(&m)?.1 {
-                Reply::Write { count, .. } => {
-                    check_write_count(Opcode::WriteInline, count, len)?;
-                    self.stats.inline_bytes += len as u64;
-                    Ok(len)
+                // Fewer bytes than asked: a short write (the file system filled up).
+                Reply::Write { count, .. } if count as usize <= len => {
+                    self.stats.inline_bytes += u64::from(count);
+                    Ok(count as usize)
                 }
+                Reply::Write { count, .. } => Err(ProtocolViolation::CountExceedsRequest {
+                    op: Opcode::WriteInline,
+                    count: count.into(),
+                    asked: len as u64,
+                }
+                .into()),
                 _ => Err(unexpected_reply(Opcode::WriteInline)),
             }
         }

@@ -183,6 +183,7 @@ impl Client {
             (ChainReply::Open { open_id, fh, attr }, ChainReply::Data { data, eof }) => Ok((
                 File {
                     open_id: *open_id,
+                    session_id: self.session_id,
                     fh: *fh,
                     attr: *attr,
                     pos: data.len() as u64,

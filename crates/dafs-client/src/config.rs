@@ -18,6 +18,21 @@ const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(5);
 /// server's default lease (90 s), so the session is still there to re-bind.
 const RECONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
+/// How long one request may take by default, from its first send to its reply,
+/// reconnects and resends included: far beyond any single transfer or COMMIT on a
+/// working server, so only a server or link that never lets it finish reaches it.
+const REQUEST_DEADLINE_DEFAULT: Duration = Duration::from_secs(120);
+
+/// Reconnects one request may go through by default before it fails: a link that breaks
+/// during every attempt at a large transfer would otherwise redo it for ever, while one
+/// that merely flaps loses a request to a few cuts at most.
+const RECONNECTS_PER_REQUEST_MAX_DEFAULT: u32 = 64;
+
+/// Environment variable that sets [`ClientConfig::request_deadline`] (milliseconds) for
+/// every client built from [`ClientConfig::default`], so adapters (the preload library,
+/// the FUSE mount, C and Python programs) take it without an option of their own.
+pub const REQUEST_DEADLINE_ENV: &str = "DAFS_REQUEST_DEADLINE_MS";
+
 /// The port a `dafs://` or `dafs+tls://` URL without one names (dafsd's default).
 const PORT_DEFAULT: u16 = 7420;
 
@@ -45,6 +60,15 @@ pub struct ClientConfig {
     /// How long to keep trying to reconnect before giving up (should stay below the
     /// server's lease, 90 s by default).
     pub reconnect_timeout: Duration,
+    /// Longest time a request may take, from its first send to its reply (reconnects and
+    /// resends included). Past it the request fails with [`Error::TimedOut`] (ETIMEDOUT)
+    /// and, since its slot cannot be reused safely, so does the session: the client
+    /// fails every call until [`Client::reestablish`](crate::Client::reestablish).
+    /// Default 120 s, or [`REQUEST_DEADLINE_ENV`].
+    pub request_deadline: Duration,
+    /// Most reconnects one request may go through (each resends it) before it fails
+    /// like one past its deadline. Default 64.
+    pub reconnects_per_request_max: u32,
     /// TLS for TCP connections. `Some`: every TCP connection is TLS, or the connect
     /// fails (a `dafs+tls://` target selects TLS too, with default options if `None`).
     /// With [`Provider::Auto`] a same-host client may still switch to shared memory
@@ -75,7 +99,27 @@ impl Default for ClientConfig {
             provider: Provider::Auto,
             reconnect: true,
             reconnect_timeout: RECONNECT_TIMEOUT_DEFAULT,
+            request_deadline: request_deadline_from_env(),
+            reconnects_per_request_max: RECONNECTS_PER_REQUEST_MAX_DEFAULT,
             tls: None,
+        }
+    }
+}
+
+/// [`REQUEST_DEADLINE_ENV`] if set to a positive number of milliseconds, else the
+/// default (a value that is not one is reported and ignored).
+fn request_deadline_from_env() -> Duration {
+    request_deadline_of(std::env::var(REQUEST_DEADLINE_ENV).ok().as_deref())
+}
+
+/// The deadline a value of [`REQUEST_DEADLINE_ENV`] asks for (None: unset).
+fn request_deadline_of(value: Option<&str>) -> Duration {
+    let Some(v) = value else { return REQUEST_DEADLINE_DEFAULT };
+    match v.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 => Duration::from_millis(ms),
+        _ => {
+            tracing::warn!("{REQUEST_DEADLINE_ENV}={v:?} is not a positive number of milliseconds; using {REQUEST_DEADLINE_DEFAULT:?}");
+            REQUEST_DEADLINE_DEFAULT
         }
     }
 }
@@ -134,6 +178,16 @@ pub fn parse_url(url: &str) -> Result<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_deadline_from_the_environment() {
+        assert_eq!(request_deadline_of(None), REQUEST_DEADLINE_DEFAULT);
+        assert_eq!(request_deadline_of(Some("2500")), Duration::from_millis(2500));
+        assert_eq!(request_deadline_of(Some(" 7 ")), Duration::from_millis(7));
+        for bad in ["0", "-1", "", "2s", "1e3"] {
+            assert_eq!(request_deadline_of(Some(bad)), REQUEST_DEADLINE_DEFAULT, "{bad:?}");
+        }
+    }
 
     #[test]
     fn urls() {

@@ -224,6 +224,7 @@ impl Client {
             stats: ClientStats::default(),
             dead: false,
             dead_status: None,
+            timed_out: false,
             cfg: cfg.clone(),
             bind_nonce: [0; 32],
             bind_key: [0; 32],
@@ -252,6 +253,7 @@ impl Client {
         self.boot_verifier = n.boot_verifier;
         self.dead = false;
         self.dead_status = None;
+        self.timed_out = false;
         // Nothing is in flight (a new client, or `reestablish` checked): the count starts
         // over, sized for this session's slots.
         assert!(self.small_inflight.is_zero(), "no request is in flight");

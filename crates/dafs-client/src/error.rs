@@ -41,6 +41,10 @@ pub enum Error {
     Auth(String),
     #[error("timed out")]
     TimedOut,
+    /// The file was opened in an earlier session, which is gone (the server restarted or
+    /// the lease ran out): nothing was sent. Re-open it ([`Client::reopen`](crate::Client::reopen)).
+    #[error("file opened in a lost session (re-open it)")]
+    StaleOpen,
 }
 
 /// A violation of the protocol the client detected in what the server sent (or, for
@@ -110,6 +114,7 @@ impl Error {
             Error::InvalidArgument(_) => libc::EINVAL,
             Error::Auth(_) => libc::EACCES,
             Error::TimedOut => libc::ETIMEDOUT,
+            Error::StaleOpen => libc::ESTALE,
         }
     }
     /// The server status, if the server answered.

@@ -3,7 +3,7 @@
 use dafs_proto::types::{open_flags, OPEN_KEY_BYTES_MAX};
 use dafs_proto::{Attr, FileHandle};
 
-use crate::{Error, Result};
+use crate::{Client, Error, Result};
 
 /// The mode bits a client may set (permissions, setuid, setgid, sticky): the file type
 /// is never the caller's to choose through a mode.
@@ -17,6 +17,10 @@ const MODE_DEFAULT: u32 = 0o644;
 #[derive(Debug)]
 pub struct File {
     pub(crate) open_id: u64,
+    /// The session the file was opened in: open ids are numbered per session, so in a
+    /// later session (after [`Client::reestablish`](crate::Client::reestablish)) the
+    /// same id may name another file.
+    pub(crate) session_id: u64,
     pub fh: FileHandle,
     /// Attributes at open time.
     pub attr: Attr,
@@ -29,6 +33,18 @@ pub struct File {
 impl File {
     pub fn open_id(&self) -> u64 {
         self.open_id
+    }
+}
+
+impl Client {
+    /// The open id to send for `f`: refused for a file opened in an earlier session,
+    /// since open ids are numbered per session and the same id may now name a file
+    /// opened since (a write there would succeed — into the wrong file).
+    pub(crate) fn open_id_of(&self, f: &File) -> Result<u64> {
+        if f.session_id != self.session_id {
+            return Err(Error::StaleOpen);
+        }
+        Ok(f.open_id)
     }
 }
 

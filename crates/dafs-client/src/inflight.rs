@@ -1,5 +1,7 @@
 //! What is in flight on each slot, and how a finished request becomes completions.
 
+use std::time::Instant;
+
 use dafs_proto::{Opcode, Status};
 
 use crate::counters::InFlightCount;
@@ -83,6 +85,10 @@ pub(crate) struct BatchState {
 pub(crate) struct Slot {
     pub(crate) seq: u32,
     pub(crate) what: Inflight,
+    /// When the request was first sent: its deadline (`request_deadline`) runs from here.
+    pub(crate) sent_at: Instant,
+    /// Times it was resent after a reconnect (bounded by `reconnects_per_request_max`).
+    pub(crate) resends: u32,
 }
 
 /// Transfers at least this large take far longer than the spin budget: while only such
@@ -116,7 +122,12 @@ impl Client {
                 .expect("requests are submitted on existing completion groups")
                 .begin(what.completions_max(), capacity);
         }
-        let prev = self.inflight[slot as usize].replace(Slot { seq, what });
+        let prev = self.inflight[slot as usize].replace(Slot {
+            seq,
+            what,
+            sent_at: Instant::now(),
+            resends: 0,
+        });
         assert!(prev.is_none(), "slot {slot} already has a request in flight");
     }
 

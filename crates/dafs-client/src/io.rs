@@ -33,7 +33,7 @@ impl Client {
         user_data: u64,
     ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
-        self.submit(f.open_id, offset, buf, cg, user_data, true, false)
+        self.submit(self.open_id_of(f)?, offset, buf, cg, user_data, true, false)
     }
 
     /// Submit a write of `buf` at `offset`. `stable`: durable before the reply.
@@ -46,7 +46,7 @@ impl Client {
         user_data: u64,
     ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
-        self.submit(f.open_id, offset, buf, cg, user_data, false, false)
+        self.submit(self.open_id_of(f)?, offset, buf, cg, user_data, false, false)
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -71,6 +71,7 @@ mod completions;
 mod config;
 mod connect;
 mod counters;
+mod deadline;
 mod error;
 mod file;
 mod inflight;
@@ -96,7 +97,7 @@ pub use at::DirEntryAt;
 pub use batch::{BatchCompletion, BatchIoDesc};
 pub use cg::{CgId, Completion};
 pub use chain::{Chain, ChainOutcome, ChainReply};
-pub use config::{parse_url, ClientConfig, Provider};
+pub use config::{parse_url, ClientConfig, Provider, REQUEST_DEADLINE_ENV};
 pub use dafs_proto;
 pub use dafs_transport::tls::TlsClientOptions;
 pub use error::{Error, ProtocolViolation, Result};
@@ -136,6 +137,9 @@ pub struct Client {
     /// Why the client is dead: the session itself is gone (lease expired, fenced,
     /// server restarted) — [`Client::reestablish`] starts a new one.
     dead_status: Option<Status>,
+    /// The client gave its session up because a request ran past its deadline (or its
+    /// reconnects): calls fail with `TimedOut` until `reestablish`.
+    timed_out: bool,
     cfg: ClientConfig,
     /// The nonce the next SESSION_BIND proves over (from SESSION_CREATE, then each bind).
     bind_nonce: [u8; 32],

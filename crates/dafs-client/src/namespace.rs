@@ -190,9 +190,14 @@ impl Client {
             })?
         };
         match self.decode(&m)?.1 {
-            Reply::Open { open_id, fh, attr } => {
-                Ok(File { open_id, fh, attr, pos: 0, origin: Some((path.to_string(), opts)) })
-            }
+            Reply::Open { open_id, fh, attr } => Ok(File {
+                open_id,
+                session_id: self.session_id,
+                fh,
+                attr,
+                pos: 0,
+                origin: Some((path.to_string(), opts)),
+            }),
             _ => Err(unexpected_reply(Opcode::Open)),
         }
     }
@@ -202,14 +207,19 @@ impl Client {
         self.open(path, OpenOptions::read_write().create(true).truncate(true))
     }
 
+    /// Close `f`. A file of a lost session has nothing left to close (the server released
+    /// it with the session): that succeeds at once.
     pub fn close(&mut self, f: File) -> Result<()> {
+        if f.session_id != self.session_id {
+            return Ok(());
+        }
         let m = self.call(&Request::Close { open_id: f.open_id })?;
         self.decode(&m).map(|_| ())
     }
 
     /// Make the file's data durable (COMMIT).
     pub fn fsync(&mut self, f: &File) -> Result<()> {
-        let m = self.call(&Request::Commit { open_id: f.open_id, offset: 0, len: 0 })?;
+        let m = self.call(&Request::Commit { open_id: self.open_id_of(f)?, offset: 0, len: 0 })?;
         self.decode(&m).map(|_| ())
     }
 

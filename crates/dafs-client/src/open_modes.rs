@@ -10,7 +10,8 @@ impl Client {
     /// Advise the server about the access pattern of a file range
     /// ([`dafs_proto::types::cache_hint`]; `len == 0`: to the end of the file).
     pub fn cache_hint(&mut self, f: &File, offset: u64, len: u64, hint: u32) -> Result<()> {
-        let m = self.call(&Request::CacheHint { open_id: f.open_id, offset, len, hint })?;
+        let m =
+            self.call(&Request::CacheHint { open_id: self.open_id_of(f)?, offset, len, hint })?;
         self.decode(&m).map(|_| ())
     }
 
@@ -20,7 +21,7 @@ impl Client {
     pub fn append(&mut self, f: &File, data: &[u8]) -> Result<u64> {
         if data.len() <= self.inline_threshold {
             let m = self.call(&Request::WriteInline {
-                open_id: f.open_id,
+                open_id: self.open_id_of(f)?,
                 offset: 0,
                 stable: false,
                 data,
@@ -47,7 +48,7 @@ impl Client {
             )?
         };
         let r = self.call(&Request::WriteDirect {
-            open_id: f.open_id,
+            open_id: self.open_id_of(f)?,
             offset: 0,
             len: data.len() as u32,
             stable: false,
@@ -66,7 +67,7 @@ impl Client {
     /// Give a create-unlinked file ([`OpenOptions::unlinked`](crate::OpenOptions::unlinked)) its name: the commit of
     /// the create/commit/abort pattern. (Abort: close it without publishing.)
     pub fn publish(&mut self, f: &File) -> Result<Attr> {
-        let m = self.call(&Request::Publish { open_id: f.open_id })?;
+        let m = self.call(&Request::Publish { open_id: self.open_id_of(f)? })?;
         match self.decode(&m)?.1 {
             Reply::Handle { attr, .. } => Ok(attr),
             _ => Err(unexpected_reply(Opcode::Publish)),

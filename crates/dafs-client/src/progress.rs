@@ -12,12 +12,13 @@ use crate::inflight::Inflight;
 use crate::{Client, Error, ProtocolViolation, Result};
 
 impl Client {
+    /// Mark the client dead and complete every request in flight with the error calls
+    /// now get (their completion groups receive it; region pins are released).
     pub(crate) fn fail_all(&mut self, why: &str) {
-        if self.dead {
-            return;
+        if !self.dead {
+            tracing::debug!("client disconnected: {why}");
+            self.dead = true;
         }
-        tracing::debug!("client disconnected: {why}");
-        self.dead = true;
         for i in 0..self.inflight.len() {
             if let Some(slot) = self.inflight_take(i) {
                 match slot.what {
@@ -43,9 +44,14 @@ impl Client {
             self.t.set_spin(spin);
             self.spin_now = spin;
         }
-        let msg = match self.t.recv(wait) {
+        let msg = match self.t.recv(self.wait_within_deadline(wait)) {
             Ok(Some(m)) => m,
-            Ok(None) => return Ok(false),
+            Ok(None) => {
+                if let Some(why) = self.overdue() {
+                    return Err(self.time_out(&why));
+                }
+                return Ok(false);
+            }
             Err(e) if e.is_fatal() => {
                 // Recovered: requests were resent; their replies come on later calls.
                 self.connection_broke(e)?;
@@ -148,6 +154,7 @@ impl Client {
     fn dead_error(&self) -> Error {
         match self.dead_status {
             Some(st) => Error::Status(st),
+            None if self.timed_out => Error::TimedOut,
             None => Error::Disconnected,
         }
     }

@@ -28,10 +28,12 @@ impl Client {
     /// gone ([`Client::session_lost`]), keeping registered memory. Open files of the old
     /// session are invalid: re-open them with [`Client::reopen`]. Byte-range locks are
     /// gone too (the server released them with the session).
+    ///
+    /// Requests still in flight in the old session (the server died before answering
+    /// them) complete first, with the error the old session's calls get: they can never
+    /// be answered, and resending them into the new session could execute them twice.
     pub fn reestablish(&mut self) -> Result<()> {
-        if self.inflight.iter().any(Option::is_some) {
-            return Err(Error::InvalidArgument("requests still in flight"));
-        }
+        self.fail_all("a new session replaces this one");
         // The transport stays this client's whatever happens, so a failed attempt (e.g.
         // still fenced) can simply be repeated.
         self.t.reconnect(self.cfg.connect_timeout)?;
@@ -49,6 +51,9 @@ impl Client {
     /// fail everything in flight.
     pub(crate) fn connection_broke(&mut self, e: dafs_transport::TransportError) -> Result<()> {
         if self.cfg.reconnect && !self.dead {
+            if let Some(why) = self.overdue() {
+                return Err(self.time_out(&format!("{e}; {why}")));
+            }
             match self.recover(&e) {
                 Ok(()) => return Ok(()),
                 Err(err) => {
@@ -119,7 +124,8 @@ impl Client {
         self.stats.reconnects += 1;
         // Resend in slot order (any order is correct: slots are independent).
         for slot in 0..self.inflight.len() {
-            if self.inflight[slot].is_some() {
+            if let Some(s) = &mut self.inflight[slot] {
+                s.resends += 1;
                 self.stats.retransmits += 1;
                 let buf = std::mem::take(&mut self.reqbufs[slot]);
                 let r = self.t.send(&buf);

@@ -37,10 +37,17 @@ impl RegionInfo {
 }
 
 impl Client {
+    /// Add a registered region to the table. Keys are the transport's and unique among
+    /// its live registrations: an entry already there would be a registration leaked.
+    pub(crate) fn insert_region(&mut self, r: RegionInfo) {
+        let prev = self.regions.insert(r.key, r);
+        assert!(prev.is_none(), "region keys are unique among live registrations");
+    }
+
     /// Allocate `len` bytes of zeroed memory registered for direct placement.
     pub fn alloc_registered(&mut self, len: usize) -> Result<RegionId> {
         let (key, ptr) = self.t.alloc_registered(len)?;
-        self.regions.insert(key, RegionInfo::new(key, ptr, len, None));
+        self.insert_region(RegionInfo::new(key, ptr, len, None));
         Ok(RegionId(key))
     }
 
@@ -76,7 +83,7 @@ impl Client {
         // SAFETY: the Vec is moved into the region table and not touched (nor its heap
         // buffer moved or freed) until it is unregistered.
         let key = unsafe { self.register_recovering(ptr, len, Access::READ_WRITE)? };
-        self.regions.insert(key, RegionInfo::new(key, ptr, len, Some(vec)));
+        self.insert_region(RegionInfo::new(key, ptr, len, Some(vec)));
         Ok(RegionId(key))
     }
 
@@ -90,7 +97,7 @@ impl Client {
             return Err(Error::InvalidArgument("null or empty region"));
         }
         let key = self.register_recovering(ptr, len, Access::READ_WRITE)?;
-        self.regions.insert(key, RegionInfo::new(key, ptr, len, None));
+        self.insert_region(RegionInfo::new(key, ptr, len, None));
         Ok(RegionId(key))
     }
 

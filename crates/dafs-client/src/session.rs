@@ -28,6 +28,9 @@ pub struct ClientStats {
     pub retransmits: u64,
     /// Replies that matched no request in flight (answers to duplicates), dropped.
     pub stale_replies: u64,
+    /// Requests failed with ETIMEDOUT because one ran past `request_deadline` or
+    /// `reconnects_per_request_max` (the session was given up with them).
+    pub requests_timed_out: u64,
     pub transport: TransportStats,
 }
 

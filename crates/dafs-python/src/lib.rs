@@ -613,6 +613,7 @@ impl PyClient {
         d.set_item("reconnects", s.reconnects)?;
         d.set_item("retransmits", s.retransmits)?;
         d.set_item("stale_replies", s.stale_replies)?;
+        d.set_item("requests_timed_out", s.requests_timed_out)?;
         let t = PyDict::new(py);
         t.set_item("msgs_sent", s.transport.msgs_sent)?;
         t.set_item("msgs_received", s.transport.msgs_received)?;

@@ -56,6 +56,10 @@ pub struct FaultControl {
     fd: AtomicI32,
     /// Refuse reconnects while set (simulates a partition that outlasts the lease).
     pub block_reconnect: AtomicBool,
+    /// While nonzero: a receive during which the server placed at least this many bytes
+    /// into client memory loses its reply and cuts the connection — a link that breaks
+    /// during every large transfer while small messages (binds, metadata) get through.
+    pub cut_after_placed_bytes: AtomicU64,
 }
 
 impl FaultControl {
@@ -208,7 +212,14 @@ impl ClientTransport for FaultyTransport {
             self.cut_now();
             return Err(TransportError::Closed);
         }
-        self.inner.recv(wait)
+        let cut_at = self.ctl.cut_after_placed_bytes.load(Relaxed);
+        let placed_before = self.inner.stats().placed_bytes;
+        let m = self.inner.recv(wait)?;
+        if cut_at > 0 && self.inner.stats().placed_bytes - placed_before >= cut_at {
+            self.cut_now();
+            return Err(TransportError::Closed);
+        }
+        Ok(m)
     }
 
     fn recycle(&mut self, buf: Vec<u8>) {

@@ -135,7 +135,8 @@ impl<'a> PlacementSrc<'a> {
 
     /// Write all the bytes to the file `fd` at `offset` with `pwrite(2)` (interrupted and
     /// short writes are continued; a write that makes no progress is `ENOSPC`). Returns
-    /// the bytes written: all of them.
+    /// the bytes written: all of them, or fewer when the file system failed after some
+    /// (a short write); an error only when none could be written.
     pub fn pwrite_to(&self, fd: BorrowedFd<'_>, offset: u64) -> io::Result<usize> {
         let mut done = 0;
         while done < self.len() {
@@ -145,16 +146,21 @@ impl<'a> PlacementSrc<'a> {
             // mapped and readable; the kernel only reads it, and no Rust reference to the
             // memory exists, so a concurrent writer can only change which bytes get written.
             let n = unsafe { libc::pwrite(fd.as_raw_fd(), at.as_ptr().cast(), at.len(), pos) };
-            match n {
-                0 => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
-                n if n > 0 => done += n as usize,
-                _ => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
+            // Once some bytes reached the file, a failure (ENOSPC, EDQUOT, EFBIG) makes
+            // this a short write, as write(2) reports it: those bytes are written, and
+            // the error comes with the next call.
+            if n > 0 {
+                done += n as usize;
+                continue;
             }
+            let e = match n {
+                0 => io::Error::from_raw_os_error(libc::ENOSPC),
+                _ => io::Error::last_os_error(),
+            };
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return if done > 0 { Ok(done) } else { Err(e) };
         }
         Ok(done)
     }

@@ -30,6 +30,7 @@
 //! `TestServer::start(&tls::strs(&pki.server_args()))`.
 #![allow(dead_code)]
 
+pub mod restart;
 pub mod tls;
 
 use std::io::{BufRead, BufReader};

@@ -68,16 +68,17 @@ fn do_write(fd: c_int, buf: *const u8, n: usize, at: Option<i64>) -> Result<usiz
                 // O_APPEND (also for pwrite, as on Linux): the server picks the offset
                 // atomically when the file was opened in append mode; after F_SETFL
                 // turned O_APPEND on it is emulated (size, then write: not atomic).
-                let end = if o.opened_append {
+                let (end, written) = if o.opened_append {
                     let mut end = 0;
                     for chunk in data.chunks(c.io_bytes_max().max(1)) {
                         end = c.append(f, chunk)? + chunk.len() as u64;
                     }
-                    end
+                    (end, n)
                 } else {
                     let size = c.fstat(f)?.size;
-                    c.pwrite(f, data, size)?;
-                    size + n as u64
+                    // A short write (file system full) is reported as such.
+                    let w = c.pwrite(f, data, size)?;
+                    (size + w as u64, w)
                 };
                 if at.is_none() {
                     o.offset = end;
@@ -85,7 +86,7 @@ fn do_write(fd: c_int, buf: *const u8, n: usize, at: Option<i64>) -> Result<usiz
                 if o.flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {
                     c.fsync(f)?;
                 }
-                return Ok(n);
+                return Ok(written);
             }
             let w = c.pwrite(f, data, off)?;
             if at.is_none() {

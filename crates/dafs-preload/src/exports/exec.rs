@@ -112,6 +112,7 @@ pub unsafe extern "C" fn execve(
             drop(g);
             match staged {
                 Ok(p) => {
+                    state::end_sessions();
                     real!(execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(
                         p.as_ptr(),
                         argv,
@@ -123,6 +124,7 @@ pub unsafe extern "C" fn execve(
         }
         P::Err(e) => neg(e),
         P::Local(p, _k) => {
+            state::end_sessions();
             real!(execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(
                 p, argv, envp2,
             )
@@ -146,6 +148,7 @@ pub unsafe extern "C" fn execvpe(
     }
     let env = unsafe { exec_env(envp, 0) };
     let envp2 = env.as_ref().map(|(_, p)| p.as_ptr()).unwrap_or(envp);
+    state::end_sessions();
     real!(execvpe: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(
         file, argv, envp2,
     )

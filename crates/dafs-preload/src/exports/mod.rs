@@ -60,3 +60,13 @@ extern "C" fn init() {
     state::init();
     stdio::adopt_std_streams();
 }
+
+/// Runs at exit (`exit`, return from `main`; not `_exit` or a fatal signal, after which
+/// the server's lease ends the session): end the sessions.
+#[used]
+#[link_section = ".fini_array"]
+static FINI: extern "C" fn() = fini;
+
+extern "C" fn fini() {
+    state::end_sessions();
+}

@@ -42,6 +42,24 @@ impl<T> Locked<T> {
         f(unsafe { &mut *self.v.get() })
     }
 
+    /// Like [`Locked::with`], or None at once if another thread holds the mutex (or
+    /// this one does: an exit from inside the library must not deadlock).
+    pub fn try_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        // SAFETY: a statically initialised mutex.
+        if unsafe { libc::pthread_mutex_trylock(self.mu.get()) } != 0 {
+            return None;
+        }
+        struct Unlock<'a, T>(&'a Locked<T>);
+        impl<T> Drop for Unlock<'_, T> {
+            fn drop(&mut self) {
+                self.0.unlock_raw();
+            }
+        }
+        let _u = Unlock(self);
+        // SAFETY: the mutex is held: no other reference to the value exists.
+        Some(f(unsafe { &mut *self.v.get() }))
+    }
+
     pub(super) fn lock_raw(&self) {
         // SAFETY: a statically initialised mutex.
         unsafe { libc::pthread_mutex_lock(self.mu.get()) };

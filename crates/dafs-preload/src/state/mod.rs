@@ -113,6 +113,24 @@ extern "C" fn fork_child() {
     G.unlock_raw();
 }
 
+/// End this process's sessions (SESSION_DESTROY): at exit, and before an exec, whose
+/// new program starts sessions of its own (it re-opens the handed-over descriptors by
+/// path). Left alone, each would stay parked on the server for its whole lease, and a
+/// few hundred short commands would fill the server's session table. Not in a vfork
+/// child, whose sessions are its parent's; not if the state is locked (an exit from
+/// inside the library): then the server's lease ends the session.
+pub fn end_sessions() {
+    if in_vfork_child() {
+        return;
+    }
+    let _g = crate::real::Entered::enter();
+    G.try_with(|st| {
+        if let Some(st) = st {
+            st.end_sessions();
+        }
+    });
+}
+
 /// Called once at load (constructor): fork handlers, and descriptors and working
 /// directory handed over by an exec.
 pub fn init() {

@@ -150,6 +150,21 @@ impl State {
         }
     }
 
+    /// End every session (dropping a client drains its I/O and sends SESSION_DESTROY);
+    /// a later call connects again, and open files are re-opened by path.
+    pub(super) fn end_sessions(&mut self) {
+        for (m, ms) in self.mounts.iter_mut().enumerate() {
+            if let Some(c) = ms.client.take() {
+                debug!("ending session {} of {}", c.session_id(), config().mounts[m].prefix);
+                drop(c);
+            }
+            for fd in ms.conn_fds.drain(..) {
+                mark_internal(fd, false);
+            }
+            ms.locked.clear();
+        }
+    }
+
     /// Make the open file description usable in the current session (re-open by path
     /// after fork, exec or a reconnect).
     pub fn ensure(&mut self, id: u64) -> Result<(), c_int> {
