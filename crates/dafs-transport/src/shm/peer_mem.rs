@@ -31,12 +31,7 @@ impl PeerMem {
     /// Client: open this process's memory file, to be passed to the server.
     pub fn open_own() -> io::Result<OwnedFd> {
         rustix::fs::open("/proc/self/mem", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).map_err(
-            |e| {
-                io::Error::new(
-                    io::ErrorKind::Other,
-                    format!("the shared-memory provider needs /proc/self/mem: {e}"),
-                )
-            },
+            |e| io::Error::other(format!("the shared-memory provider needs /proc/self/mem: {e}")),
         )
     }
 
