@@ -14,7 +14,8 @@
 //! - [`open`]: `open` and its variants, `creat`, `close`; [`tempfile`]: `mkstemp` & co.;
 //! - [`data`]: `read`/`write` and their variants, `lseek`, `fsync`, truncation;
 //! - [`stat`]: the stat family and `statx`; [`statfs`]: `statfs`/`statvfs`, `pathconf`;
-//! - [`namespace`]: unlink, mkdir, rename, link, symlink, readlink, access;
+//! - [`namespace`]: unlink, mkdir, rename, link, symlink, readlink, access; [`tails`]:
+//!   the kernel's rules for trailing slashes and final '.' / '..' they apply;
 //! - [`attrs`]: chmod, chown, utimes, umask, extended attributes;
 //! - [`dirs`]: directory streams and `scandir`;
 //! - [`descriptors`]: dup, fcntl, ioctl; [`locks`]: fcntl locks, `lockf`, `flock`;
@@ -43,6 +44,7 @@ pub mod open;
 pub mod stat;
 pub mod statfs;
 pub mod stdio;
+mod tails;
 pub mod tempfile;
 
 pub use self::{
