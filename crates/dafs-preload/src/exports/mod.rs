@@ -21,7 +21,8 @@
 //! - [`descriptors`]: dup, fcntl, ioctl; [`locks`]: fcntl locks, `lockf`, `flock`;
 //! - [`cwd`]: the working directory and `realpath`;
 //! - [`exec`]: the exec family and `posix_spawn`;
-//! - [`stdio`]: `FILE` streams; [`mmap`]: private mappings.
+//! - [`stdio`]: `FILE` streams; [`mmap`]: private mappings;
+//! - [`sockets`]: `bind`/`connect` of UNIX-domain sockets named under a prefix.
 
 #![allow(non_upper_case_globals)]
 
@@ -41,6 +42,7 @@ pub mod locks;
 pub mod mmap;
 pub mod namespace;
 pub mod open;
+pub mod sockets;
 pub mod stat;
 pub mod statfs;
 pub mod stdio;
@@ -49,7 +51,7 @@ pub mod tempfile;
 
 pub use self::{
     attrs::*, cwd::*, data::*, descriptors::*, dirs::*, exec::*, locks::*, mmap::*, namespace::*,
-    open::*, stat::*, statfs::*, stdio::*, tempfile::*,
+    open::*, sockets::*, stat::*, statfs::*, stdio::*, tempfile::*,
 };
 
 /// Runs when the library is loaded (before main): fork handlers, and the descriptors
