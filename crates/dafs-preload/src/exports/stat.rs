@@ -145,8 +145,8 @@ pub(super) fn path_attr(t: &Target, follow: bool) -> Result<Attr, c_int> {
 /// The flags fstatat takes (others: EINVAL).
 const FSTATAT_FLAGS: c_int =
     libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT;
-/// statx adds the synchronisation choice (AT_STATX_SYNC_TYPE: 0x6000).
-const STATX_FLAGS: c_int = FSTATAT_FLAGS | 0x6000;
+/// statx adds the synchronisation choice.
+const STATX_FLAGS: c_int = FSTATAT_FLAGS | libc::AT_STATX_SYNC_TYPE;
 
 pub(super) fn fd_attr(fd: c_int) -> Result<Attr, c_int> {
     with(|st| st.with_ofd(fd, |c, o| Ok(c.getattr(o.fh)?)))
