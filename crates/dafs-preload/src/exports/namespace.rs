@@ -33,6 +33,7 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
         }
     }
 }
+/// unlink (`dir` false) or rmdir of a dafs path, after the kernel's path-tail rules.
 fn unlink_dafs(c: &mut Client, p: &str, tail: Tail, dir: bool) -> FR<c_int> {
     if dir {
         tails::rmdir(tail)?;
