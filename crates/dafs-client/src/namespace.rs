@@ -290,9 +290,20 @@ impl Client {
         self.decode(&m).map(|_| ())
     }
 
-    /// Hard link: `new_path` names the same file as `existing`.
+    /// Hard link: `new_path` names the same file as `existing` (a symlink itself, as
+    /// link(2) does).
     pub fn link(&mut self, existing: &str, new_path: &str) -> Result<Attr> {
-        let (fh, _) = self.lookup_path(existing, false)?;
+        self.link_with(existing, new_path, false)
+    }
+
+    /// Hard link to what `existing` names with symlinks followed
+    /// (`linkat(AT_SYMLINK_FOLLOW)`).
+    pub fn link_follow(&mut self, existing: &str, new_path: &str) -> Result<Attr> {
+        self.link_with(existing, new_path, true)
+    }
+
+    fn link_with(&mut self, existing: &str, new_path: &str, follow: bool) -> Result<Attr> {
+        let (fh, _) = self.lookup_path(existing, follow)?;
         let (p, name) = split_parent(new_path)?;
         let dir = self.dir_of(&p)?;
         let m = self.call(&Request::Link { fh, dir, name: name.as_bytes() })?;

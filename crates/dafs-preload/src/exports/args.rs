@@ -70,6 +70,19 @@ pub(super) fn dafs_fd(fd: c_int) -> Option<Entered> {
     }
 }
 
+/// The flags most `*at` calls take (fchmodat, fchownat, utimensat; faccessat adds
+/// AT_EACCESS).
+pub(super) const AT_NOFOLLOW_EMPTY: c_int = libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH;
+
+/// An `*at` call's flags: any bit outside `allowed` is EINVAL, as the kernel checks
+/// before it looks at the path.
+pub(super) fn at_flags(flags: c_int, allowed: c_int) -> Result<(), c_int> {
+    if flags & !allowed != 0 {
+        return Err(libc::EINVAL);
+    }
+    Ok(())
+}
+
 pub(super) fn neg(e: c_int) -> c_int {
     set_errno(e);
     -1

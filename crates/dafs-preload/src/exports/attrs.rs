@@ -6,10 +6,13 @@ use std::ffi::{c_char, c_int, c_void};
 use dafs_proto::types::setattr_mask;
 use dafs_proto::SetAttrs;
 
-use super::args::{classify, dafs_fd, neg, on_path, Mode, MODE_PERM_BITS, NS_PER_SEC, P};
+use super::args::{
+    at_flags, classify, dafs_fd, neg, on_path, Mode, AT_NOFOLLOW_EMPTY, MODE_PERM_BITS, NS_PER_SEC,
+    P,
+};
 use super::stat::path_attr;
 use crate::real::{ret, Entered};
-use crate::state::{config, is_dafs_fd, with, Target};
+use crate::state::{config, err, is_dafs_fd, with, Target};
 
 /// chown's "leave unchanged" owner or group: `(uid_t)-1` / `(gid_t)-1`.
 const ID_UNCHANGED: u32 = u32::MAX;
@@ -23,7 +26,12 @@ const UMASK_BITS: Mode = 0o777;
 /// as from a local one).
 fn setattr_path(t: &Target, set: SetAttrs, nofollow: bool) -> Result<c_int, c_int> {
     on_path(t, |c, p| {
-        let (fh, _) = if nofollow { c.lookup_nofollow(p)? } else { c.lookup(p)? };
+        // A trailing slash follows a final symlink and demands a directory.
+        let (fh, a) =
+            if nofollow && !t.tail.dir_only() { c.lookup_nofollow(p)? } else { c.lookup(p)? };
+        if t.tail.dir_only() && !a.is_dir() {
+            return err(libc::ENOTDIR);
+        }
         c.setattr(fh, set)?;
         Ok(0)
     })
@@ -116,9 +124,9 @@ pub unsafe extern "C" fn fchmodat(
     flags: c_int,
 ) -> c_int {
     match unsafe { classify(dirfd, path) } {
-        P::Dafs(t, _g) => {
-            ret(setattr_path(&t, chmod_set(mode), flags & libc::AT_SYMLINK_NOFOLLOW != 0))
-        }
+        P::Dafs(t, _g) => ret(at_flags(flags, AT_NOFOLLOW_EMPTY).and_then(|_| {
+            setattr_path(&t, chmod_set(mode), flags & libc::AT_SYMLINK_NOFOLLOW != 0)
+        })),
         P::Err(e) => neg(e),
         P::Local(p, _k) => {
             real!(fchmodat: fn(c_int, *const c_char, Mode, c_int) -> c_int)(dirfd, p, mode, flags)
@@ -168,9 +176,9 @@ pub unsafe extern "C" fn fchownat(
         return unsafe { fchown(dirfd, uid, gid) };
     }
     match unsafe { classify(dirfd, path) } {
-        P::Dafs(t, _g) => {
-            ret(setattr_path(&t, chown_set(uid, gid), flags & libc::AT_SYMLINK_NOFOLLOW != 0))
-        }
+        P::Dafs(t, _g) => ret(at_flags(flags, AT_NOFOLLOW_EMPTY).and_then(|_| {
+            setattr_path(&t, chown_set(uid, gid), flags & libc::AT_SYMLINK_NOFOLLOW != 0)
+        })),
         P::Err(e) => neg(e),
         P::Local(p, _k) => {
             real!(fchownat: fn(c_int, *const c_char, libc::uid_t, libc::gid_t, c_int) -> c_int)(
@@ -197,7 +205,8 @@ pub unsafe extern "C" fn utimensat(
         return unsafe { futimens(dirfd, times) };
     }
     match unsafe { classify(dirfd, path) } {
-        P::Dafs(t, _g) => ret(unsafe { times_set(times) }
+        P::Dafs(t, _g) => ret(at_flags(flags, AT_NOFOLLOW_EMPTY)
+            .and_then(|_| unsafe { times_set(times) })
             .and_then(|s| setattr_path(&t, s, flags & libc::AT_SYMLINK_NOFOLLOW != 0))),
         P::Err(e) => neg(e),
         P::Local(p, _k) => {

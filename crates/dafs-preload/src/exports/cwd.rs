@@ -3,10 +3,21 @@
 
 use std::ffi::{c_char, c_int};
 
-use super::args::{classify, dafs_fd, neg, P};
+use dafs_proto::types::access_mask;
+
+use super::args::{classify, dafs_fd, neg, on_path, P};
 use super::stat::path_attr;
 use crate::real::{ret, set_errno, Entered};
-use crate::state::{self, config, with};
+use crate::state::{self, config, err, with, FR};
+
+/// A working directory must be searchable (chdir(2): EACCES); the server answers for
+/// the caller's identity, which a LOOKUP of the directory itself does not check.
+fn searchable(granted: u32) -> FR<()> {
+    if granted & access_mask::EXECUTE == 0 {
+        return err(libc::EACCES);
+    }
+    Ok(())
+}
 
 fn set_vcwd(v: Option<String>) {
     state::CWD.with(|w| w.set(v));
@@ -19,6 +30,7 @@ pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
             if !a.is_dir() {
                 return Err(libc::ENOTDIR);
             }
+            on_path(&t, |c, p| searchable(c.access(p, access_mask::EXECUTE)?))?;
             set_vcwd(Some(t.vpath.clone()));
             debug!("chdir {} (virtual)", t.vpath);
             Ok(0)
@@ -41,12 +53,13 @@ pub unsafe extern "C" fn chdir(path: *const c_char) -> c_int {
 pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
     if let Some(_g) = dafs_fd(fd) {
         let r = with(|st| {
-            let id = st.ofd_id(fd)?;
-            let o = &st.ofds[&id];
-            if !o.is_dir {
-                return Err(libc::ENOTDIR);
-            }
-            Ok(o.vpath.clone())
+            st.with_ofd(fd, |c, o| {
+                if !o.is_dir {
+                    return err(libc::ENOTDIR);
+                }
+                searchable(c.access_handle(o.fh, access_mask::EXECUTE)?)?;
+                Ok(o.vpath.clone())
+            })
         });
         return ret(r.map(|v| {
             set_vcwd(Some(v));

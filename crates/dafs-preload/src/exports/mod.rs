@@ -14,13 +14,15 @@
 //! - [`open`]: `open` and its variants, `creat`, `close`; [`tempfile`]: `mkstemp` & co.;
 //! - [`data`]: `read`/`write` and their variants, `lseek`, `fsync`, truncation;
 //! - [`stat`]: the stat family and `statx`; [`statfs`]: `statfs`/`statvfs`, `pathconf`;
-//! - [`namespace`]: unlink, mkdir, rename, link, symlink, readlink, access;
+//! - [`namespace`]: unlink, mkdir, rename, link, symlink, readlink, access; [`tails`]:
+//!   the kernel's rules for trailing slashes and final '.' / '..' they apply;
 //! - [`attrs`]: chmod, chown, utimes, umask, extended attributes;
 //! - [`dirs`]: directory streams and `scandir`;
 //! - [`descriptors`]: dup, fcntl, ioctl; [`locks`]: fcntl locks, `lockf`, `flock`;
 //! - [`cwd`]: the working directory and `realpath`;
 //! - [`exec`]: the exec family and `posix_spawn`;
-//! - [`stdio`]: `FILE` streams; [`mmap`]: private mappings.
+//! - [`stdio`]: `FILE` streams; [`mmap`]: private mappings;
+//! - [`sockets`]: `bind`/`connect` of UNIX-domain sockets named under a prefix.
 
 #![allow(non_upper_case_globals)]
 
@@ -40,14 +42,16 @@ pub mod locks;
 pub mod mmap;
 pub mod namespace;
 pub mod open;
+pub mod sockets;
 pub mod stat;
 pub mod statfs;
 pub mod stdio;
+mod tails;
 pub mod tempfile;
 
 pub use self::{
     attrs::*, cwd::*, data::*, descriptors::*, dirs::*, exec::*, locks::*, mmap::*, namespace::*,
-    open::*, stat::*, statfs::*, stdio::*, tempfile::*,
+    open::*, sockets::*, stat::*, statfs::*, stdio::*, tempfile::*,
 };
 
 /// Runs when the library is loaded (before main): fork handlers, and the descriptors

@@ -3,13 +3,16 @@
 
 use std::ffi::{c_char, c_int, CStr, CString};
 
-use dafs_client::Error;
+use dafs_client::{Client, Error};
 use dafs_proto::types::access_mask;
 use dafs_proto::{FileType, Status};
 
-use super::args::{classify, neg, on_path, resolve_in, Mode, MODE_PERM_BITS, P};
+use super::args::{
+    at_flags, classify, neg, on_path, resolve_in, Mode, AT_NOFOLLOW_EMPTY, MODE_PERM_BITS, P,
+};
+use super::tails;
 use crate::real::{ret, ret_ssize, Entered};
-use crate::state::{config, err, is_dafs_fd, with, Target};
+use crate::state::{config, err, is_dafs_fd, with, Tail, Target, FR};
 
 #[no_mangle]
 pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
@@ -18,20 +21,8 @@ pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_int) -> c_int {
     match unsafe { classify(dirfd, path) } {
-        P::Dafs(t, _g) => ret(on_path(&t, |c, p| {
-            if flags & libc::AT_REMOVEDIR != 0 {
-                c.rmdir(p)?;
-            } else {
-                match c.remove(p) {
-                    Err(Error::Status(Status::IsDir)) | Err(Error::Status(Status::Perm))
-                        if c.lstat(p).map(|a| a.is_dir()).unwrap_or(false) =>
-                    {
-                        return err(libc::EISDIR)
-                    }
-                    r => r?,
-                }
-            }
-            Ok(0)
+        P::Dafs(t, _g) => ret(at_flags(flags, libc::AT_REMOVEDIR).and_then(|_| {
+            on_path(&t, |c, p| unlink_dafs(c, p, t.tail, flags & libc::AT_REMOVEDIR != 0))
         })),
         P::Err(e) => neg(e),
         P::Local(p, _k) if dirfd == libc::AT_FDCWD && flags == 0 => {
@@ -42,10 +33,28 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
         }
     }
 }
+/// unlink (`dir` false) or rmdir of a dafs path, after the kernel's path-tail rules.
+fn unlink_dafs(c: &mut Client, p: &str, tail: Tail, dir: bool) -> FR<c_int> {
+    if dir {
+        tails::rmdir(tail)?;
+        c.rmdir(p)?;
+    } else {
+        tails::unlink(c, p, tail)?;
+        match c.remove(p) {
+            Err(Error::Status(Status::IsDir)) | Err(Error::Status(Status::Perm))
+                if c.lstat(p).map(|a| a.is_dir()).unwrap_or(false) =>
+            {
+                return err(libc::EISDIR)
+            }
+            r => r?,
+        }
+    }
+    Ok(0)
+}
 #[no_mangle]
 pub unsafe extern "C" fn rmdir(path: *const c_char) -> c_int {
     match unsafe { classify(libc::AT_FDCWD, path) } {
-        P::Dafs(t, _g) => ret(on_path(&t, |c, p| Ok(c.rmdir(p).map(|_| 0)?))),
+        P::Dafs(t, _g) => ret(on_path(&t, |c, p| unlink_dafs(c, p, t.tail, true))),
         P::Err(e) => neg(e),
         P::Local(p, _k) => real!(rmdir: fn(*const c_char) -> c_int)(p),
     }
@@ -104,12 +113,16 @@ pub unsafe extern "C" fn mknodat(
                 libc::S_IFSOCK => Some(FileType::Socket),
                 libc::S_IFCHR => Some(FileType::CharDevice),
                 libc::S_IFBLK => Some(FileType::BlockDevice),
+                // mknod(2): "EPERM: ... the file system does not support the type"; a
+                // directory is made with mkdir only.
+                libc::S_IFDIR => return neg(libc::EPERM),
                 _ => return neg(libc::EINVAL),
             };
             ret(on_path(&t, |c, p| {
                 if p == config().mounts[t.mount].base {
                     return err(libc::EEXIST);
                 }
+                tails::new_name(c, p, t.tail)?;
                 match ftype {
                     None => c.create_file(p, perm, true).map(|_| 0)?,
                     Some(ft) => c.mknod(p, ft, perm, dev).map(|_| 0)?,
@@ -160,8 +173,15 @@ enum P2 {
 
 unsafe fn classify2(d1: c_int, p1: *const c_char, d2: c_int, p2: *const c_char) -> P2 {
     let Some(g) = Entered::enter() else { return P2::Local(p1, p2, None, None) };
+    // SAFETY: NUL-terminated strings from the caller (or null, checked first).
+    let empty = |p: *const c_char| !p.is_null() && unsafe { *p } == 0;
     let a = unsafe { resolve_in(d1, p1) };
     let b = unsafe { resolve_in(d2, p2) };
+    // An empty path names nothing (ENOENT): it is not a local path the other, dafs,
+    // one could be on another file system than (EXDEV).
+    if (empty(p1) || empty(p2)) && (matches!(a, Ok(Some(_))) || matches!(b, Ok(Some(_)))) {
+        return P2::Err(libc::ENOENT);
+    }
     let local = |r: Result<Option<Target>, Result<CString, c_int>>, p: *const c_char| match r {
         Err(Ok(abs)) => (abs.as_ptr(), Some(abs)),
         _ => (p, None),
@@ -183,6 +203,7 @@ fn do_rename(a: &Target, b: &Target, flags: u32) -> Result<c_int, c_int> {
         return Err(libc::EINVAL);
     }
     on_path(a, |c, from| {
+        tails::rename(c, (from, a.tail), b.tail, flags & libc::RENAME_NOREPLACE != 0)?;
         if flags & libc::RENAME_NOREPLACE != 0 && c.lstat(&b.rel).is_ok() {
             return err(libc::EEXIST);
         }
@@ -232,10 +253,26 @@ pub unsafe extern "C" fn renameat2(
         }
     }
 }
+/// link/linkat: AT_SYMLINK_FOLLOW links what a symlink names (link(2) itself links the
+/// symlink, as Linux does).
+fn do_link(a: &Target, b: &Target, flags: c_int) -> Result<c_int, c_int> {
+    at_flags(flags, libc::AT_SYMLINK_FOLLOW)?;
+    on_path(a, |c, p| {
+        tails::existing_dir(c, p, a.tail)?;
+        tails::new_name(c, &b.rel, b.tail)?;
+        if flags & libc::AT_SYMLINK_FOLLOW != 0 {
+            c.link_follow(p, &b.rel)?;
+        } else {
+            c.link(p, &b.rel)?;
+        }
+        Ok(0)
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn link(old: *const c_char, new: *const c_char) -> c_int {
     match unsafe { classify2(libc::AT_FDCWD, old, libc::AT_FDCWD, new) } {
-        P2::Dafs(a, b, _g) => ret(on_path(&a, |c, p| Ok(c.link(p, &b.rel).map(|_| 0)?))),
+        P2::Dafs(a, b, _g) => ret(do_link(&a, &b, 0)),
         P2::Err(e) => neg(e),
         P2::Local(x, y, _a, _b) => real!(link: fn(*const c_char, *const c_char) -> c_int)(x, y),
     }
@@ -249,7 +286,7 @@ pub unsafe extern "C" fn linkat(
     flags: c_int,
 ) -> c_int {
     match unsafe { classify2(od, old, nd, new) } {
-        P2::Dafs(a, b, _g) => ret(on_path(&a, |c, p| Ok(c.link(p, &b.rel).map(|_| 0)?))),
+        P2::Dafs(a, b, _g) => ret(do_link(&a, &b, flags)),
         P2::Err(e) => neg(e),
         P2::Local(x, y, _a, _b) => {
             real!(linkat: fn(c_int, *const c_char, c_int, *const c_char, c_int) -> c_int)(
@@ -271,7 +308,14 @@ pub unsafe extern "C" fn symlinkat(
     match unsafe { classify(dirfd, path) } {
         P::Dafs(t, _g) => {
             let tg = unsafe { CStr::from_ptr(target) }.to_string_lossy().into_owned();
-            ret(on_path(&t, |c, p| Ok(c.symlink(&tg, p).map(|_| 0)?)))
+            // An empty target names nothing: Linux refuses it before any lookup.
+            if tg.is_empty() {
+                return neg(libc::ENOENT);
+            }
+            ret(on_path(&t, |c, p| {
+                tails::new_name(c, p, t.tail)?;
+                Ok(c.symlink(&tg, p).map(|_| 0)?)
+            }))
         }
         P::Err(e) => neg(e),
         P::Local(p, _k) if dirfd == libc::AT_FDCWD => {
@@ -401,7 +445,8 @@ pub unsafe extern "C" fn faccessat(
     flags: c_int,
 ) -> c_int {
     match unsafe { classify(dirfd, path) } {
-        P::Dafs(t, _g) => ret(do_access(&t, mode, flags & libc::AT_SYMLINK_NOFOLLOW == 0)),
+        P::Dafs(t, _g) => ret(at_flags(flags, libc::AT_EACCESS | AT_NOFOLLOW_EMPTY)
+            .and_then(|_| do_access(&t, mode, flags & libc::AT_SYMLINK_NOFOLLOW == 0))),
         P::Err(e) => neg(e),
         P::Local(p, _k) => {
             real!(faccessat: fn(c_int, *const c_char, c_int, c_int) -> c_int)(dirfd, p, mode, flags)

@@ -3,13 +3,14 @@
 
 use std::ffi::{c_char, c_int};
 
-use dafs_client::Error;
-use dafs_proto::{FileType, Status};
+use dafs_client::{Client, Error};
+use dafs_proto::types::{access_mask, setattr_mask, SetAttrs};
+use dafs_proto::{FileHandle, FileType, Status};
 
 use super::args::{classify, dafs_fd, neg, Mode, MODE_PERM_BITS, P};
 use super::stdio::std_changed;
 use crate::real::{errno, ret, Entered};
-use crate::state::{self, config, err, open_options, with, Kind, Ofd, Target};
+use crate::state::{self, config, err, open_options, with, Kind, Ofd, Target, FR};
 
 pub(super) fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_int> {
     if flags & libc::O_TMPFILE == libc::O_TMPFILE {
@@ -19,6 +20,17 @@ pub(super) fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_i
     if acc == libc::O_ACCMODE {
         return Err(libc::EINVAL);
     }
+    // Linux (6.4 on) refuses the combination: it never both created and opened a
+    // directory.
+    if flags & (libc::O_CREAT | libc::O_DIRECTORY) == libc::O_CREAT | libc::O_DIRECTORY {
+        return Err(libc::EINVAL);
+    }
+    // "new/", "d/." with O_CREAT: the kernel cannot create a directory through open.
+    if flags & libc::O_CREAT != 0 && t.tail.dir_only() {
+        return Err(libc::EISDIR);
+    }
+    // A trailing slash (or a final '.') demands a directory, as O_DIRECTORY does.
+    let want_dir = flags & libc::O_DIRECTORY != 0 || t.tail.dir_only();
     with(|st| {
         let umask = st.umask;
         let root = t.rel == config().mounts[t.mount].base;
@@ -26,7 +38,7 @@ pub(super) fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_i
             let rel = t.rel.as_str();
             if flags & libc::O_PATH != 0 {
                 let (fh, a) = c.lookup(rel)?;
-                if flags & libc::O_DIRECTORY != 0 && !a.is_dir() {
+                if want_dir && !a.is_dir() {
                     return err(libc::ENOTDIR);
                 }
                 return Ok((Kind::Path, a.is_dir(), fh, None));
@@ -38,7 +50,7 @@ pub(super) fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_i
                     Err(e) => return Err(e.into()),
                 }
             }
-            if flags & libc::O_DIRECTORY != 0 || root {
+            if want_dir || root {
                 let (fh, a) = c.lookup(rel)?;
                 if !a.is_dir() {
                     return err(libc::ENOTDIR);
@@ -46,6 +58,7 @@ pub(super) fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_i
                 if acc != libc::O_RDONLY || flags & libc::O_CREAT != 0 {
                     return err(libc::EISDIR);
                 }
+                dir_readable(c, fh)?;
                 return Ok((Kind::Dir, true, fh, None));
             }
             match c.open(rel, open_options(flags, mode & !umask & MODE_PERM_BITS, true)) {
@@ -57,11 +70,20 @@ pub(super) fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_i
                     }
                     Ok((Kind::Dir, true, fh, None))
                 }
-                Ok(f) => Ok((Kind::File, false, f.fh, Some(f))),
+                Ok(f) => {
+                    if acc == libc::O_RDONLY && flags & libc::O_TRUNC != 0 {
+                        if let Err(e) = truncate_read_only(c, &f, flags) {
+                            let _ = c.close(f);
+                            return Err(e);
+                        }
+                    }
+                    Ok((Kind::File, false, f.fh, Some(f)))
+                }
                 Err(Error::Status(Status::IsDir))
                     if acc == libc::O_RDONLY && flags & libc::O_CREAT == 0 =>
                 {
                     let (fh, _) = c.lookup(rel)?;
+                    dir_readable(c, fh)?;
                     Ok((Kind::Dir, true, fh, None))
                 }
                 Err(e) => Err(e.into()),
@@ -97,6 +119,30 @@ pub(super) fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_i
         Ok(fd)
     })
     .inspect(|&fd| std_changed(fd))
+}
+
+/// Opening a directory to list it needs read permission, which a LOOKUP does not check
+/// (`open("d711", O_RDONLY | O_DIRECTORY)` by a user who may only search it: EACCES).
+fn dir_readable(c: &mut Client, fh: FileHandle) -> FR<()> {
+    if c.access_handle(fh, access_mask::READ)? & access_mask::READ == 0 {
+        return err(libc::EACCES);
+    }
+    Ok(())
+}
+
+/// `O_RDONLY | O_TRUNC`: Linux asks for write permission and truncates (the DAFS OPEN
+/// truncates only writable opens). A file this open just created (O_CREAT, still
+/// empty) is not truncated, so it is not checked either, as the kernel does.
+fn truncate_read_only(c: &mut Client, f: &dafs_client::File, flags: c_int) -> FR<()> {
+    if f.attr.ftype != FileType::Regular || (flags & libc::O_CREAT != 0 && f.attr.size == 0) {
+        return Ok(());
+    }
+    if c.access_handle(f.fh, access_mask::WRITE)? & access_mask::WRITE == 0 {
+        return err(libc::EACCES);
+    }
+    let set = SetAttrs { mask: setattr_mask::SIZE, size: 0, ..Default::default() };
+    c.setattr(f.fh, set)?;
+    Ok(())
 }
 
 /// Open `path` relative to `dirfd`: a dafs path is served here; any other path goes to

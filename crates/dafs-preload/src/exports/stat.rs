@@ -5,9 +5,9 @@ use std::ffi::{c_char, c_int};
 
 use dafs_proto::{Attr, FileType};
 
-use super::args::{classify, dafs_fd, neg, on_path, Mode, MODE_PERM_BITS, NS_PER_SEC, P};
+use super::args::{at_flags, classify, dafs_fd, neg, on_path, Mode, MODE_PERM_BITS, NS_PER_SEC, P};
 use crate::real::ret;
-use crate::state::{is_dafs_fd, with, Target};
+use crate::state::{err, is_dafs_fd, with, Target};
 
 /// Major device number of dafs files (0xdaf reads "daf"); the minor number tells the
 /// server's file systems apart.
@@ -130,9 +130,23 @@ unsafe fn fill_statx(a: &Attr, out: *mut Statx) {
     unsafe { out.write(v) };
 }
 
+/// Attributes of a path target. A trailing slash (or final '.') follows a final symlink
+/// even for lstat, and demands a directory (ENOTDIR), as the kernel's lookup does.
 pub(super) fn path_attr(t: &Target, follow: bool) -> Result<Attr, c_int> {
-    on_path(t, |c, p| Ok(if follow { c.stat(p)? } else { c.lstat(p)? }))
+    on_path(t, |c, p| {
+        let a = if follow || t.tail.dir_only() { c.stat(p)? } else { c.lstat(p)? };
+        if t.tail.dir_only() && !a.is_dir() {
+            return err(libc::ENOTDIR);
+        }
+        Ok(a)
+    })
 }
+
+/// The flags fstatat takes (others: EINVAL).
+const FSTATAT_FLAGS: c_int =
+    libc::AT_SYMLINK_NOFOLLOW | libc::AT_EMPTY_PATH | libc::AT_NO_AUTOMOUNT;
+/// statx adds the synchronisation choice.
+const STATX_FLAGS: c_int = FSTATAT_FLAGS | libc::AT_STATX_SYNC_TYPE;
 
 pub(super) fn fd_attr(fd: c_int) -> Result<Attr, c_int> {
     with(|st| st.with_ofd(fd, |c, o| Ok(c.getattr(o.fh)?)))
@@ -156,10 +170,12 @@ unsafe fn stat_at(
         return unsafe { fstat(dirfd, buf) };
     }
     match unsafe { classify(dirfd, path) } {
-        P::Dafs(t, _g) => ret(path_attr(&t, flags & libc::AT_SYMLINK_NOFOLLOW == 0).map(|a| {
-            unsafe { fill_stat(&a, buf) };
-            0
-        })),
+        P::Dafs(t, _g) => ret(at_flags(flags, FSTATAT_FLAGS)
+            .and_then(|_| path_attr(&t, flags & libc::AT_SYMLINK_NOFOLLOW == 0))
+            .map(|a| {
+                unsafe { fill_stat(&a, buf) };
+                0
+            })),
         P::Err(e) => neg(e),
         P::Local(p, _k) => next(p),
     }
@@ -243,10 +259,12 @@ pub unsafe extern "C" fn statx(
         }
     }
     match unsafe { classify(dirfd, path) } {
-        P::Dafs(t, _g) => ret(path_attr(&t, flags & libc::AT_SYMLINK_NOFOLLOW == 0).map(|a| {
-            unsafe { fill_statx(&a, buf) };
-            0
-        })),
+        P::Dafs(t, _g) => ret(at_flags(flags, STATX_FLAGS)
+            .and_then(|_| path_attr(&t, flags & libc::AT_SYMLINK_NOFOLLOW == 0))
+            .map(|a| {
+                unsafe { fill_statx(&a, buf) };
+                0
+            })),
         P::Err(e) => neg(e),
         P::Local(p, _k) => real!(statx: fn(c_int, *const c_char, c_int, u32, *mut Statx) -> c_int)(
             dirfd, p, flags, mask, buf,

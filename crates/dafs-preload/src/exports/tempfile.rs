@@ -59,7 +59,7 @@ unsafe fn mktemp_dafs(
         let Some((mount, rel)) = crate::paths::split_mount(&config().mounts, &vpath) else {
             return Err(libc::EINVAL);
         };
-        let t2 = Target { mount, rel, vpath };
+        let t2 = Target { mount, rel, vpath, tail: t.tail };
         let r = if dir {
             on_path(&t2, |c, p| Ok(c.mkdir(p, MKDTEMP_MODE).map(|_| 0)?))
         } else {

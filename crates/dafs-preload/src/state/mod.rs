@@ -39,7 +39,7 @@ pub use fdmap::{is_dafs_fd, is_internal_fd, DIRS_OPEN};
 pub use fds::real_close;
 pub use handover::{CLOSE_ACTION, CWD_ENV, FDS_ENV};
 pub use ofd::{open_options, Kind, Ofd};
-pub use resolve::{resolve, Res, Target};
+pub use resolve::{resolve, Last, Res, Tail, Target};
 pub use vfork::{in_vfork_child, vfork_note, VFORK_USED};
 
 use lock::Locked;
