@@ -9,56 +9,14 @@
 mod common;
 
 use std::os::unix::fs::FileExt;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::mount::Mount;
+use common::pattern;
 use common::restart::RestartableServer;
-use common::{dafs_bin, pattern};
-
-/// `dafs mount URL DIR` in the foreground, as a child; unmounted on drop.
-struct Mount {
-    dir: tempfile::TempDir,
-    child: Child,
-}
-
-impl Mount {
-    fn new(url: &str) -> Mount {
-        assert!(std::path::Path::new("/dev/fuse").exists(), "needs /dev/fuse");
-        let dir = tempfile::Builder::new().prefix("dafs-fuse-mnt-").tempdir().unwrap();
-        let child = Command::new(dafs_bin())
-            .args(["mount", url])
-            .arg(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let m = Mount { dir, child };
-        let t = Instant::now();
-        while !m.mounted() {
-            assert!(t.elapsed() < Duration::from_secs(10), "mount did not come up (root?)");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        m
-    }
-
-    fn mounted(&self) -> bool {
-        let me = format!(" {} ", self.dir.path().display());
-        std::fs::read_to_string("/proc/mounts").unwrap().lines().any(|l| l.contains(&me))
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new(dafs_bin()).arg("umount").arg(self.dir.path()).status();
-        if self.mounted() {
-            let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn fsynced_records_survive_server_restarts_under_a_mount() {

@@ -70,6 +70,7 @@ pub fn mount(
         return Err(MountError::NoFuseDevice);
     }
     let fs = DafsFs::new(c, opts).map_err(MountError::ExportRoot)?;
+    let notifier = fs.notifier_slot();
     let abs = absolute(mountpoint)
         .map_err(|source| MountError::Io { path: mountpoint.into(), source })?;
 
@@ -90,6 +91,8 @@ pub fn mount(
         fuser::Session::new(fs, &abs, &opts.fuse_options())
             .map_err(|source| MountError::Mount { path: abs.clone(), source })?
     };
+    // A fresh slot: set exactly once.
+    let _ = notifier.set(session.notifier());
     on_mounted();
     spawn_signal_thread(abs.clone())?;
     // Returns when the kernel ends the connection: after any unmount of the mount.

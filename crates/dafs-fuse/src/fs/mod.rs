@@ -16,11 +16,12 @@ mod session;
 mod xattr;
 
 use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use dafs_client::dafs_proto::{Attr, FileHandle};
 use dafs_client::{Client, Error};
-use fuser::ReplyEntry;
+use fuser::{Notifier, ReplyEntry};
 
 use crate::convert::file_attr;
 use crate::inode::{InodeTable, Node};
@@ -52,6 +53,8 @@ pub struct DafsFs {
     last_recovery: Option<Instant>,
     /// The caller last stated to the server (identity mode `asserted`).
     cred: cred::CredState,
+    /// Tells the kernel to drop what it cached (set once the session exists).
+    notifier: Arc<OnceLock<Notifier>>,
 }
 
 impl DafsFs {
@@ -70,6 +73,7 @@ impl DafsFs {
             export: opts.export.clone(),
             last_recovery: None,
             cred: cred::CredState::default(),
+            notifier: Arc::default(),
         })
     }
 
@@ -80,6 +84,22 @@ impl DafsFs {
     fn entry(&mut self, parent: u64, name: &[u8], fh: FileHandle, attr: Attr, reply: ReplyEntry) {
         let ino = self.inodes.remember(parent, name, fh, attr);
         reply.entry(&self.ttl, &file_attr(ino, &attr), 0);
+    }
+
+    /// Where the mount puts the session's notifier once the session exists.
+    pub fn notifier_slot(&self) -> Arc<OnceLock<Notifier>> {
+        self.notifier.clone()
+    }
+
+    /// Drop the kernel's cached attributes of `ino` (not its pages: an open drops those
+    /// by itself), so its next use asks again. Only attributes: invalidating pages from
+    /// inside a request could wait on pages that request holds.
+    fn invalidate_attrs(&self, ino: u64) {
+        if let Some(n) = self.notifier.get() {
+            if let Err(e) = n.inval_inode(ino, -1, 0) {
+                tracing::debug!("attribute invalidation of inode {ino} failed: {e}");
+            }
+        }
     }
 
     fn new_fh(&mut self) -> u64 {

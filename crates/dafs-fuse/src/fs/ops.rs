@@ -347,21 +347,24 @@ impl Filesystem for DafsFs {
         match self.with_fh(ino, |c, h| c.open_handle(h, opts)) {
             Ok(file) => {
                 let fh = self.new_fh();
-                if let Some(n) = self.inodes.get_mut(ino) {
+                // Close-to-open: OPEN's reply carries the server's attributes now. If the
+                // file changed elsewhere since the kernel cached them (within the
+                // attribute TTL), the kernel's size would cut reads short: drop them.
+                let changed = self.inodes.get_mut(ino).is_some_and(|n| {
+                    let changed = n.attr.size != file.attr.size
+                        || n.attr.mtime_ns != file.attr.mtime_ns
+                        || n.attr.ctime_ns != file.attr.ctime_ns;
                     n.attr = file.attr;
+                    changed
+                });
+                if changed {
+                    self.invalidate_attrs(ino);
                 }
-                self.opens.insert(
-                    fh,
-                    OpenFile {
-                        file,
-                        append: flags & libc::O_APPEND != 0
-                            && flags & libc::O_ACCMODE != libc::O_RDONLY,
-                        ino,
-                    },
-                );
+                let append = is_append(flags);
+                self.opens.insert(fh, OpenFile { file, append, ino });
                 // No FOPEN_KEEP_CACHE: the kernel drops this file's cached pages at every
                 // open, so an open sees what other clients wrote before it (close-to-open).
-                reply.opened(fh, 0)
+                reply.opened(fh, open_reply_flags(append))
             }
             Err(e) => reply.error(e),
         }
@@ -666,18 +669,28 @@ impl Filesystem for DafsFs {
                 let attr = self.fix_new(req, parent, file.fh, file.attr, Some(perm));
                 let ino = self.inodes.remember(parent, n, file.fh, attr);
                 let fh = self.new_fh();
-                self.opens.insert(
-                    fh,
-                    OpenFile {
-                        file,
-                        append: flags & libc::O_APPEND != 0
-                            && flags & libc::O_ACCMODE != libc::O_RDONLY,
-                        ino,
-                    },
-                );
-                reply.created(&self.ttl, &file_attr(ino, &attr), 0, fh, 0)
+                let append = is_append(flags);
+                self.opens.insert(fh, OpenFile { file, append, ino });
+                reply.created(&self.ttl, &file_attr(ino, &attr), 0, fh, open_reply_flags(append))
             }
             Err(e) => reply.error(e),
         }
+    }
+}
+
+/// An open whose writes append (O_APPEND and not read-only).
+fn is_append(flags: i32) -> bool {
+    flags & libc::O_APPEND != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY
+}
+
+/// FOPEN flags of an open. Appenders get direct I/O: the kernel then hands each write(2)
+/// (up to `IO_BYTES_MAX`) to the mount as one request, which becomes one atomic APPEND
+/// on the server. Through the page cache the kernel splits a write at page boundaries,
+/// and two appends from two mounts could interleave between the pieces.
+fn open_reply_flags(append: bool) -> u32 {
+    if append {
+        fuser::consts::FOPEN_DIRECT_IO
+    } else {
+        0
     }
 }
