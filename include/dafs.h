@@ -486,6 +486,18 @@ DAFS_API int dafs_unlink(dafs_client_t *client, const char *path);
 /* Rename `from` to `to` (replacing `to` like rename(2)). 0 or -errno. */
 DAFS_API int dafs_rename(dafs_client_t *client, const char *from, const char *to);
 
+/* dafs_rename2 flags: those of Linux renameat2(2). At most one may be set. */
+#define DAFS_RENAME_NOREPLACE 1u /* fail with -EEXIST if `to` exists */
+#define DAFS_RENAME_EXCHANGE 2u  /* swap `from` and `to` atomically; both must exist */
+
+/* Rename `from` to `to` as renameat2(2) does: `flags` 0 replaces `to` (dafs_rename),
+ * DAFS_RENAME_NOREPLACE fails with -EEXIST if `to` exists, DAFS_RENAME_EXCHANGE swaps the
+ * two names (they may be a file and a directory; -ENOENT if either is missing). Other
+ * bits, or both flags: -EINVAL, nothing sent. -EINVAL also where the exported file
+ * system does not support the flag. 0 or -errno. */
+DAFS_API int dafs_rename2(dafs_client_t *client, const char *from, const char *to,
+                          uint32_t flags);
+
 /* Set the size of the file at `path` (shrink or extend with zeros). 0 or -errno. */
 DAFS_API int dafs_truncate(dafs_client_t *client, const char *path, uint64_t size);
 

@@ -1001,6 +1001,54 @@ static int t_append_two_clients(void) {
     return 0;
 }
 
+/* Write `len` bytes of `data` to a new file `name` in the scratch directory. */
+static int put_file(dafs_client_t *c, const char *name, const char *data, size_t len) {
+    dafs_file_t *f;
+    OK(dafs_open(c, path(name), DAFS_O_WRONLY | DAFS_O_CREAT | DAFS_O_EXCL, 0644, &f));
+    CHECK_EQ(dafs_pwrite(c, f, data, len, 0), len);
+    OK(dafs_close(c, f));
+    return 0;
+}
+
+/* dafs_rename2: NOREPLACE and EXCHANGE, told apart by the files' sizes. */
+static int t_rename2(void) {
+    dafs_client_t *c = connect_tcp();
+    CHECK(c);
+    dafs_attr_t a;
+    OK(dafs_mkdir(c, path("ren"), 0755));
+    OK(put_file(c, "ren/one", "1", 1));
+    OK(put_file(c, "ren/two", "22", 2));
+    OK(dafs_mkdir(c, path("ren/d"), 0755));
+    CHECK_EQ(dafs_rename2(c, path("ren/one"), path("ren/two"), DAFS_RENAME_NOREPLACE), -EEXIST);
+    OK(dafs_stat(c, path("ren/two"), &a));
+    CHECK_EQ(a.size, 2);
+    OK(dafs_rename2(c, path("ren/one"), path("ren/three"), DAFS_RENAME_NOREPLACE));
+    CHECK_EQ(dafs_stat(c, path("ren/one"), &a), -ENOENT);
+    OK(dafs_rename2(c, path("ren/three"), path("ren/two"), DAFS_RENAME_EXCHANGE));
+    OK(dafs_stat(c, path("ren/three"), &a));
+    CHECK_EQ(a.size, 2);
+    OK(dafs_stat(c, path("ren/two"), &a));
+    CHECK_EQ(a.size, 1);
+    OK(dafs_rename2(c, path("ren/two"), path("ren/d"), DAFS_RENAME_EXCHANGE));
+    OK(dafs_stat(c, path("ren/two"), &a));
+    CHECK_EQ(a.type, DAFS_TYPE_DIR);
+    OK(dafs_stat(c, path("ren/d"), &a));
+    CHECK_EQ(a.type, DAFS_TYPE_REG);
+    CHECK_EQ(dafs_rename2(c, path("ren/d"), path("ren/none"), DAFS_RENAME_EXCHANGE), -ENOENT);
+    CHECK_EQ(dafs_rename2(c, path("ren/d"), path("ren/x"),
+                          DAFS_RENAME_NOREPLACE | DAFS_RENAME_EXCHANGE), -EINVAL);
+    CHECK_EQ(dafs_rename2(c, path("ren/d"), path("ren/x"), 4), -EINVAL);
+    CHECK_EQ(dafs_stat(c, path("ren/x"), &a), -ENOENT);
+    OK(dafs_rename2(c, path("ren/d"), path("ren/three"), 0)); /* 0 replaces */
+    OK(dafs_stat(c, path("ren/three"), &a));
+    CHECK_EQ(a.size, 1);
+    OK(dafs_unlink(c, path("ren/three")));
+    OK(dafs_rmdir(c, path("ren/two")));
+    OK(dafs_rmdir(c, path("ren")));
+    OK(dafs_disconnect(c));
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------- */
 
 struct test { const char *name; int (*fn)(void); };
@@ -1023,6 +1071,7 @@ static const struct test tests[] = {
     {"eagain_when_slots_run_out", t_eagain_when_slots_run_out},
     {"bad_file_handles", t_bad_file_handles},
     {"metadata", t_metadata},
+    {"rename2", t_rename2},
     {"concurrent_misuse_is_refused", t_concurrent_misuse_is_refused},
     {"batch_tcp", t_batch_tcp},
     {"batch_shm", t_batch_shm},

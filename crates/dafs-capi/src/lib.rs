@@ -53,6 +53,11 @@ pub const DAFS_O_EXCL: c_int = 0o200;
 pub const DAFS_O_TRUNC: c_int = 0o1000;
 pub const DAFS_O_APPEND: c_int = 0o2000;
 
+/// `dafs_rename2` flags: Linux's `RENAME_NOREPLACE` and `RENAME_EXCHANGE` (the
+/// protocol's `rename_flags`, asserted in the tests).
+pub const DAFS_RENAME_NOREPLACE: u32 = 1;
+pub const DAFS_RENAME_EXCHANGE: u32 = 2;
+
 pub const DAFS_BATCH_PER_IO: c_int = 0;
 pub const DAFS_BATCH_PER_BATCH: c_int = 1;
 pub const DAFS_BATCH_ERRORS_ONLY: c_int = 2;
@@ -1158,6 +1163,18 @@ pub unsafe extern "C" fn dafs_rename(
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn dafs_rename2(
+    client: *mut dafs_client_t,
+    from: *const c_char,
+    to: *const c_char,
+    flags: u32,
+) -> c_int {
+    neg(with_client(client, |inner| {
+        inner.client.rename_with_flags(cstr(from)?, cstr(to)?, flags).map(|_| 0).map_err(errno)
+    }))
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn dafs_truncate(
     client: *mut dafs_client_t,
     path: *const c_char,
@@ -1314,6 +1331,22 @@ mod tests {
             std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("dafs.pc.in"))
                 .unwrap();
         assert!(pc.contains("@VERSION@"), "dafs.pc.in takes its version from the build");
+    }
+
+    #[test]
+    fn rename_flags_match_the_protocol_and_the_header() {
+        use super::{DAFS_RENAME_EXCHANGE, DAFS_RENAME_NOREPLACE};
+        use dafs_proto::rename_flags;
+        assert_eq!(DAFS_RENAME_NOREPLACE, rename_flags::NOREPLACE);
+        assert_eq!(DAFS_RENAME_EXCHANGE, rename_flags::EXCHANGE);
+        let h = std::fs::read_to_string(root().join("include/dafs.h")).unwrap();
+        for (name, v) in [("NOREPLACE", DAFS_RENAME_NOREPLACE), ("EXCHANGE", DAFS_RENAME_EXCHANGE)]
+        {
+            assert!(
+                h.contains(&format!("#define DAFS_RENAME_{name} {v}u")),
+                "DAFS_RENAME_{name} in include/dafs.h is not {v}u"
+            );
+        }
     }
 
     #[test]

@@ -548,6 +548,13 @@ fn bad_headers_and_bodies() {
     assert_eq!(status(&r), Status::BadXdr, "absolute lookup path");
     let r = raw.call(0, &Request::Open { fh: root, flags: 0, mode: 0o644, name: b"x", key: b"" });
     assert_eq!(status(&r), Status::BadXdr, "OPEN with neither READ nor WRITE");
+    // RENAME flags beyond NOREPLACE and EXCHANGE, or both together.
+    for flags in [3, 4, 1 << 31] {
+        let (from_name, to_name) = (&b"x"[..], &b"y"[..]);
+        let r = raw
+            .call(0, &Request::Rename { from_dir: root, from_name, to_dir: root, to_name, flags });
+        assert_eq!(status(&r), Status::BadXdr, "RENAME flags {flags:#x}");
+    }
     let r = raw.call(
         0,
         &Request::Create {

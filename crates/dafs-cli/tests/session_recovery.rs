@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::{dafs_bin, pattern, Client, ClientConfig, Provider, TestServer};
 use dafs_client::{Error, IoBuf, OpenOptions};
-use dafs_proto::Status;
+use dafs_proto::{rename_flags, Status};
 use dafs_transport::fault::{FaultControl, FaultPlan, FaultyTransport};
 use dafs_transport::shm::ShmClient;
 use dafs_transport::tcp::TcpClient;
@@ -62,7 +62,7 @@ fn counter(sock: &Path, name: &str) -> u64 {
 }
 
 /// Exactly-once under fire: a mixed workload of creates, inline and direct writes,
-/// atomic appends, renames and removes while the transport drops, duplicates, delays and
+/// atomic appends, renames (plain, NOREPLACE, EXCHANGE) and removes while the transport drops, duplicates, delays and
 /// cuts. Every operation must succeed (each is executed once however often it is
 /// resent), and at the end the export must match a model of what should be there.
 fn exactly_once_under_cut_connections(provider: Provider) {
@@ -159,13 +159,24 @@ fn exactly_once_under_cut_connections(provider: Provider) {
                 );
                 content.extend_from_slice(&data);
             }
-            // Rename to a fresh name (a replayed rename must not fail with ENOENT).
+            // Swap two names with RENAME_EXCHANGE: executed twice, it would swap them back.
+            6 if (r >> 60) % 3 == 0 => {
+                let (a, b) = (pick(r >> 8), pick((r >> 8) + 1));
+                c.rename_with_flags(&a, &b, rename_flags::EXCHANGE)
+                    .unwrap_or_else(|e| panic!("{ctx}: exchange {a} <-> {b}: {e}"));
+                let (va, vb) = (model.remove(&a).unwrap(), model.remove(&b).unwrap());
+                model.insert(a, vb);
+                model.insert(b, va);
+            }
+            // Rename to a fresh name (a replayed rename must not fail with ENOENT, nor a
+            // replayed NOREPLACE one with EEXIST).
             6 => {
                 let from = pick(r >> 8);
                 created += 1;
                 let to = format!("r{created}");
-                c.rename(&from, &to)
-                    .unwrap_or_else(|e| panic!("{ctx}: rename {from} -> {to}: {e}"));
+                let flags = if (r >> 60) % 3 == 1 { rename_flags::NOREPLACE } else { 0 };
+                c.rename_with_flags(&from, &to, flags)
+                    .unwrap_or_else(|e| panic!("{ctx}: rename {from} -> {to} ({flags}): {e}"));
                 let v = model.remove(&from).unwrap();
                 model.insert(to, v);
             }

@@ -7,7 +7,7 @@
 //! requests the path-based calls send, just without the root-relative lookup in front.
 
 use dafs_proto::types::DirEntries;
-use dafs_proto::{Attr, FileHandle, FileType, Opcode, Reply, Request};
+use dafs_proto::{rename_flags, Attr, FileHandle, FileType, Opcode, Reply, Request};
 
 use crate::error::unexpected_reply;
 use crate::file::MODE_BITS;
@@ -106,7 +106,20 @@ impl Client {
         to_dir: FileHandle,
         to_name: &[u8],
     ) -> Result<()> {
-        let m = self.call(&Request::Rename { from_dir, from_name, to_dir, to_name })?;
+        self.rename_at_with_flags(from_dir, from_name, to_dir, to_name, 0)
+    }
+
+    /// Rename with `renameat2` flags (see [`Client::rename_with_flags`]).
+    pub fn rename_at_with_flags(
+        &mut self,
+        from_dir: FileHandle,
+        from_name: &[u8],
+        to_dir: FileHandle,
+        to_name: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        check_rename_flags(flags)?;
+        let m = self.call(&Request::Rename { from_dir, from_name, to_dir, to_name, flags })?;
         self.decode(&m).map(|_| ())
     }
 
@@ -241,5 +254,16 @@ impl Client {
     /// Whether the connection has failed (every later call fails at once).
     pub fn is_dead(&self) -> bool {
         self.dead
+    }
+}
+
+/// Flags RENAME accepts: 0, `NOREPLACE` or `EXCHANGE` (never both, no unknown bit). The
+/// server's decoder refuses the rest as a malformed message; checking here gives the
+/// caller EINVAL, as `renameat2` does, without a round trip.
+pub(crate) fn check_rename_flags(flags: u32) -> Result<()> {
+    if rename_flags::valid(flags) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument("rename flags: unknown bit, or NOREPLACE with EXCHANGE"))
     }
 }

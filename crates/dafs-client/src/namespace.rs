@@ -6,6 +6,7 @@ use dafs_proto::{
     limits, Attr, FileHandle, FileType, FsStat, Opcode, Reply, Request, SetAttrs, Status,
 };
 
+use crate::at::check_rename_flags;
 use crate::error::unexpected_reply;
 use crate::file::MODE_BITS;
 use crate::{Client, Error, File, OpenOptions, ProtocolViolation, Result};
@@ -276,18 +277,22 @@ impl Client {
         self.decode(&m).map(|_| ())
     }
 
+    /// Rename, replacing an existing target as rename(2) does.
     pub fn rename(&mut self, from: &str, to: &str) -> Result<()> {
+        self.rename_with_flags(from, to, 0)
+    }
+
+    /// Rename as Linux `renameat2` does: `flags` is 0 or one of
+    /// [`dafs_proto::rename_flags`] (`NOREPLACE`: fail with EEXIST if `to` exists;
+    /// `EXCHANGE`: swap the two names, both must exist). Anything else is
+    /// [`Error::InvalidArgument`], refused before it is sent.
+    pub fn rename_with_flags(&mut self, from: &str, to: &str, flags: u32) -> Result<()> {
+        check_rename_flags(flags)?;
         let (fp, fname) = split_parent(from)?;
         let (tp, tname) = split_parent(to)?;
         let from_dir = self.dir_of(&fp)?;
         let to_dir = self.dir_of(&tp)?;
-        let m = self.call(&Request::Rename {
-            from_dir,
-            from_name: fname.as_bytes(),
-            to_dir,
-            to_name: tname.as_bytes(),
-        })?;
-        self.decode(&m).map(|_| ())
+        self.rename_at_with_flags(from_dir, fname.as_bytes(), to_dir, tname.as_bytes(), flags)
     }
 
     /// Hard link: `new_path` names the same file as `existing` (a symlink itself, as

@@ -175,6 +175,21 @@ impl InodeTable {
             n.name = to.to_vec();
         }
     }
+
+    /// `a` in `parent` and `b` in `newparent` swapped names (RENAME_EXCHANGE): each known
+    /// inode of the two now carries the other's name.
+    pub(crate) fn exchanged(&mut self, parent: u64, a: &[u8], newparent: u64, b: &[u8]) {
+        let find = |nodes: &HashMap<u64, Node>, p: u64, name: &[u8]| {
+            nodes.iter().find(|(_, n)| n.parent == p && n.name == name).map(|(ino, _)| *ino)
+        };
+        let (ia, ib) = (find(&self.nodes, parent, a), find(&self.nodes, newparent, b));
+        for (ino, (p, name)) in [(ia, (newparent, b)), (ib, (parent, a))] {
+            if let Some(n) = ino.and_then(|i| self.nodes.get_mut(&i)) {
+                n.parent = p;
+                n.name = name.to_vec();
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -237,5 +252,21 @@ mod tests {
         assert_eq!(t.remember(ROOT_INO, b"other", fh(4), attr_in(8, 0)), SYNTHETIC_INO_BASE + 2);
         t.renamed(ROOT_INO, b"one", ROOT_INO, b"uno");
         assert_eq!(t.get(SYNTHETIC_INO_BASE + 1).unwrap().name, b"uno");
+    }
+
+    #[test]
+    fn exchanged_names_swap_between_the_two_inodes() {
+        let mut t = InodeTable::new(fh(1), attr(2));
+        let dir = t.remember(ROOT_INO, b"d", fh(2), attr(10));
+        let f = t.remember(ROOT_INO, b"f", fh(3), attr(11));
+        let g = t.remember(dir, b"g", fh(4), attr(12));
+        t.exchanged(ROOT_INO, b"f", dir, b"g");
+        let (nf, ng) = (t.get(f).unwrap(), t.get(g).unwrap());
+        assert_eq!((nf.parent, nf.name.as_slice()), (dir, &b"g"[..]));
+        assert_eq!((ng.parent, ng.name.as_slice()), (ROOT_INO, &b"f"[..]));
+        // Only one side known to the kernel: it still takes the other name.
+        t.exchanged(dir, b"g", ROOT_INO, b"unknown");
+        let nf = t.get(f).unwrap();
+        assert_eq!((nf.parent, nf.name.as_slice()), (ROOT_INO, &b"unknown"[..]));
     }
 }

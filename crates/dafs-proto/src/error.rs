@@ -204,6 +204,9 @@ pub enum BadValue {
     /// LOCK flags outside `lock_flags::ALL` (or any flag on LOCKT).
     #[error("lock flags")]
     LockFlags,
+    /// RENAME flags with an unknown bit, or NOREPLACE and EXCHANGE together.
+    #[error("rename flags")]
+    RenameFlags,
     /// MKNOD of a type other than FIFO, socket, character or block device.
     #[error("mknod file type")]
     MknodType,

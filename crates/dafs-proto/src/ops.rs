@@ -128,11 +128,13 @@ pub enum Request<'a> {
         dir: FileHandle,
         name: &'a [u8],
     },
+    /// `flags` are [`rename_flags`] (0: replace an existing target, as rename(2)).
     Rename {
         from_dir: FileHandle,
         from_name: &'a [u8],
         to_dir: FileHandle,
         to_name: &'a [u8],
+        flags: u32,
     },
     Link {
         fh: FileHandle,
@@ -377,11 +379,13 @@ impl Request<'_> {
                 dir.enc(e);
                 e.heap(name);
             }
-            Rename { from_dir, from_name, to_dir, to_name } => {
+            Rename { from_dir, from_name, to_dir, to_name, flags } => {
                 from_dir.enc(e);
                 to_dir.enc(e);
                 e.heap(from_name);
                 e.heap(to_name);
+                e.u32(*flags);
+                e.u32(0);
             }
             Link { fh, dir, name } => {
                 fh.enc(e);
@@ -620,7 +624,13 @@ impl Request<'_> {
             Opcode::Rename => {
                 let from_dir = FileHandle::dec(d)?;
                 let to_dir = FileHandle::dec(d)?;
-                Rename { from_dir, to_dir, from_name: name(d)?, to_name: name(d)? }
+                let (from_name, to_name) = (name(d)?, name(d)?);
+                let flags = d.u32()?;
+                let _pad = d.u32()?;
+                if !rename_flags::valid(flags) {
+                    return Err(DecodeError::BadValue(BadValue::RenameFlags));
+                }
+                Rename { from_dir, to_dir, from_name, to_name, flags }
             }
             Opcode::Link => {
                 Link { fh: FileHandle::dec(d)?, dir: FileHandle::dec(d)?, name: name(d)? }
@@ -1345,7 +1355,27 @@ mod tests {
             Request::ReadDir { dir: fh(8), cookie: 123, max_entries: 100, max_bytes: 65536 },
             Request::Remove { dir: fh(8), name: b"x" },
             Request::RmDir { dir: fh(8), name: b"y" },
-            Request::Rename { from_dir: fh(8), from_name: b"a", to_dir: fh(9), to_name: b"b" },
+            Request::Rename {
+                from_dir: fh(8),
+                from_name: b"a",
+                to_dir: fh(9),
+                to_name: b"b",
+                flags: 0,
+            },
+            Request::Rename {
+                from_dir: fh(8),
+                from_name: b"a",
+                to_dir: fh(8),
+                to_name: b"c",
+                flags: rename_flags::NOREPLACE,
+            },
+            Request::Rename {
+                from_dir: fh(9),
+                from_name: b"d",
+                to_dir: fh(8),
+                to_name: b"e",
+                flags: rename_flags::EXCHANGE,
+            },
             Request::Link { fh: fh(1), dir: fh(2), name: b"hard" },
             Request::Symlink { dir: fh(1), name: b"sym", target: b"../target" },
             Request::ReadLink { fh: fh(1) },

@@ -260,6 +260,20 @@ pub mod lock_flags {
     pub const ALL: u32 = 1;
 }
 
+/// RENAME request flags (the values of Linux `renameat2`). At most one may be set.
+pub mod rename_flags {
+    /// Fail with EXIST if the target name exists (`RENAME_NOREPLACE`).
+    pub const NOREPLACE: u32 = 1;
+    /// Swap the two names atomically; both must exist (`RENAME_EXCHANGE`).
+    pub const EXCHANGE: u32 = 2;
+    pub const ALL: u32 = NOREPLACE | EXCHANGE;
+
+    /// True if `flags` is a value RENAME accepts: no unknown bit, not both flags.
+    pub const fn valid(flags: u32) -> bool {
+        flags & !ALL == 0 && flags != NOREPLACE | EXCHANGE
+    }
+}
+
 /// CACHE_HINT advice values (posix_fadvise on the server).
 pub mod cache_hint {
     pub const NORMAL: u32 = 0;

@@ -44,7 +44,7 @@ const REQ_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::ReadDir, 48),
     (Opcode::Remove, 40),
     (Opcode::RmDir, 40),
-    (Opcode::Rename, 80),
+    (Opcode::Rename, 88),
     (Opcode::Link, 72),
     (Opcode::Symlink, 48),
     (Opcode::ReadLink, 32),
@@ -347,9 +347,13 @@ fn build_request(p: &Parts) -> Request<'_> {
         17 => Request::ReadDir { dir: fh1, cookie: p.a, max_entries: p.x, max_bytes: p.y },
         18 => Request::Remove { dir: fh1, name: &p.name1 },
         19 => Request::RmDir { dir: fh1, name: &p.name1 },
-        20 => {
-            Request::Rename { from_dir: fh1, from_name: &p.name1, to_dir: fh2, to_name: &p.name2 }
-        }
+        20 => Request::Rename {
+            from_dir: fh1,
+            from_name: &p.name1,
+            to_dir: fh2,
+            to_name: &p.name2,
+            flags: p.x % 3,
+        },
         21 => Request::Link { fh: fh1, dir: fh2, name: &p.name1 },
         22 => Request::Symlink { dir: fh1, name: &p.name1, target: &p.target },
         23 => Request::ReadLink { fh: fh1 },
@@ -996,11 +1000,31 @@ proptest! {
 
     /// (c) RENAME with random valid names.
     #[test]
-    fn rename_roundtrips(a in any::<[u8; 32]>(), b in any::<[u8; 32]>(), from in valid_name(), to in valid_name(), h in hdr()) {
-        let req = Request::Rename { from_dir: FileHandle(a), from_name: &from, to_dir: FileHandle(b), to_name: &to };
+    fn rename_roundtrips(a in any::<[u8; 32]>(), b in any::<[u8; 32]>(), from in valid_name(), to in valid_name(), flags in 0u32..3, h in hdr()) {
+        let req = Request::Rename { from_dir: FileHandle(a), from_name: &from, to_dir: FileHandle(b), to_name: &to, flags };
         let buf = encode_req(&h, &req);
+        prop_assert_eq!(buf.len(), HEADER_LEN + 88 + from.len() + to.len());
+        // The flags word follows both name references, the pad word after it.
+        prop_assert_eq!(&buf[HEADER_LEN + 80..HEADER_LEN + 88], &[flags.to_le_bytes(), [0; 4]].concat()[..]);
         let (_, r2) = decode_request(&buf, MAX).unwrap();
         prop_assert_eq!(r2, req);
+    }
+
+    /// (c) RENAME flags with an unknown bit, or NOREPLACE and EXCHANGE together, are
+    /// refused as `BadValue::RenameFlags`; the pad word after them is ignored.
+    #[test]
+    fn rename_bad_flags_are_refused(flags in any::<u32>(), pad in any::<u32>(), h in hdr()) {
+        let rename = |flags| Request::Rename { from_dir: FileHandle([1; 32]), from_name: b"a", to_dir: FileHandle([2; 32]), to_name: b"b", flags };
+        let mut buf = encode_req(&h, &rename(0));
+        buf[HEADER_LEN + 80..HEADER_LEN + 84].copy_from_slice(&flags.to_le_bytes());
+        buf[HEADER_LEN + 84..HEADER_LEN + 88].copy_from_slice(&pad.to_le_bytes());
+        let r = decode_request(&buf, MAX);
+        if flags <= rename_flags::EXCHANGE {
+            let (_, r2) = r.unwrap();
+            prop_assert_eq!(r2, rename(flags));
+        } else {
+            prop_assert_eq!(r.unwrap_err().1, DecodeError::BadValue(BadValue::RenameFlags));
+        }
     }
 
     /// (c) SETATTR with random valid masks; invalid masks are refused.
@@ -1146,6 +1170,7 @@ fn overlapping_heap_fields_decode_and_reencode_longer() {
         from_name: b"same",
         to_dir: FileHandle([2; 32]),
         to_name: b"same",
+        flags: rename_flags::NOREPLACE,
     };
     let mut buf = Vec::new();
     encode_request(&Header::request(Opcode::Rename, 1, 0, 1, 0), &req, &mut buf, MAX).unwrap();

@@ -848,9 +848,11 @@ impl PyClient {
         r.map_err(|e| to_pyerr(e, Some(&path), None))
     }
 
-    fn rename(&self, py: Python<'_>, src: String, dst: String) -> PyResult<()> {
+    /// `flags`: 0 (replace `dst`), `RENAME_NOREPLACE` or `RENAME_EXCHANGE` (renameat2).
+    #[pyo3(signature = (src, dst, flags=0))]
+    fn rename(&self, py: Python<'_>, src: String, dst: String, flags: u32) -> PyResult<()> {
         let (s, d) = (src.clone(), dst.clone());
-        let r = self.run_nogil(py, move |inner| inner.c.0.rename(&s, &d))?;
+        let r = self.run_nogil(py, move |inner| inner.c.0.rename_with_flags(&s, &d, flags))?;
         r.map_err(|e| to_pyerr(e, Some(&src), Some(&dst)))
     }
 
@@ -1574,5 +1576,7 @@ fn _dafs(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCg>()?;
     m.add_class::<PyCompletion>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("RENAME_NOREPLACE", dafs_client::dafs_proto::rename_flags::NOREPLACE)?;
+    m.add("RENAME_EXCHANGE", dafs_client::dafs_proto::rename_flags::EXCHANGE)?;
     Ok(())
 }

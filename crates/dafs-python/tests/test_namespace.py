@@ -1,8 +1,10 @@
 """Namespace operations and stat results."""
 
+import errno
 import os
 import stat
 
+import dafs
 import pytest
 
 
@@ -68,6 +70,29 @@ def test_rename_link_symlink(client, wd):
     client.replace(f"{wd}/other", f"{wd}/b")  # replaces the target
     with client.open(f"{wd}/b") as f:
         assert f.read() == b"other"
+
+
+def test_rename_flags(client, wd):
+    for name, data in (("a", b"aa"), ("b", b"bbb")):
+        with client.open(f"{wd}/{name}", "wb") as f:
+            f.write(data)
+    client.mkdir(f"{wd}/d")
+    with pytest.raises(FileExistsError):
+        client.rename(f"{wd}/a", f"{wd}/b", flags=dafs.RENAME_NOREPLACE)
+    assert client.stat(f"{wd}/b").st_size == 3
+    client.rename(f"{wd}/a", f"{wd}/c", flags=dafs.RENAME_NOREPLACE)
+    assert not client.exists(f"{wd}/a") and client.stat(f"{wd}/c").st_size == 2
+    client.rename(f"{wd}/b", f"{wd}/c", flags=dafs.RENAME_EXCHANGE)
+    assert client.stat(f"{wd}/b").st_size == 2 and client.stat(f"{wd}/c").st_size == 3
+    client.rename(f"{wd}/b", f"{wd}/d", flags=dafs.RENAME_EXCHANGE)
+    assert client.isdir(f"{wd}/b") and client.stat(f"{wd}/d").st_size == 2
+    with pytest.raises(FileNotFoundError):
+        client.rename(f"{wd}/d", f"{wd}/missing", flags=dafs.RENAME_EXCHANGE)
+    for bad in (dafs.RENAME_NOREPLACE | dafs.RENAME_EXCHANGE, 4):
+        with pytest.raises(OSError) as e:
+            client.rename(f"{wd}/d", f"{wd}/x", flags=bad)
+        assert e.value.errno == errno.EINVAL
+    assert not client.exists(f"{wd}/x")
 
 
 def test_truncate_chmod_times_remove(client, wd):

@@ -282,29 +282,33 @@ impl Filesystem for DafsFs {
         reply: ReplyEmpty,
     ) {
         self.act_as(req);
-        // RENAME_NOREPLACE / RENAME_EXCHANGE: DAFS RENAME always replaces, and emulating
-        // either with a lookup first would not be atomic against other clients. EINVAL
-        // is what rename2 callers (mv, cp) take as "not supported here" and fall back.
-        if flags != 0 {
-            return reply.error(libc::EINVAL);
-        }
+        // The kernel's RENAME_NOREPLACE / RENAME_EXCHANGE are the protocol's flags; the
+        // server does the checks and the rename in one renameat2, atomically. Flags DAFS
+        // does not define (RENAME_WHITEOUT) are EINVAL from the client library.
         let (from, to) = (name.as_bytes(), newname.as_bytes());
         let to_dir = match self.dir_fh(newparent) {
             Ok(h) => h,
             Err(e) => return reply.error(e),
         };
-        let r = self.in_dir(parent, |c, d| c.rename_at(d, from, to_dir, to));
+        let rename = |c: &mut dafs_client::Client, d, to_dir| {
+            c.rename_at_with_flags(d, from, to_dir, to, flags)
+        };
+        let r = self.in_dir(parent, |c, d| rename(c, d, to_dir));
         let r = match r {
             // The target directory's handle may be the stale one.
             Err(libc::ESTALE) => match self.refresh(newparent, 0) {
-                Ok(to_dir) => self.in_dir(parent, |c, d| c.rename_at(d, from, to_dir, to)),
+                Ok(to_dir) => self.in_dir(parent, |c, d| rename(c, d, to_dir)),
                 Err(e) => Err(e),
             },
             r => r,
         };
         match r {
+            // Keep the moved inodes' names current (for looking them up again later).
+            Ok(()) if flags & libc::RENAME_EXCHANGE != 0 => {
+                self.inodes.exchanged(parent, from, newparent, to);
+                reply.ok()
+            }
             Ok(()) => {
-                // Keep the moved inode's name current (for looking it up again later).
                 self.inodes.renamed(parent, from, newparent, to);
                 reply.ok()
             }

@@ -198,16 +198,13 @@ unsafe fn classify2(d1: c_int, p1: *const c_char, d2: c_int, p2: *const c_char) 
     }
 }
 
+/// `renameat2` flags are the protocol's (RENAME_NOREPLACE, RENAME_EXCHANGE): the server
+/// checks and renames in one call, so NOREPLACE is atomic against other clients (no
+/// lookup first). Other flags are EINVAL from the client library.
 fn do_rename(a: &Target, b: &Target, flags: u32) -> Result<c_int, c_int> {
-    if flags & !libc::RENAME_NOREPLACE != 0 {
-        return Err(libc::EINVAL);
-    }
     on_path(a, |c, from| {
         tails::rename(c, (from, a.tail), b.tail, flags & libc::RENAME_NOREPLACE != 0)?;
-        if flags & libc::RENAME_NOREPLACE != 0 && c.lstat(&b.rel).is_ok() {
-            return err(libc::EEXIST);
-        }
-        c.rename(from, &b.rel)?;
+        c.rename_with_flags(from, &b.rel, flags)?;
         Ok(0)
     })
 }

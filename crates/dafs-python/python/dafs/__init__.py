@@ -40,7 +40,15 @@ import os
 import stat as _stat
 import warnings
 
-from ._dafs import Completion, CompletionGroup, Region, _Client, __version__
+from ._dafs import (
+    RENAME_EXCHANGE,
+    RENAME_NOREPLACE,
+    Completion,
+    CompletionGroup,
+    Region,
+    _Client,
+    __version__,
+)
 
 __all__ = [
     "Client",
@@ -49,6 +57,8 @@ __all__ = [
     "CompletionGroup",
     "Completion",
     "DEFAULT_BUFFER_SIZE",
+    "RENAME_NOREPLACE",
+    "RENAME_EXCHANGE",
     "__version__",
 ]
 
@@ -372,10 +382,15 @@ class Client:
     def rmdir(self, path) -> None:
         self._c.rmdir(_path(path))
 
-    def rename(self, src, dst) -> None:
-        self._c.rename(_path(src), _path(dst))
+    def rename(self, src, dst, *, flags=0) -> None:
+        """Rename ``src`` to ``dst``, replacing ``dst`` as :func:`os.rename` does on Linux.
+        ``flags`` are those of Linux ``renameat2``: :data:`RENAME_NOREPLACE` (raise
+        FileExistsError if ``dst`` exists) or :data:`RENAME_EXCHANGE` (swap the two names;
+        FileNotFoundError if either is missing). Other values raise OSError(EINVAL)."""
+        self._c.rename(_path(src), _path(dst), flags)
 
-    replace = rename
+    def replace(self, src, dst) -> None:
+        self._c.rename(_path(src), _path(dst), 0)
 
     def link(self, src, dst) -> None:
         """Hard link: ``dst`` names the same file as ``src``."""

@@ -139,8 +139,8 @@ fn substitute(r: Request, fh: Option<FileHandle>, open: Option<u64>) -> Result<R
         }
         R::Remove { dir, name } => R::Remove { dir: f(dir)?, name },
         R::RmDir { dir, name } => R::RmDir { dir: f(dir)?, name },
-        R::Rename { from_dir, from_name, to_dir, to_name } => {
-            R::Rename { from_dir: f(from_dir)?, from_name, to_dir: f(to_dir)?, to_name }
+        R::Rename { from_dir, from_name, to_dir, to_name, flags } => {
+            R::Rename { from_dir: f(from_dir)?, from_name, to_dir: f(to_dir)?, to_name, flags }
         }
         R::Link { fh, dir, name } => R::Link { fh: f(fh)?, dir: f(dir)?, name },
         R::Symlink { dir, name, target } => R::Symlink { dir: f(dir)?, name, target },

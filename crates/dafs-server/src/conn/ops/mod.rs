@@ -82,8 +82,8 @@ impl Conn {
             }
             R::Remove { dir, name } => namespace::remove(sh, &dir, name, false)?,
             R::RmDir { dir, name } => namespace::remove(sh, &dir, name, true)?,
-            R::Rename { from_dir, from_name, to_dir, to_name } => {
-                namespace::rename(sh, &from_dir, from_name, &to_dir, to_name)?
+            R::Rename { from_dir, from_name, to_dir, to_name, flags } => {
+                namespace::rename(sh, &from_dir, from_name, &to_dir, to_name, flags)?
             }
             R::Link { fh, dir, name } => namespace::link(sh, &fh, &dir, name)?,
             R::Symlink { dir, name, target } => namespace::symlink(sh, &dir, name, target)?,
