@@ -85,6 +85,7 @@ enum Cmd {
     /// Administer a running dafsd (sessions, fencing, counters) through its admin socket.
     Admin(admin::AdminArgs),
     /// Mount an export as a local directory (FUSE); serves until unmounted.
+    #[command(after_help = mount::WHO_MAY_USE_IT)]
     Mount(mount::MountArgs),
     /// Unmount a `dafs mount`.
     Umount(mount::UmountArgs),

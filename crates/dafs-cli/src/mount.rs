@@ -30,6 +30,16 @@ pub struct MountArgs {
     pub background: bool,
 }
 
+/// Shown under `dafs mount --help`: FUSE's default surprises everyone once.
+pub const WHO_MAY_USE_IT: &str = "\
+Who may use the mount: by default ONLY THE USER WHO MOUNTED IT. That is FUSE's rule:
+every other user, root included, gets EACCES (Permission denied) for everything in it.
+  -o allow_other   every local user may use it (a non-root mounter needs
+                   user_allow_other in /etc/fuse.conf); the kernel checks each file's
+                   permissions for them, and with `dafsd --identity asserted` the server
+                   also acts as the calling user (new files belong to that user)
+  -o allow_root    the mounting user and root";
+
 #[derive(Args, Debug)]
 pub struct UmountArgs {
     /// Mount point of a `dafs mount`.
@@ -71,10 +81,20 @@ pub fn mount(
     opts.export = export.to_string();
     let shown = a.mountpoint.display().to_string();
     let url = a.url.clone();
+    let only_owner = if opts.allow_other || opts.allow_root {
+        String::new()
+    } else {
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        format!("dafs: only uid {uid} may use this mount (FUSE's default); -o allow_other lets every user in")
+    };
     dafs_fuse::mount(c, &a.mountpoint, &opts, || {
         // Not println!: a closed standard output must not panic a running mount.
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "dafs: mounted {url} on {shown} (pid {})", std::process::id());
+        if !only_owner.is_empty() {
+            let _ = writeln!(out, "{only_owner}");
+        }
         let _ = out.flush();
         drop(out);
         if std::env::var_os(DAEMON_ENV).is_some() {

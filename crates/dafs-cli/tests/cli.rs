@@ -447,3 +447,14 @@ fn mount_and_umount_refuse_bad_input() {
     expect(3, &["mount", "--background", &url, d]);
     assert!(!std::fs::read_to_string("/proc/self/mountinfo").unwrap().contains(d));
 }
+
+/// FUSE's default — only the mounting user may use a mount, root included — is said
+/// where users look first (issue 19).
+#[test]
+fn mount_help_says_who_may_use_the_mount() {
+    let out = run(&["mount", "--help"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ONLY THE USER WHO MOUNTED IT"), "{text}");
+    assert!(text.contains("-o allow_other"), "{text}");
+}

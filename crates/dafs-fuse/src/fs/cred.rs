@@ -65,6 +65,16 @@ impl DafsFs {
     }
 }
 
+impl DafsFs {
+    /// Does the server run this session's requests as the stated caller (identity mode
+    /// `asserted`)? Then its own kernel applies the caller-dependent rules, such as
+    /// clearing set-ID bits when someone other than the owner writes or truncates.
+    pub(super) fn server_acts_as_caller(&self) -> bool {
+        let session = self.c.session_id();
+        self.cred.sent.as_ref().is_some_and(|(s, _)| *s == session)
+    }
+}
+
 /// The supplementary groups of process `pid` (from /proc; the kernel does not pass them
 /// in FUSE requests), without `gid` itself, at most `limits::CRED_GROUPS_MAX`. A process
 /// already gone (or a kernel-internal request, pid 0) has none.

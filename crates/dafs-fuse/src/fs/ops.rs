@@ -148,6 +148,10 @@ impl Filesystem for DafsFs {
             },
             None => {}
         }
+        let killed_privs = self.only_kills_privs(req, ino, mode);
+        if killed_privs {
+            set.mask &= !setattr_mask::MODE;
+        }
         let r = if set.mask == 0 {
             // Only ctime (or flags) asked for: nothing DAFS can set; answer the attributes.
             self.with_fh(ino, |c, h| c.getattr(h))
@@ -155,7 +159,11 @@ impl Filesystem for DafsFs {
             self.do_setattr(ino, fh, set)
         };
         match r {
-            Ok(a) => {
+            Ok(mut a) => {
+                if killed_privs {
+                    // What the write or truncate that follows leaves (see only_kills_privs).
+                    a.mode &= !(libc::S_ISUID | libc::S_ISGID);
+                }
                 if let Some(n) = self.inodes.get_mut(ino) {
                     n.attr = a;
                 }
@@ -679,6 +687,23 @@ impl Filesystem for DafsFs {
             }
             Err(e) => reply.error(e),
         }
+    }
+}
+
+impl DafsFs {
+    /// Is this mode change the kernel's "kill set-ID bits" before a write or truncate by
+    /// someone other than the owner, on a server that runs requests as the caller? The
+    /// caller may not chmod the file (EPERM), but need not: the server's kernel clears
+    /// the bits itself when that caller's write or truncate runs there.
+    fn only_kills_privs(&self, req: &Request<'_>, ino: u64, mode: Option<u32>) -> bool {
+        let (Some(m), Some(n)) = (mode, self.inodes.get(ino)) else { return false };
+        let set_id = libc::S_ISUID | libc::S_ISGID;
+        let old = n.attr.mode & MODE_PERM_BITS;
+        let new = m & MODE_PERM_BITS;
+        req.uid() != n.attr.uid
+            && new != old
+            && new == old & !set_id
+            && self.server_acts_as_caller()
     }
 }
 
