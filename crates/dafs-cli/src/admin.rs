@@ -11,8 +11,9 @@ use serde_json::Value;
 
 #[derive(clap::Args, Debug)]
 pub struct AdminArgs {
-    /// The server's admin socket (dafsd prints it at start). Default: the only
-    /// dafsd-*.admin.sock in $XDG_RUNTIME_DIR or /tmp.
+    /// The server's admin socket (dafsd prints it at start). Default: the only live
+    /// dafsd-*.admin.sock in dafsd's runtime directories ($XDG_RUNTIME_DIR/dafsd,
+    /// /run/dafsd as root, $TMPDIR/dafsd-UID).
     #[arg(long, env = "DAFS_ADMIN_SOCKET", value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Print the server's JSON answer as is.
@@ -42,20 +43,18 @@ enum AdminCmd {
 }
 
 fn find_socket() -> Result<PathBuf, (i32, String)> {
+    // The first directory holding a live one, in dafsd's order of default runtime
+    // directories (the user's own first), then the places of older servers.
+    let legacy = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).into_iter();
+    let dirs = dafs_transport::shm::runtime_dir_candidates()
+        .into_iter()
+        .chain(legacy)
+        .chain([PathBuf::from("/tmp")]);
     let mut found = Vec::new();
-    let dirs =
-        [std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from), Some(PathBuf::from("/tmp"))];
-    for d in dirs.into_iter().flatten() {
-        if let Ok(rd) = std::fs::read_dir(&d) {
-            for e in rd.flatten() {
-                let n = e.file_name().to_string_lossy().into_owned();
-                if n.starts_with("dafsd-")
-                    && n.ends_with(".admin.sock")
-                    && UnixStream::connect(e.path()).is_ok()
-                {
-                    found.push(e.path());
-                }
-            }
+    for d in dirs {
+        found = live_admin_sockets(&[d]);
+        if !found.is_empty() {
+            break;
         }
     }
     match found.len() {
@@ -69,6 +68,24 @@ fn find_socket() -> Result<PathBuf, (i32, String)> {
             ),
         )),
     }
+}
+
+/// The `dafsd-*.admin.sock` in `dirs` that a server answers on.
+fn live_admin_sockets(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for d in dirs {
+        let Ok(rd) = std::fs::read_dir(d) else { continue };
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with("dafsd-")
+                && n.ends_with(".admin.sock")
+                && UnixStream::connect(e.path()).is_ok()
+            {
+                found.push(e.path());
+            }
+        }
+    }
+    found
 }
 
 pub fn request(socket: &PathBuf, line: &str) -> Result<Value, (i32, String)> {

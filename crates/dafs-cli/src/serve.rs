@@ -132,8 +132,9 @@ pub struct ServeArgs {
     /// With --identity asserted: let uid 0 stay root (default: squash it to anon).
     #[arg(long)]
     pub no_root_squash: bool,
-    /// Unix socket for `dafs admin`. Default: next to the shared-memory socket, named
-    /// dafsd-PID.admin.sock.
+    /// Unix socket for `dafs admin`. Default: dafsd-PID.admin.sock in dafsd's private
+    /// runtime directory (0700), next to the shared-memory socket. An explicit path must
+    /// be in a directory other users cannot write.
     #[arg(long, value_name = "PATH")]
     pub admin_socket: Option<PathBuf>,
     /// Disable the admin socket.
@@ -332,18 +333,19 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
         }
     };
     cfg.shm_allow_uids = a.shm_allow_uid.iter().chain(&fc.shm_allow_uids).copied().collect();
-    let runtime_dir = || {
-        std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|d| d.is_dir())
-            .unwrap_or_else(|| PathBuf::from("/tmp"))
-    };
     cfg.admin_socket = if a.no_admin || fc.no_admin {
         None
     } else {
-        Some(a.admin_socket.clone().or(fc.admin_socket.clone()).unwrap_or_else(|| {
-            runtime_dir().join(format!("dafsd-{}.admin.sock", std::process::id()))
-        }))
+        match a.admin_socket.clone().or(fc.admin_socket.clone()) {
+            Some(p) => Some(p),
+            // Beside the shared-memory socket, in dafsd's private 0700 directory: never
+            // a guessable name in a directory others can write.
+            None => Some(
+                dafs_transport::shm::private_runtime_dir()
+                    .map_err(|e| format!("admin socket directory: {e}"))?
+                    .join(format!("dafsd-{}.admin.sock", std::process::id())),
+            ),
+        }
     };
     if let Some(p) = a.secret_file.as_ref().or(fc.secret_file.as_ref()) {
         cfg.secret = Some(read_secret(p)?);

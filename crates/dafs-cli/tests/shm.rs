@@ -459,3 +459,55 @@ fn shm_allow_uids_admits_listed_users_only() {
     let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(stats["counters"]["shm_uid_refusals"], 2, "{stats}");
 }
+
+/// The admin socket lives in dafsd's private runtime directory too (never a guessable
+/// name in a directory others can write, where a local user could squat it or stand in
+/// for it), `dafs admin` finds it there, and an explicit path in a directory anyone may
+/// write is refused.
+#[test]
+fn admin_socket_lives_in_the_private_runtime_directory() {
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    let export = tempfile::tempdir().unwrap();
+    let xdg = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(common::dafsd_bin())
+        .arg(export.path())
+        .args(["--listen", "127.0.0.1:0", "--no-shm"])
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut admin = None;
+    for _ in 0..6 {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Some(p) = line.trim().strip_prefix("admin: ") {
+            admin = Some(PathBuf::from(p));
+            break;
+        }
+    }
+    let admin = admin.expect("dafsd announces its admin socket");
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    assert_eq!(admin.parent().unwrap(), xdg.path().join("dafsd"), "{admin:?}");
+    assert_eq!(mode_and_owner(admin.parent().unwrap()), (0o700, my_uid()));
+    let found = std::process::Command::new(common::dafs_bin())
+        .args(["admin", "stats"])
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .output()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(found.status.success(), "{}", String::from_utf8_lossy(&found.stderr));
+    // An explicit path where other users could replace it: refused.
+    let open = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let sock = open.path().join("admin.sock");
+    let e = common::TestServer::try_start(&["--admin-socket", sock.to_str().unwrap()], None, None)
+        .err()
+        .expect("refused");
+    assert!(e.contains("writable by other users"), "{e}");
+}

@@ -42,16 +42,12 @@ const ACCEPT_POLL_INTERVAL: Duration = Duration::from_millis(50);
 /// does not spin or flood the log.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(200);
 
+/// Bind the admin socket at `path`: only in a directory other users cannot write (they
+/// could replace the socket), never following or removing what is not our own stale
+/// socket (the same rules as the shared-memory socket).
 pub fn bind_admin_socket(path: &Path) -> std::io::Result<UnixListener> {
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        use std::os::unix::fs::FileTypeExt;
-        if meta.file_type().is_socket() {
-            if UnixStream::connect(path).is_ok() {
-                return Err(std::io::Error::from(std::io::ErrorKind::AddrInUse));
-            }
-            std::fs::remove_file(path)?;
-        }
-    }
+    dafs_transport::shm::check_socket_dir(path)?;
+    dafs_transport::shm::clear_stale_socket(path)?;
     let l = UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(l)

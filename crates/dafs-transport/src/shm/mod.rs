@@ -24,7 +24,10 @@ mod socket_path;
 
 pub use client::ShmClient;
 pub use server::{ShmListener, ShmServerConn};
-pub use socket_path::default_socket_path;
+pub use socket_path::{
+    check_socket_dir, clear_stale_socket, default_socket_path, private_runtime_dir,
+    runtime_dir_candidates,
+};
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};

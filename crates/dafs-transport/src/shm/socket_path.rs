@@ -33,6 +33,27 @@ fn refused(msg: String) -> io::Error {
 /// squatter's symlink, file or directory, or the wrong mode) dafsd still starts: it
 /// warns and uses a fresh directory with an unguessable name (mkdtemp) instead.
 pub fn default_socket_path() -> io::Result<PathBuf> {
+    Ok(private_runtime_dir()?.join(format!("dafsd-{}.sock", std::process::id())))
+}
+
+/// The directories `private_runtime_dir` tries, in order (clients such as `dafs admin`
+/// look for a server's sockets there).
+pub fn runtime_dir_candidates() -> Vec<PathBuf> {
+    let uid = euid();
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    let mut v: Vec<PathBuf> =
+        xdg.filter(|d| d.is_absolute()).map(|x| x.join(DIR_NAME)).into_iter().collect();
+    if uid == 0 {
+        v.push(PathBuf::from("/run").join(DIR_NAME));
+    }
+    v.push(std::env::temp_dir().join(format!("{DIR_NAME}-{uid}")));
+    v
+}
+
+/// dafsd's private runtime directory (0700, its own user), where its sockets live: the
+/// shared-memory socket and the admin socket. See `default_socket_path` for the choice
+/// and what happens when a squatter holds the usual place.
+pub fn private_runtime_dir() -> io::Result<PathBuf> {
     let uid = euid();
     let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
     let dir = match xdg.filter(|d| d.is_absolute() && is_private_to(d, uid)) {
@@ -44,11 +65,11 @@ pub fn default_socket_path() -> io::Result<PathBuf> {
         Ok(()) => dir,
         Err(e) => {
             let fresh = fresh_private_dir(&std::env::temp_dir())?;
-            warn!("shm socket: {e}; using {} instead", fresh.display());
+            warn!("runtime directory: {e}; using {} instead", fresh.display());
             fresh
         }
     };
-    Ok(dir.join(format!("dafsd-{}.sock", std::process::id())))
+    Ok(dir)
 }
 
 /// True if `dir` is a directory owned by `uid` that no one else may write.
