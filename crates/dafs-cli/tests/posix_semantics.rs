@@ -96,3 +96,25 @@ fn paths_longer_than_one_lookup() {
         Ok(a) => panic!("a path past the bound resolved: {a:?}"),
     }
 }
+
+/// The umask the server does without is its workers' own: a program that embeds the
+/// server keeps its process umask (files it makes itself are not suddenly 0666/0777),
+/// while objects clients make still get exactly the bits they asked for.
+#[test]
+fn embedding_the_server_leaves_the_process_umask_alone() {
+    let export = tempfile::tempdir().unwrap();
+    // SAFETY: umask has no preconditions (and this test file starts no other server in
+    // this process that could race with it on the umask).
+    let before = unsafe { libc::umask(0o027) };
+    let mut cfg = dafs_server::ServerConfig::new(export.path());
+    cfg.listen = "127.0.0.1:0".into();
+    cfg.shm_socket = None;
+    cfg.admin_socket = None;
+    let srv = dafs_server::start(cfg).unwrap();
+    // SAFETY: as above.
+    let after = unsafe { libc::umask(before) };
+    assert_eq!(after, 0o027, "dafs_server::start changed the process umask");
+    let mut c = dafs_client::Client::connect(srv.local_addr(), Default::default()).unwrap();
+    c.create_file("f", 0o666, true).unwrap();
+    assert_eq!(mode_of(&export.path().join("f")), 0o666);
+}

@@ -198,12 +198,6 @@ const WORKER_EVENTS_MAX: usize = 256;
 /// Start the server: bind, open the exports, spawn the acceptor and the workers.
 pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     cfg.validate()?;
-    // Clients send the permission bits a new object gets, their own umask applied
-    // already (the FUSE kernel's, the preloaded process's, the application's): the
-    // server's umask must not take bits away a second time. The admin socket is
-    // chmod-ed to 0600 and checks its peers' uid; the shared-memory socket is
-    // guarded by its directory.
-    rustix::process::umask(Mode::empty());
     let mut roots = Vec::new();
     for e in &cfg.exports {
         let fd = rustix::fs::open(
@@ -490,6 +484,7 @@ fn sweep_handshakes(sh: &Shared, poll: &Poll, conns: &mut [Option<Conn>], free: 
 }
 
 fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
+    cred::worker_umask_zero();
     let mut events = Events::with_capacity(WORKER_EVENTS_MAX);
     let mut conns: Vec<Option<Conn>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
