@@ -121,6 +121,26 @@ pub fn parse_groups(packed: &[u8]) -> Vec<u32> {
     packed.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
+/// Give the calling worker thread a umask of its own, 0. Clients send the permission
+/// bits a new object gets with their own umask applied already (the FUSE kernel's, the
+/// preloaded process's, the application's): the server's must not take bits away a
+/// second time. Only the worker threads, which make the export's objects: the process's
+/// umask stays as it was for everything else (an application embedding the server, its
+/// sockets), since `unshare(CLONE_FS)` gives this thread its own umask (and working
+/// directory, which the workers never use: every path is relative to a descriptor).
+pub fn worker_umask_zero() {
+    // SAFETY: unshare(CLONE_FS) affects only the calling thread's fs attributes.
+    let r = unsafe { libc::unshare(libc::CLONE_FS) };
+    if r != 0 {
+        tracing::warn!(
+            "unshare(CLONE_FS) failed ({}): new objects get the process umask on top of the client's mode",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    rustix::process::umask(rustix::fs::Mode::empty());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,24 +160,4 @@ mod tests {
         assert_eq!(effective(sq, Some(&user)), Some(Cred { uid: 7, gid: 8, groups: vec![] }));
         assert_eq!(parse_groups(&[1, 0, 0, 0, 2, 1, 0, 0]), vec![1, 258]);
     }
-}
-
-/// Give the calling worker thread a umask of its own, 0. Clients send the permission
-/// bits a new object gets with their own umask applied already (the FUSE kernel's, the
-/// preloaded process's, the application's): the server's must not take bits away a
-/// second time. Only the worker threads, which make the export's objects: the process's
-/// umask stays as it was for everything else (an application embedding the server, its
-/// sockets), since `unshare(CLONE_FS)` gives this thread its own umask (and working
-/// directory, which the workers never use: every path is relative to a descriptor).
-pub fn worker_umask_zero() {
-    // SAFETY: unshare(CLONE_FS) affects only the calling thread's fs attributes.
-    let r = unsafe { libc::unshare(libc::CLONE_FS) };
-    if r != 0 {
-        tracing::warn!(
-            "unshare(CLONE_FS) failed ({}): new objects get the process umask on top of the client's mode",
-            std::io::Error::last_os_error()
-        );
-        return;
-    }
-    rustix::process::umask(rustix::fs::Mode::empty());
 }
