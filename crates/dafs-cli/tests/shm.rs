@@ -287,36 +287,47 @@ struct DefaultShmServer {
 
 impl DefaultShmServer {
     fn start(xdg: &std::path::Path, tmp: &std::path::Path, export: &std::path::Path) -> Self {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(common::dafsd_bin())
-            .arg(export)
+        let mut cmd = std::process::Command::new(common::dafsd_bin());
+        cmd.arg(export)
             .args(["--listen", "127.0.0.1:0", "--no-admin"])
             .env("XDG_RUNTIME_DIR", xdg)
-            .env("TMPDIR", tmp)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut socket = None;
-        for _ in 0..4 {
-            let mut line = String::new();
-            if out.read_line(&mut line).unwrap_or(0) == 0 {
-                break;
-            }
-            if let Some(p) = line.trim().strip_prefix("shared memory: dafs+shm://") {
-                socket = Some(PathBuf::from(p));
-                break;
-            }
-        }
-        let Some(socket) = socket else {
-            let _ = child.kill();
-            panic!("dafsd did not announce a shared-memory socket");
-        };
-        // Keep stdout drained so the server never blocks writing it.
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+            .env("TMPDIR", tmp);
+        let (child, socket) = spawn_announcing(cmd, "shared memory: dafs+shm://");
         DefaultShmServer { child, socket }
     }
+}
+
+/// Start dafsd and read its standard output up to the line that starts with `prefix`:
+/// the path that follows it. Kills dafsd and panics if it does not announce one.
+fn spawn_announcing(
+    mut cmd: std::process::Command,
+    prefix: &str,
+) -> (std::process::Child, PathBuf) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut found = None;
+    for _ in 0..6 {
+        let mut line = String::new();
+        if out.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if let Some(p) = line.trim().strip_prefix(prefix) {
+            found = Some(PathBuf::from(p));
+            break;
+        }
+    }
+    let Some(path) = found else {
+        let _ = child.kill();
+        panic!("dafsd did not announce {prefix:?}");
+    };
+    // Keep stdout drained so the server never blocks writing it.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    (child, path)
 }
 
 impl Drop for DefaultShmServer {
@@ -466,32 +477,14 @@ fn shm_allow_uids_admits_listed_users_only() {
 /// write is refused.
 #[test]
 fn admin_socket_lives_in_the_private_runtime_directory() {
-    use std::io::BufRead;
     use std::os::unix::fs::PermissionsExt;
     let export = tempfile::tempdir().unwrap();
     let xdg = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(common::dafsd_bin())
-        .arg(export.path())
+    let mut cmd = std::process::Command::new(common::dafsd_bin());
+    cmd.arg(export.path())
         .args(["--listen", "127.0.0.1:0", "--no-shm"])
-        .env("XDG_RUNTIME_DIR", xdg.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut admin = None;
-    for _ in 0..6 {
-        let mut line = String::new();
-        if out.read_line(&mut line).unwrap_or(0) == 0 {
-            break;
-        }
-        if let Some(p) = line.trim().strip_prefix("admin: ") {
-            admin = Some(PathBuf::from(p));
-            break;
-        }
-    }
-    let admin = admin.expect("dafsd announces its admin socket");
-    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        .env("XDG_RUNTIME_DIR", xdg.path());
+    let (mut child, admin) = spawn_announcing(cmd, "admin: ");
     assert_eq!(admin.parent().unwrap(), xdg.path().join("dafsd"), "{admin:?}");
     assert_eq!(mode_and_owner(admin.parent().unwrap()), (0o700, my_uid()));
     let found = std::process::Command::new(common::dafs_bin())

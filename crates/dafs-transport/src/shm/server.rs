@@ -388,10 +388,7 @@ impl ServerConn for ShmServerConn {
             ServerRegion::Vm { addr, .. } => {
                 let addr = addr + region.offset;
                 let peer = self.peer_mem.as_ref().ok_or(TransportError::BadRegion)?;
-                let mut staging = std::mem::take(&mut self.staging);
-                if staging.len() < len {
-                    staging.resize(len, 0);
-                }
+                let mut staging = take_staging(&mut self.staging, len);
                 let mut dst = PlacementDst::from_slice(&mut staging[..len]);
                 let res = fill(&mut dst).map_err(PutError::Fill).and_then(|n| {
                     let n = n.min(len);
@@ -421,10 +418,7 @@ impl ServerConn for ShmServerConn {
             ServerRegion::Vm { addr, .. } => {
                 let addr = addr + region.offset;
                 let peer = self.peer_mem.as_ref().ok_or(TransportError::BadRegion)?;
-                let mut staging = std::mem::take(&mut self.staging);
-                if staging.len() < len {
-                    staging.resize(len, 0);
-                }
+                let mut staging = take_staging(&mut self.staging, len);
                 let res = match peer.read(&mut staging[..len], addr) {
                     Ok(()) => consume(PlacementSrc::from_slice(&staging[..len]))
                         .map(Some)
@@ -492,6 +486,16 @@ impl ServerConn for ShmServerConn {
             r.c2s.disarm_sleep();
         }
     }
+}
+
+/// The connection's staging buffer for application memory (reached through the peer's
+/// memory file, not mapped), at least `len` bytes; the caller puts it back after use.
+fn take_staging(staging: &mut Vec<u8>, len: usize) -> Vec<u8> {
+    let mut buf = std::mem::take(staging);
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    buf
 }
 
 #[cfg(test)]
