@@ -119,6 +119,10 @@ impl Conn {
         let reclaim = flags & session_flags::RECLAIM != 0;
         info!(session = id, client = %client_name, peer = %self.t.peer(), slots, msg_size_bytes_max, reclaim, "session created");
         sh.stats.sessions_created.fetch_add(1, Relaxed);
+        if !reclaim {
+            // Nothing to reclaim: the grace period need not wait for this client.
+            sh.grace.client_done(&client_name);
+        }
         let info = Arc::new(SessionInfo::new(
             id,
             client_name,
@@ -145,6 +149,7 @@ impl Conn {
             server_nonce,
             opens: HashMap::new(),
             next_open_id: 1,
+            holds_state: false,
         });
         let reply = Reply::SessionCreate {
             msg_size_bytes_max,
@@ -160,8 +165,7 @@ impl Conn {
             host_id: sh.host_id,
             shm_path: sh.shm_path.as_bytes(),
             boot_verifier: sh.boot_verifier,
-            // No grace period yet: nothing to reclaim (reclaims answer NO_GRACE).
-            grace_ms: 0,
+            grace_ms: sh.grace.ms_left(),
             session_token,
         };
         // Before authentication the connection keeps its handshake-sized buffers.
