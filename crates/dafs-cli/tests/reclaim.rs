@@ -38,11 +38,8 @@ fn server(state: bool) -> Restartable {
 
 /// A TCP client with its own client id (the server records and matches clients by id).
 fn client(addr: &str, id: &str) -> Client {
-    let cfg = ClientConfig {
-        client_id: id.into(),
-        provider: Provider::Tcp,
-        ..ClientConfig::default()
-    };
+    let cfg =
+        ClientConfig { client_id: id.into(), provider: Provider::Tcp, ..ClientConfig::default() };
     Client::connect(addr, cfg).expect("connect")
 }
 

@@ -3,7 +3,6 @@
 use dafs_proto::types::{open_flags, OPEN_KEY_BYTES_MAX};
 use dafs_proto::{Attr, FileHandle};
 
-
 use crate::{Client, Error, Result};
 
 /// The mode bits a client may set (permissions, setuid, setgid, sticky): the file type
@@ -62,12 +61,12 @@ impl Client {
             .filter(|_| opts.flags & open_flags::DELETE_ON_CLOSE != 0)
             .map(|(d, n)| (d, n.to_vec()));
         self.held.opened(crate::held::OpenRecord {
-                open_id: f.open_id,
-                opened_in: f.session_id,
-                fh: f.fh,
-                by_name,
-                flags: opts.flags,
-                key: opts.key_bytes().to_vec(),
+            open_id: f.open_id,
+            opened_in: f.session_id,
+            fh: f.fh,
+            by_name,
+            flags: opts.flags,
+            key: opts.key_bytes().to_vec(),
         });
     }
 }

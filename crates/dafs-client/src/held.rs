@@ -131,7 +131,8 @@ mod tests {
         h.locked(b, 0, 0, 2);
         h.locked(a, 40, 20, 2); // replaces [40, 60) with another type
         h.unlocked(a, 90, 0); // cuts [60, 100) to [60, 90)
-        let mut got: Vec<_> = h.locks.iter().filter(|l| l.fh == a).map(|l| (l.start, l.end, l.ltype)).collect();
+        let mut got: Vec<_> =
+            h.locks.iter().filter(|l| l.fh == a).map(|l| (l.start, l.end, l.ltype)).collect();
         got.sort();
         assert_eq!(got, vec![(0, 40, 1), (40, 60, 2), (60, 90, 1)]);
         assert_eq!(h.locks.iter().find(|l| l.fh == b).unwrap().offset_len(), (0, 0));
@@ -143,7 +144,8 @@ mod tests {
     fn opens_keep_their_identity_and_drop_create_flags() {
         let fh = FileHandle([3; FileHandle::LEN]);
         let mut h = Held::default();
-        let flags = open_flags::READ | open_flags::WRITE | open_flags::CREATE | open_flags::TRUNCATE;
+        let flags =
+            open_flags::READ | open_flags::WRITE | open_flags::CREATE | open_flags::TRUNCATE;
         let rec = |open_id, opened_in, flags| OpenRecord {
             open_id,
             opened_in,

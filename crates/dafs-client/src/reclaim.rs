@@ -175,8 +175,13 @@ impl Client {
                 self.fail_parked(p.slot.what, Error::Disconnected);
                 continue;
             };
-            let h =
-                Header::request(req.opcode(), self.session_id, slot, seq, self.slots.highest_in_use());
+            let h = Header::request(
+                req.opcode(),
+                self.session_id,
+                slot,
+                seq,
+                self.slots.highest_in_use(),
+            );
             let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
             buf.clear();
             if dafs_proto::encode_request(&h, &req, &mut buf, self.msg_size_bytes_max).is_err() {
