@@ -8,6 +8,7 @@
 //! Needs root (persistent handles need CAP_DAC_READ_SEARCH), as the tests run here.
 
 mod common;
+mod raw;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -15,7 +16,9 @@ use std::time::{Duration, Instant};
 use common::restart::RestartableServer;
 use common::{Client, ClientConfig, Provider};
 use dafs_client::{Error, OpenOptions};
-use dafs_proto::Status;
+use dafs_proto::types::{lock_flags, lock_type, open_flags, session_flags};
+use dafs_proto::{decode_reply, AuthMethod, FileHandle, Header, Opcode, Reply, Request, Status};
+use raw::{enc, Raw, MAX};
 
 /// Short, so a test that waited out the whole grace period would still finish, yet
 /// long enough to tell an early end (every client reclaimed) from the full period.
@@ -139,4 +142,97 @@ fn without_a_state_dir_old_files_fail_with_estale() {
     // The new session works.
     let g = c.reopen(&f).unwrap();
     c.pwrite(&g, b"y", 0).unwrap();
+}
+
+/// A raw session of `client_id`, created with `flags`; the reply's `grace_ms`.
+fn raw_session(addr: &str, client_id: &str, flags: u32) -> (Raw, u32) {
+    let mut r = Raw::connect(addr);
+    r.client_id = client_id.as_bytes().to_vec();
+    let req = Request::SessionCreate {
+        msg_size_bytes_max: 65536,
+        slots: 2,
+        auth: AuthMethod::None,
+        flags,
+        client_id: client_id.as_bytes(),
+    };
+    let m = r.roundtrip(&enc(&Header::request(Opcode::SessionCreate, 0, 0, 0, 0), &req));
+    let (h, reply) = decode_reply(&m, MAX).unwrap();
+    let Reply::SessionCreate { slots, grace_ms, .. } = reply else { panic!("{reply:?}") };
+    r.sid = h.session_id;
+    r.seq = vec![1; slots as usize];
+    (r, grace_ms)
+}
+
+fn st(r: &mut Raw, req: &Request) -> Status {
+    decode_reply(&r.call(0, req), MAX).unwrap().1.status()
+}
+
+fn open_req<'a>(root: FileHandle, name: &'a [u8], flags: u32, mode: u32) -> Request<'a> {
+    Request::Open { fh: root, flags, mode, name, key: b"" }
+}
+
+fn lock_req(fh: FileHandle, offset: u64, len: u64, flags: u32) -> Request<'static> {
+    Request::Lock { fh, offset, len, ltype: lock_type::EXCLUSIVE, flags }
+}
+
+/// The server's rules, over the raw protocol: who may reclaim, when, what conflicts,
+/// what waits, and the early end of the grace period.
+#[test]
+fn the_server_admits_reclaims_only_from_recorded_clients_in_grace() {
+    let mut r = server(true);
+    let addr = r.srv.addr();
+    let rw = open_flags::READ | open_flags::WRITE;
+    let (mut a, grace) = raw_session(&addr, "a", 0);
+    assert_eq!(grace, 0, "no grace period: nothing was recorded");
+    let root = a.root();
+    let x = a.open(root, b"x", rw | open_flags::CREATE | open_flags::DENY_WRITE);
+    let (mut b, _) = raw_session(&addr, "b", 0);
+    b.open(root, b"y", rw | open_flags::CREATE);
+    let fh_x = match decode_reply(
+        &a.call(0, &Request::Lookup { dir: root, path: b"x", follow: true }),
+        MAX,
+    )
+    .unwrap()
+    .1
+    {
+        Reply::Handle { fh, .. } => fh,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(st(&mut a, &lock_req(fh_x, 0, 10, 0)), Status::Ok);
+    drop((a, b));
+    r.srv.restart();
+
+    let (mut a, grace) = raw_session(&addr, "a", session_flags::RECLAIM);
+    assert!(grace > 0 && grace <= 5000, "grace_ms {grace}");
+    let reclaim_x = rw | open_flags::DENY_WRITE | open_flags::RECLAIM;
+    let m = a.call(0, &open_req(root, b"x", reclaim_x, x as u32));
+    match decode_reply(&m, MAX).unwrap().1 {
+        Reply::Open { open_id, .. } => assert_eq!(open_id, x, "the open id asked back"),
+        other => panic!("reclaim: {other:?}"),
+    }
+    assert_eq!(st(&mut a, &open_req(root, b"x", reclaim_x, x as u32)), Status::ReclaimBad);
+    assert_eq!(st(&mut a, &lock_req(fh_x, 0, 10, lock_flags::RECLAIM)), Status::Ok);
+
+    // A client that held nothing: its reclaims are refused, its other requests wait.
+    let (mut c, _) = raw_session(&addr, "c", 0);
+    let read = open_flags::READ;
+    assert_eq!(st(&mut c, &open_req(root, b"x", read | open_flags::RECLAIM, 0)), Status::NoGrace);
+    assert_eq!(st(&mut c, &open_req(root, b"x", read, 0)), Status::Grace);
+    assert_eq!(st(&mut c, &lock_req(fh_x, 20, 1, 0)), Status::Grace);
+    assert_eq!(st(&mut c, &Request::Remove { dir: root, name: b"y" }), Status::Grace);
+
+    // Another recorded client's reclaims that conflict with what `a` reclaimed.
+    let (mut b, _) = raw_session(&addr, "b", session_flags::RECLAIM);
+    let write_x = open_flags::WRITE | open_flags::RECLAIM;
+    assert_eq!(st(&mut b, &open_req(root, b"x", write_x, 0)), Status::ReclaimBad);
+    assert_eq!(st(&mut b, &lock_req(fh_x, 5, 1, lock_flags::RECLAIM)), Status::ReclaimBad);
+
+    // The grace period lasts until every recorded client is done.
+    assert_eq!(st(&mut a, &Request::ReclaimComplete), Status::Ok);
+    assert_eq!(st(&mut c, &open_req(root, b"x", read, 0)), Status::Grace);
+    assert_eq!(st(&mut b, &Request::ReclaimComplete), Status::Ok);
+    assert_eq!(st(&mut c, &open_req(root, b"x", read, 0)), Status::Ok);
+    assert_eq!(st(&mut c, &open_req(root, b"x", open_flags::WRITE, 0)), Status::ShareDenied);
+    assert_eq!(st(&mut c, &lock_req(fh_x, 5, 1, 0)), Status::Denied);
+    assert_eq!(st(&mut a, &lock_req(fh_x, 30, 1, lock_flags::RECLAIM)), Status::NoGrace);
 }
