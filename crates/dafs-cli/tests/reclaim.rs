@@ -236,3 +236,61 @@ fn the_server_admits_reclaims_only_from_recorded_clients_in_grace() {
     assert_eq!(st(&mut c, &lock_req(fh_x, 5, 1, 0)), Status::Denied);
     assert_eq!(st(&mut a, &lock_req(fh_x, 30, 1, lock_flags::RECLAIM)), Status::NoGrace);
 }
+
+/// With a shared secret, a peer that claims a recorded client's id but never proves it
+/// cannot end that client's grace period (by saying it has nothing to reclaim).
+#[test]
+fn an_unauthenticated_peer_cannot_end_another_clients_grace_period() {
+    let dir = tempfile::Builder::new().prefix("dafs-state-").tempdir().unwrap();
+    let secret: &[u8] = b"reclaim-test-secret-0123456789abcdef";
+    let secret_file = dir.path().join("secret");
+    std::fs::write(&secret_file, secret).unwrap();
+    let state_dir = dir.path().join("state");
+    let mut srv = RestartableServer::start(&[
+        "--state-dir",
+        state_dir.to_str().unwrap(),
+        "--grace-secs",
+        GRACE_SECS,
+        "--secret-file",
+        secret_file.to_str().unwrap(),
+    ]);
+    let addr = srv.addr();
+    let connect = |id: &str, deadline: Duration| {
+        let cfg = ClientConfig {
+            client_id: id.into(),
+            provider: Provider::Tcp,
+            secret: Some(secret.to_vec()),
+            request_deadline: deadline,
+            ..ClientConfig::default()
+        };
+        Client::connect(&addr, cfg).expect("connect")
+    };
+    let mut owner = connect("owner", Duration::from_secs(30));
+    let f = owner.open("held", OpenOptions::read_write().create(true).deny_write(true)).unwrap();
+    srv.restart();
+
+    // SESSION_CREATE as "owner" without RECLAIM, never authenticated.
+    let (_impostor, _) = raw_session_auth(&addr, "owner", AuthMethod::HmacSha256);
+    let mut other = connect("other", Duration::from_millis(300));
+    match other.open("held", OpenOptions::read()) {
+        Err(Error::Status(Status::Grace)) => {}
+        r => panic!("the grace period must still run: {r:?}"),
+    }
+    owner.pwrite(&f, b"x", 0).unwrap(); // reclaims, ends the grace period
+    match other.open("held", OpenOptions::write_only()) {
+        Err(Error::Status(Status::ShareDenied)) => {}
+        r => panic!("the owner's reservation was reclaimed: {r:?}"),
+    }
+}
+
+/// A raw SESSION_CREATE of `client_id` offering `auth`, without RECLAIM.
+fn raw_session_auth(addr: &str, client_id: &str, auth: AuthMethod) -> (Raw, Status) {
+    let mut r = Raw::connect(addr);
+    r.client_id = client_id.as_bytes().to_vec();
+    let st = match r.create(auth) {
+        Ok(()) => Status::Ok,
+        Err(s) => s,
+    };
+    assert_eq!(st, Status::Ok, "SESSION_CREATE");
+    (r, st)
+}

@@ -59,9 +59,11 @@ pub(crate) struct Held {
 
 impl Held {
     /// An open was granted. Create-unlinked files are not recorded: unpublished, they
-    /// have no name and no lasting handle to reclaim them by.
+    /// have no name and no lasting handle to reclaim them by; nor is a delete-on-close
+    /// open without its name (the server refuses those; this never trusts it did).
     pub(crate) fn opened(&mut self, rec: OpenRecord) {
-        if rec.flags & open_flags::UNLINKED != 0 {
+        let unnamed_delete = rec.flags & open_flags::DELETE_ON_CLOSE != 0 && rec.by_name.is_none();
+        if rec.flags & open_flags::UNLINKED != 0 || unnamed_delete {
             return;
         }
         let flags = rec.flags
@@ -70,10 +72,7 @@ impl Held {
                 | open_flags::TRUNCATE
                 | open_flags::RECLAIM);
         let key = rec.open_id;
-        let rec = OpenRecord { flags, ..rec };
-        let by_name = rec.flags & open_flags::DELETE_ON_CLOSE != 0;
-        assert!(!by_name || rec.by_name.is_some(), "delete-on-close opens are named");
-        self.opens.insert(key, rec);
+        self.opens.insert(key, OpenRecord { flags, ..rec });
     }
 
     /// Is the open of the file opened in `session_id` as `open_id` held now?

@@ -57,6 +57,8 @@ pub(crate) struct Session {
     /// Some open or lock was granted to this session: its client id is recorded in the
     /// state directory (it may reclaim after a crash) until the session ends.
     pub(super) holds_state: bool,
+    /// Created with the RECLAIM flag (the client has state to reclaim).
+    pub(super) reclaim: bool,
 }
 
 impl Session {

@@ -119,8 +119,10 @@ impl Conn {
         let reclaim = flags & session_flags::RECLAIM != 0;
         info!(session = id, client = %client_name, peer = %self.t.peer(), slots, msg_size_bytes_max, reclaim, "session created");
         sh.stats.sessions_created.fetch_add(1, Relaxed);
-        if !reclaim {
-            // Nothing to reclaim: the grace period need not wait for this client.
+        if !reclaim && !auth_required {
+            // Nothing to reclaim: the grace period need not wait for this client. (With a
+            // secret, once SESSION_AUTH proves the client id: an unauthenticated peer must
+            // not end another client's reclaim.)
             sh.grace.client_done(&client_name);
         }
         let info = Arc::new(SessionInfo::new(
@@ -150,6 +152,7 @@ impl Conn {
             opens: HashMap::new(),
             next_open_id: 1,
             holds_state: false,
+            reclaim,
         });
         let reply = Reply::SessionCreate {
             msg_size_bytes_max,
@@ -283,6 +286,9 @@ impl Conn {
         count_session(sh)?;
         let s = self.session_mut();
         s.authenticated = true;
+        if !s.reclaim {
+            sh.grace.client_done(&s.info.client_id);
+        }
         sh.sessions.insert(s.info.clone());
         let msg_size_bytes_max = s.msg_size_bytes_max as usize;
         self.t.set_msg_size_bytes_max(msg_size_bytes_max);
