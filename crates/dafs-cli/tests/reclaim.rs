@@ -26,17 +26,38 @@ const GRACE_SECS: &str = "5";
 
 struct Restartable {
     srv: RestartableServer,
-    _state: tempfile::TempDir,
+    state: tempfile::TempDir,
 }
 
-/// A restartable dafsd; with `state`, a state directory and a grace period.
+impl Restartable {
+    fn admin_socket(&self) -> PathBuf {
+        self.state.path().join("admin.sock")
+    }
+
+    /// `dafs admin --json stats`.
+    fn stats(&self) -> serde_json::Value {
+        let out = std::process::Command::new(common::dafs_bin())
+            .args(["admin", "--json", "--socket"])
+            .arg(self.admin_socket())
+            .arg("stats")
+            .output()
+            .expect("run dafs admin");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("stats are JSON")
+    }
+}
+
+/// A restartable dafsd (with an admin socket); with `state`, a state directory and a
+/// grace period.
 fn server(state: bool) -> Restartable {
     let dir = tempfile::Builder::new().prefix("dafs-state-").tempdir().unwrap();
     let state_dir = dir.path().join("state");
-    let s = state_dir.to_str().unwrap();
-    let args: Vec<&str> =
-        if state { vec!["--state-dir", s, "--grace-secs", GRACE_SECS] } else { vec![] };
-    Restartable { srv: RestartableServer::start(&args), _state: dir }
+    let admin = dir.path().join("admin.sock");
+    let mut args = vec!["--admin-socket", admin.to_str().unwrap()];
+    if state {
+        args.extend(["--state-dir", state_dir.to_str().unwrap(), "--grace-secs", GRACE_SECS]);
+    }
+    Restartable { srv: RestartableServer::start(&args), state: dir }
 }
 
 /// A TCP client with its own client id (the server records and matches clients by id).
@@ -202,6 +223,8 @@ fn the_server_admits_reclaims_only_from_recorded_clients_in_grace() {
     drop((a, b));
     r.srv.restart();
 
+    let left = r.stats()["grace_ms_left"].as_u64().unwrap();
+    assert!(left > 0 && left <= 5000, "admin stats grace_ms_left {left}");
     let (mut a, grace) = raw_session(&addr, "a", session_flags::RECLAIM);
     assert!(grace > 0 && grace <= 5000, "grace_ms {grace}");
     let reclaim_x = rw | open_flags::DENY_WRITE | open_flags::RECLAIM;
@@ -235,6 +258,14 @@ fn the_server_admits_reclaims_only_from_recorded_clients_in_grace() {
     assert_eq!(st(&mut c, &open_req(root, b"x", open_flags::WRITE, 0)), Status::ShareDenied);
     assert_eq!(st(&mut c, &lock_req(fh_x, 5, 1, 0)), Status::Denied);
     assert_eq!(st(&mut a, &lock_req(fh_x, 30, 1, lock_flags::RECLAIM)), Status::NoGrace);
+    let v = r.stats();
+    let n = |k: &str| v["counters"][k].as_u64().unwrap();
+    assert_eq!(v["grace_ms_left"], 0);
+    assert_eq!((n("opens_reclaimed"), n("locks_reclaimed")), (1, 1));
+    // NO_GRACE x2, RECLAIM_BAD x3.
+    assert_eq!(n("reclaims_refused"), 5);
+    // OPEN, LOCK, REMOVE, then OPEN again while `b` had not completed.
+    assert_eq!(n("grace_refusals"), 4);
 }
 
 /// With a shared secret, a peer that claims a recorded client's id but never proves it

@@ -96,10 +96,10 @@ pub(super) fn refuse_in_grace(sh: &Shared) -> Result<(), Status> {
 }
 
 /// A reclaim that conflicts with state reclaimed already (share reservation, key,
-/// lock) is `RECLAIM_BAD`, not an ordinary refusal.
+/// lock, an open id in use) is `RECLAIM_BAD`, not an ordinary refusal.
 fn reclaim_bad(sh: &Shared, reclaim: bool, st: Status) -> Status {
     match st {
-        Status::ShareDenied | Status::BadKey | Status::Denied if reclaim => {
+        Status::ShareDenied | Status::BadKey | Status::Denied | Status::ReclaimBad if reclaim => {
             sh.stats.reclaims_refused.fetch_add(1, Relaxed);
             Status::ReclaimBad
         }
