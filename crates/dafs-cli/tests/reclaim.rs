@@ -88,6 +88,7 @@ fn opens_reservations_and_locks_survive_a_restart() {
     assert_eq!(std::fs::read(export_file(&r, "data")).unwrap(), b"before+after");
     let st = owner.stats();
     assert_eq!((st.opens_reclaimed, st.locks_reclaimed, st.reclaims_refused), (1, 1, 0));
+    assert!(st.retransmits >= 1, "the write in flight was resent into the new session");
 
     // The deny-write reservation and the lock were reclaimed with it.
     let mut other = client(&addr, "other");
@@ -142,6 +143,23 @@ fn other_clients_wait_for_the_grace_period_which_ends_when_all_reclaimed() {
     // It waited for the reclaimed reservation, which refuses it now; reading is fine.
     assert!(matches!(write_refused, Err(Error::Status(Status::ShareDenied))), "{write_refused:?}");
     read.unwrap();
+}
+
+/// An append in flight when the server died may have executed: it is not resent (it
+/// would append twice) but fails with ENOTCONN; the reclaimed file keeps working.
+#[test]
+fn an_append_in_flight_across_a_restart_fails_and_is_not_repeated() {
+    let mut r = server(true);
+    let mut c = client(&r.srv.addr(), "owner");
+    let log = c.open("log", OpenOptions::write_only().create(true).append(true)).unwrap();
+    c.append(&log, b"one ").unwrap();
+    r.srv.restart();
+    let e = c.append(&log, b"lost ").unwrap_err();
+    assert!(matches!(e, Error::Disconnected), "{e:?}");
+    assert_eq!(e.errno(), libc::ENOTCONN);
+    c.append(&log, b"two").unwrap();
+    assert_eq!(std::fs::read(export_file(&r, "log")).unwrap(), b"one two");
+    assert_eq!(c.stats().opens_reclaimed, 1);
 }
 
 #[test]
