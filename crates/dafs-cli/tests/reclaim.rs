@@ -62,9 +62,29 @@ fn server(state: bool) -> Restartable {
 
 /// A TCP client with its own client id (the server records and matches clients by id).
 fn client(addr: &str, id: &str) -> Client {
-    let cfg =
-        ClientConfig { client_id: id.into(), provider: Provider::Tcp, ..ClientConfig::default() };
+    client_on(addr, id, Provider::Tcp)
+}
+
+fn client_on(addr: &str, id: &str, provider: Provider) -> Client {
+    let cfg = ClientConfig { client_id: id.into(), provider, ..ClientConfig::default() };
     Client::connect(addr, cfg).expect("connect")
+}
+
+/// The same over shared memory: the new rings after the restart carry the reclaim.
+#[test]
+fn an_open_file_survives_a_restart_over_shared_memory() {
+    let mut r = server(true);
+    let mut c = client_on(&r.srv.addr(), "owner", Provider::Auto);
+    assert_eq!(c.provider(), "shm");
+    let f = c.open("data", OpenOptions::read_write().create(true)).unwrap();
+    let big = common::pattern(0, 300 << 10, 3); // above the inline threshold: direct
+    c.pwrite(&f, &big, 0).unwrap();
+    r.srv.restart();
+    c.pwrite(&f, &big, big.len() as u64).unwrap();
+    c.fsync(&f).unwrap();
+    let got = std::fs::read(export_file(&r, "data")).unwrap();
+    assert_eq!((&got[..big.len()], &got[big.len()..]), (&big[..], &big[..]));
+    assert_eq!(c.stats().opens_reclaimed, 1);
 }
 
 fn export_file(r: &Restartable, name: &str) -> PathBuf {
