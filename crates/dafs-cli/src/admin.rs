@@ -164,6 +164,7 @@ pub fn run(a: &AdminArgs) -> Result<(), (i32, String)> {
             println!("{:<24} {}", "memory_bytes_used", v["memory_bytes_used"]);
             println!("{:<24} {}", "handles_cached", v["handles_cached"]);
             println!("{:<24} {}", "open_files_live", v["open_files_live"]);
+            println!("{:<24} {}", "grace_ms_left", v["grace_ms_left"]);
             if let Some(b) = v["fd_budget"].as_object() {
                 for (k, val) in b {
                     println!("{k:<24} {val}");

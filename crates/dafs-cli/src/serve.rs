@@ -79,6 +79,10 @@ pub struct ServeArgs {
     /// resume); 0 ends sessions with their connection. Default 90.
     #[arg(long)]
     pub lease_secs: Option<u64>,
+    /// Seconds after a restart in which clients that held opens or locks reclaim them
+    /// (needs --state-dir; 0 disables); other opens and locks wait. Default 90.
+    #[arg(long)]
+    pub grace_secs: Option<u64>,
     /// Largest reply kept per slot in the reply cache (bytes). Default 4096.
     #[arg(long)]
     pub reply_cache_slot_bytes: Option<usize>,
@@ -181,6 +185,7 @@ struct FileConfig {
     #[serde(default)]
     shm_allow_uids: Vec<u32>,
     lease_secs: Option<u64>,
+    grace_secs: Option<u64>,
     reply_cache_slot_bytes: Option<usize>,
     max_connections_per_client: Option<usize>,
     max_connections: Option<usize>,
@@ -297,6 +302,7 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     cfg.volatile_handles = a.volatile_handles || fc.volatile_handles;
     pick!(backlog_bytes_max, a.max_client_memory, fc.max_client_memory.or(fc.backlog_bytes_max));
     pick!(lease_secs, a.lease_secs, fc.lease_secs);
+    pick!(grace_secs, a.grace_secs, fc.grace_secs);
     pick!(reply_cache_slot_bytes, a.reply_cache_slot_bytes, fc.reply_cache_slot_bytes);
     pick!(connections_per_client_max, a.max_connections_per_client, fc.max_connections_per_client);
     pick!(connections_max, a.max_connections, fc.max_connections);

@@ -63,7 +63,10 @@ impl Client {
         })?;
         match self.decode(&m)?.1 {
             Reply::Open { open_id, fh, attr } => {
-                Ok(File { open_id, session_id: self.session_id, fh, attr, pos: 0, origin: None })
+                let f =
+                    File { open_id, session_id: self.session_id, fh, attr, pos: 0, origin: None };
+                self.track_open(&f, None, &opts);
+                Ok(f)
             }
             _ => Err(unexpected_reply(Opcode::Open)),
         }
@@ -82,7 +85,10 @@ impl Client {
         })?;
         match self.decode(&m)?.1 {
             Reply::Open { open_id, fh, attr } => {
-                Ok(File { open_id, session_id: self.session_id, fh, attr, pos: 0, origin: None })
+                let f =
+                    File { open_id, session_id: self.session_id, fh, attr, pos: 0, origin: None };
+                self.track_open(&f, Some((dir, name)), &opts);
+                Ok(f)
             }
             _ => Err(unexpected_reply(Opcode::Open)),
         }

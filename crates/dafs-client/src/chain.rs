@@ -180,18 +180,18 @@ impl Client {
             return Err(e);
         }
         match (&out.replies[1], &out.replies[2]) {
-            (ChainReply::Open { open_id, fh, attr }, ChainReply::Data { data, eof }) => Ok((
-                File {
+            (ChainReply::Open { open_id, fh, attr }, ChainReply::Data { data, eof }) => {
+                let f = File {
                     open_id: *open_id,
                     session_id: self.session_id,
                     fh: *fh,
                     attr: *attr,
                     pos: data.len() as u64,
                     origin: Some((path.to_string(), OpenOptions::read())),
-                },
-                data.clone(),
-                *eof,
-            )),
+                };
+                self.track_open(&f, None, &OpenOptions::read());
+                Ok((f, data.clone(), *eof))
+            }
             _ => Err(unexpected_reply(Opcode::Chain)),
         }
     }

@@ -28,7 +28,9 @@ pub(crate) struct Negotiated {
     direct_bytes_max: u32,
     batch_max: u32,
     offer: ShmOffer,
-    boot_verifier: u64,
+    pub(crate) boot_verifier: u64,
+    /// Milliseconds left of the server's grace period (0: reclaims would be refused).
+    pub(crate) grace_ms: u32,
     session_token: [u8; 32],
 }
 
@@ -141,6 +143,15 @@ impl Client {
 
     /// SESSION_CREATE on `t`: the negotiated values, checked to be in range.
     pub(crate) fn negotiate(t: &mut dyn ClientTransport, cfg: &ClientConfig) -> Result<Negotiated> {
+        Self::negotiate_flags(t, cfg, 0)
+    }
+
+    /// SESSION_CREATE with `flags` (`session_flags::RECLAIM` after a server restart).
+    pub(crate) fn negotiate_flags(
+        t: &mut dyn ClientTransport,
+        cfg: &ClientConfig,
+        flags: u32,
+    ) -> Result<Negotiated> {
         Self::keepalive(t);
         let want_auth =
             if cfg.secret.is_some() { AuthMethod::HmacSha256 } else { AuthMethod::None };
@@ -150,7 +161,7 @@ impl Client {
             msg_size_bytes_max: cfg.msg_size_bytes_max,
             slots: cfg.slots.clamp(1, limits::SLOTS_MAX),
             auth: want_auth,
-            flags: 0,
+            flags,
             client_id: cfg.client_id.as_bytes(),
         };
         dafs_proto::encode_request(&h, &req, &mut buf, t.msg_size_bytes_max())?;
@@ -169,7 +180,7 @@ impl Client {
                 host_id,
                 shm_path,
                 boot_verifier,
-                grace_ms: _,
+                grace_ms,
                 session_token,
             } => Negotiated {
                 session_id: rh.session_id,
@@ -185,6 +196,7 @@ impl Client {
                     shm_path: String::from_utf8_lossy(shm_path).into_owned(),
                 },
                 boot_verifier,
+                grace_ms,
                 session_token,
             },
             Reply::Error(Status::AuthRequired) => {
@@ -232,6 +244,9 @@ impl Client {
             small_inflight: small_inflight_count(0),
             base_spin,
             spin_now: base_spin,
+            held: Default::default(),
+            sync_failed: None,
+            reclaiming: false,
         };
         c.start_session(&n)?;
         Ok((c, n.offer))

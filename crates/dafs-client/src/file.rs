@@ -40,11 +40,34 @@ impl Client {
     /// The open id to send for `f`: refused for a file opened in an earlier session,
     /// since open ids are numbered per session and the same id may now name a file
     /// opened since (a write there would succeed — into the wrong file).
+    /// A file of an earlier session is still usable if its open was reclaimed after a
+    /// server restart (under the same id; `Held` says it is this file's open).
     pub(crate) fn open_id_of(&self, f: &File) -> Result<u64> {
-        if f.session_id != self.session_id {
-            return Err(Error::StaleOpen);
+        if f.session_id == self.session_id || self.held.is_open(f.session_id, f.open_id) {
+            return Ok(f.open_id);
         }
-        Ok(f.open_id)
+        Err(Error::StaleOpen)
+    }
+
+    /// Record a granted open (for reclaim after a restart). `by_name`: directory and
+    /// name it was opened by, kept for delete-on-close opens (which act on the name).
+    pub(crate) fn track_open(
+        &mut self,
+        f: &File,
+        by_name: Option<(FileHandle, &[u8])>,
+        opts: &OpenOptions,
+    ) {
+        let by_name = by_name
+            .filter(|_| opts.flags & open_flags::DELETE_ON_CLOSE != 0)
+            .map(|(d, n)| (d, n.to_vec()));
+        self.held.opened(crate::held::OpenRecord {
+            open_id: f.open_id,
+            opened_in: f.session_id,
+            fh: f.fh,
+            by_name,
+            flags: opts.flags,
+            key: opts.key_bytes().to_vec(),
+        });
     }
 }
 

@@ -74,6 +74,7 @@ mod counters;
 mod deadline;
 mod error;
 mod file;
+mod held;
 mod inflight;
 mod io;
 pub mod limits;
@@ -82,6 +83,7 @@ mod namespace;
 mod nattr;
 mod open_modes;
 mod progress;
+mod reclaim;
 mod recovery;
 mod region;
 mod session;
@@ -155,6 +157,13 @@ pub struct Client {
     /// The transport's configured spin budget.
     base_spin: Duration,
     spin_now: Duration,
+    /// Opens and locks this client holds, to reclaim after a server restart.
+    held: held::Held,
+    /// A synchronous request that completed with an error of the client's own making
+    /// (in flight across a restart and not safe to resend): (request number, error).
+    sync_failed: Option<(u64, Error)>,
+    /// A reclaim is under way: a second restart meanwhile is not reclaimed from again.
+    reclaiming: bool,
 }
 
 // A Client may move to another thread (one thread at a time: it is not Sync). The raw

@@ -37,7 +37,9 @@ impl Client {
             dafs_proto::types::lock_type::SHARED
         };
         let m = self.call(&Request::Lock { fh: f.fh, offset, len, ltype, flags: 0 })?;
-        self.decode(&m).map(|_| ())
+        self.decode(&m)?;
+        self.held.locked(f.fh, offset, len, ltype);
+        Ok(())
     }
 
     /// Take a lock, waiting up to `timeout` by bounded polling: retries with exponential
@@ -95,6 +97,8 @@ impl Client {
     /// Release this session's locks over a range (may split locks it partly covers).
     pub fn unlock(&mut self, f: &File, offset: u64, len: u64) -> Result<()> {
         let m = self.call(&Request::Unlock { fh: f.fh, offset, len })?;
-        self.decode(&m).map(|_| ())
+        self.decode(&m)?;
+        self.held.unlocked(f.fh, offset, len);
+        Ok(())
     }
 }

@@ -170,37 +170,41 @@ impl Client {
         opts.check()?;
         // Opens that create, or that act on the name later (delete-on-close), name the
         // file in its directory; others open the looked-up handle.
-        let m = if opts.flags & (open_flags::CREATE | open_flags::DELETE_ON_CLOSE) != 0 {
+        let (m, by_name) = if opts.flags & (open_flags::CREATE | open_flags::DELETE_ON_CLOSE) != 0 {
             let (parent, name) = split_parent(path)?;
             let dir = self.dir_of(&parent)?;
-            self.call(&Request::Open {
+            let m = self.call(&Request::Open {
                 fh: dir,
                 flags: opts.flags,
                 mode: opts.mode,
                 name: name.as_bytes(),
                 key: opts.key_bytes(),
-            })?
+            })?;
+            (m, Some((dir, name)))
         } else {
             let (fh, _) = self.lookup_path(path, true)?;
-            self.call(&Request::Open {
+            let m = self.call(&Request::Open {
                 fh,
                 flags: opts.flags,
                 mode: opts.mode,
                 name: b"",
                 key: opts.key_bytes(),
-            })?
+            })?;
+            (m, None)
         };
-        match self.decode(&m)?.1 {
-            Reply::Open { open_id, fh, attr } => Ok(File {
+        let f = match self.decode(&m)?.1 {
+            Reply::Open { open_id, fh, attr } => File {
                 open_id,
                 session_id: self.session_id,
                 fh,
                 attr,
                 pos: 0,
                 origin: Some((path.to_string(), opts)),
-            }),
-            _ => Err(unexpected_reply(Opcode::Open)),
-        }
+            },
+            _ => return Err(unexpected_reply(Opcode::Open)),
+        };
+        self.track_open(&f, by_name.as_ref().map(|(d, n)| (*d, n.as_bytes())), &opts);
+        Ok(f)
     }
 
     /// Create (or truncate) a file for writing, like `std::fs::File::create`.
@@ -211,11 +215,11 @@ impl Client {
     /// Close `f`. A file of a lost session has nothing left to close (the server released
     /// it with the session): that succeeds at once.
     pub fn close(&mut self, f: File) -> Result<()> {
-        if f.session_id != self.session_id {
-            return Ok(());
-        }
-        let m = self.call(&Request::Close { open_id: f.open_id })?;
-        self.decode(&m).map(|_| ())
+        let Ok(open_id) = self.open_id_of(&f) else { return Ok(()) };
+        let m = self.call(&Request::Close { open_id });
+        // Closed, or no longer known to the server: nothing to reclaim either way.
+        self.held.closed(open_id);
+        self.decode(&m?).map(|_| ())
     }
 
     /// Make the file's data durable (COMMIT).

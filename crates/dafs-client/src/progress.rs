@@ -221,8 +221,9 @@ impl Client {
         Ok(())
     }
 
-    /// Synchronous request: send, then make progress until its reply arrives.
-    pub(crate) fn call(&mut self, req: &Request) -> Result<Vec<u8>> {
+    /// Synchronous request: send, then make progress until its reply arrives (GRACE
+    /// answers are retried by `call`, in `reclaim`).
+    pub(crate) fn call_once(&mut self, req: &Request) -> Result<Vec<u8>> {
         let (slot, seq) = self.acquire_slot(true)?;
         let id = self.next_req;
         self.next_req += 1;
@@ -231,6 +232,11 @@ impl Client {
             if let Some((rid, _)) = &self.sync_done {
                 if *rid == id {
                     return Ok(self.sync_done.take().unwrap().1);
+                }
+            }
+            if let Some((rid, _)) = &self.sync_failed {
+                if *rid == id {
+                    return Err(self.sync_failed.take().unwrap().1);
                 }
             }
             self.progress(Wait::Forever)?;

@@ -34,6 +34,8 @@ impl Client {
     /// be answered, and resending them into the new session could execute them twice.
     pub fn reestablish(&mut self) -> Result<()> {
         self.fail_all("a new session replaces this one");
+        // Nothing of the old session is carried over (see `reclaim` for restarts).
+        self.held.clear();
         // The transport stays this client's whatever happens, so a failed attempt (e.g.
         // still fenced) can simply be repeated.
         self.t.reconnect(self.cfg.connect_timeout)?;
@@ -54,7 +56,12 @@ impl Client {
             if let Some(why) = self.overdue() {
                 return Err(self.time_out(&format!("{e}; {why}")));
             }
-            match self.recover(&e) {
+            let mut r = self.recover(&e);
+            if matches!(r, Err(Error::Status(Status::BadSession))) {
+                // The server no longer knows the session: restarted? Reclaim what we held.
+                r = self.reclaim_after_restart();
+            }
+            match r {
                 Ok(()) => return Ok(()),
                 Err(err) => {
                     tracing::debug!("session recovery failed: {err}");

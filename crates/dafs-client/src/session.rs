@@ -31,6 +31,16 @@ pub struct ClientStats {
     /// Requests failed with ETIMEDOUT because one ran past `request_deadline` or
     /// `reconnects_per_request_max` (the session was given up with them).
     pub requests_timed_out: u64,
+    /// Opens re-established after a server restart (OPEN + RECLAIM in its grace period).
+    pub opens_reclaimed: u64,
+    /// Locks re-taken after a server restart (LOCK + RECLAIM).
+    pub locks_reclaimed: u64,
+    /// Opens and locks the server refused to give back after a restart (their files
+    /// fail with ESTALE).
+    pub reclaims_refused: u64,
+    /// Requests answered GRACE (the server's grace period after a restart) and sent
+    /// again after a pause.
+    pub grace_retries: u64,
     pub transport: TransportStats,
 }
 

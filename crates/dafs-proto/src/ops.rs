@@ -80,6 +80,8 @@ pub enum Request<'a> {
     },
     /// Open `name` in directory `fh` (or `fh` itself when `name` is empty). `key`, if
     /// not empty, is the open key: the first opener sets it, later ones must match.
+    /// `mode`: the permission bits of a CREATE; with RECLAIM (which creates nothing), the
+    /// open id the client asks back, 0 for any (docs/protocol.md §6.12, §9.5).
     Open {
         fh: FileHandle,
         flags: u32,
@@ -553,7 +555,8 @@ impl Request<'_> {
                 {
                     return Err(DecodeError::BadValue(BadValue::OpenFlags));
                 }
-                if mode & !MODE_PERMISSION_BITS != 0 {
+                // A reclaim creates nothing: its `mode` is the open id it asks back.
+                if mode & !MODE_PERMISSION_BITS != 0 && flags & open_flags::RECLAIM == 0 {
                     return Err(DecodeError::BadValue(BadValue::ModeBits));
                 }
                 if flags & open_flags::RECLAIM != 0

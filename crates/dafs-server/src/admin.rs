@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! sessions                 -> [{"id":..,"client":..,"state":"bound"|"parked",..}, ..]
-//! stats                    -> {"counters":{..},"sessions_live":..,"connections_live":..}
+//! stats                    -> {"counters":{..},"sessions_live":..,"connections_live":..,"grace_ms_left":..}
 //! fence CLIENT_ID          -> {"ok":true,"sessions":N}   (CLIENT_ID may end in '*')
 //! unfence CLIENT_ID        -> {"ok":true|false}
 //! fenced                   -> ["pattern", ..]
@@ -194,6 +194,7 @@ fn stats_json(sh: &Shared) -> Value {
         "memory_bytes_used": sh.memory.used(),
         "handles_cached": sh.handles.len(),
         "open_files_live": sh.open_files_live.get(),
+        "grace_ms_left": sh.grace.ms_left(),
         "fd_budget": {
             "nofile": sh.fd_budget.nofile,
             "reserved_fds": sh.fd_budget.reserved_fds,

@@ -88,6 +88,9 @@ pub struct ServerConfig {
     /// How long a session outlives its connection (its state is kept for a SESSION_BIND
     /// from a reconnecting client); 0 releases sessions with their connection.
     pub lease_secs: u64,
+    /// Seconds of the grace period after a restart in which clients that held state
+    /// (opens, locks) reclaim it (needs `state_dir`; 0 disables). Default 90, as NFSv4.
+    pub grace_secs: u64,
     /// Largest reply kept per slot in the reply cache (non-idempotent ops' replies are
     /// small; a larger one, e.g. a chain with reads, is not kept and its retransmission
     /// gets RETRY_UNCACHED_REP). A session's cache holds at most slots x this.
@@ -146,6 +149,11 @@ pub const REPLY_CACHE_SLOT_BYTES_MIN: usize = 1024;
 /// against the session limit meanwhile.
 pub const LEASE_SECS_MAX: u64 = 24 * 3600;
 
+/// Default `grace_secs`: NFSv4's, long enough for every client to notice a restart.
+pub const GRACE_SECS_DEFAULT: u64 = 90;
+/// Longest grace period (one hour): opens and locks wait for it.
+pub const GRACE_SECS_MAX: u64 = 3600;
+
 /// Default `handshake_timeout_ms`: ample for a client across a WAN (three round trips).
 pub const HANDSHAKE_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// Longest `handshake_timeout_ms` (one minute).
@@ -191,6 +199,7 @@ impl ServerConfig {
             shm_socket: None,
             shm_allow_uids: Vec::new(),
             lease_secs: 90,
+            grace_secs: GRACE_SECS_DEFAULT,
             reply_cache_slot_bytes: 4096,
             connections_per_client_max: 16,
             connections_max: 1024,
@@ -295,6 +304,9 @@ impl ServerConfig {
         }
         if self.lease_secs > LEASE_SECS_MAX {
             return Err(ConfigError::AboveMax { field: "lease_secs", max: LEASE_SECS_MAX });
+        }
+        if self.grace_secs > GRACE_SECS_MAX {
+            return Err(ConfigError::AboveMax { field: "grace_secs", max: GRACE_SECS_MAX });
         }
         if self.identity != crate::cred::Identity::Server && !rustix::process::geteuid().is_root() {
             return Err(ConfigError::IdentityNeedsRoot);

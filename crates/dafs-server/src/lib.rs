@@ -24,6 +24,7 @@ pub mod cred;
 mod error;
 pub mod fd_budget;
 pub mod fsops;
+pub mod grace;
 pub mod handle_codec;
 pub mod handles;
 pub mod kernel_fh;
@@ -69,6 +70,8 @@ pub struct Shared {
     pub handles: handles::HandleTable,
     pub locks: locks::LockTable,
     pub open_table: openstate::OpenTable,
+    /// The grace period after a restart, and the record of clients holding state.
+    pub grace: grace::Grace,
     /// How the descriptors are shared out (from RLIMIT_NOFILE at start).
     pub fd_budget: fd_budget::FdBudget,
     /// Files clients hold open, all sessions together (bounded by the budget).
@@ -214,6 +217,9 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     let mut owner_key = [0u8; 32];
     getrandom::getrandom(&mut owner_key).map_err(StartError::Random)?;
     let stats = Arc::new(stats::ServerStats::default());
+    let grace = grace::Grace::start(cfg.state_dir.as_deref(), cfg.grace_secs).map_err(|e| {
+        StartError::StateDir { path: cfg.state_dir.clone().unwrap_or_default(), source: e }
+    })?;
     let handles = handles::HandleTable::for_server(
         &cfg,
         &roots,
@@ -247,6 +253,7 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         roots,
         locks: Default::default(),
         open_table: Default::default(),
+        grace,
         fd_budget: budget,
         open_files_live: Arc::new(LiveCount::new("open files")),
         stats,

@@ -105,6 +105,15 @@ counters! {
     descriptors_unlinked,
     /// Persistent handles re-opened from their kernel handle (after eviction or restart).
     handles_reopened,
+    /// Opens re-established by OPEN + RECLAIM in a grace period.
+    opens_reclaimed,
+    /// Locks re-taken by LOCK + RECLAIM in a grace period.
+    locks_reclaimed,
+    /// Reclaims refused: NO_GRACE (outside grace, or a client that held no state) or
+    /// RECLAIM_BAD (conflicts with state reclaimed already).
+    reclaims_refused,
+    /// Requests answered GRACE (non-reclaim OPEN, LOCK, REMOVE, RENAME in a grace period).
+    grace_refusals,
     /// Shared-memory connections refused at accept: uid not allowed (`--shm-allow-uid`).
     shm_uid_refusals,
 }

@@ -27,10 +27,12 @@ impl DafsFs {
     }
 
     /// The client library recovers broken connections by itself (the session re-bound
-    /// within its lease). What reaches here is a session the server no longer has (it
-    /// restarted, the lease ran out) or a server that is gone: start a new session if the
-    /// server answers. Nodes keep working (their handles are looked up again by name when
-    /// the server says STALE); files opened before fail with EBADF.
+    /// within its lease) and, after a restart of a server with a grace period, reclaims
+    /// the open files and locks (they keep working). What reaches here is a session the
+    /// server no longer has and could not give back (no state directory, grace over, the
+    /// lease ran out) or a server that is gone: start a new session if the server
+    /// answers. Nodes keep working (their handles are looked up again by name when the
+    /// server says STALE); files opened before fail with EBADF.
     fn try_new_session(&mut self) {
         let now = Instant::now();
         if self.last_recovery.is_some_and(|t| now.duration_since(t) < SESSION_RETRY_INTERVAL) {

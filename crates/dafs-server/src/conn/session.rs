@@ -54,6 +54,11 @@ pub(crate) struct Session {
     pub(super) server_nonce: [u8; NONCE_LEN],
     pub(super) opens: HashMap<u64, OpenFile>,
     pub(super) next_open_id: u64,
+    /// Some open or lock was granted to this session: its client id is recorded in the
+    /// state directory (it may reclaim after a crash) until the session ends.
+    pub(super) holds_state: bool,
+    /// Created with the RECLAIM flag (the client has state to reclaim).
+    pub(super) reclaim: bool,
 }
 
 impl Session {
@@ -80,6 +85,9 @@ pub(crate) fn release_session(sh: &Shared, s: Session, why: &str) {
     for (open_id, of) in s.opens {
         sh.open_table.release(of.file, s.id, open_id);
         // A create-unlinked file never published vanishes with its descriptor.
+    }
+    if s.holds_state {
+        sh.grace.holder_gone(&s.info.client_id);
     }
     s.info.connected.store(false, Relaxed);
     sh.sessions_live.release();

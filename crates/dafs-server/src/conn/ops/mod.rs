@@ -10,6 +10,7 @@
 
 mod batch;
 mod chain;
+mod grace;
 mod handle_check;
 mod io;
 mod lock;
@@ -80,9 +81,13 @@ impl Conn {
             R::Create { dir, ftype, mode, exclusive, name } => {
                 namespace::create(sh, &dir, ftype, mode, exclusive, name)?
             }
-            R::Remove { dir, name } => namespace::remove(sh, &dir, name, false)?,
+            R::Remove { dir, name } => {
+                grace::refuse_in_grace(sh)?;
+                namespace::remove(sh, &dir, name, false)?
+            }
             R::RmDir { dir, name } => namespace::remove(sh, &dir, name, true)?,
             R::Rename { from_dir, from_name, to_dir, to_name, flags } => {
+                grace::refuse_in_grace(sh)?;
                 namespace::rename(sh, &from_dir, from_name, &to_dir, to_name, flags)?
             }
             R::Link { fh, dir, name } => namespace::link(sh, &fh, &dir, name)?,
@@ -96,10 +101,10 @@ impl Conn {
                 namespace::read_dir(sh, entries, msg_size, &dir, cookie, max_entries, max_bytes)?
             }
 
-            R::Open { flags, .. } if flags & open_flags::RECLAIM != 0 => {
-                return Err(Status::NoGrace)
+            R::Open { fh, flags, mode, name, key } => {
+                let reclaim = flags & open_flags::RECLAIM != 0;
+                self.open_in_grace(sh, reclaim, fh, flags, mode, name, key)?
             }
-            R::Open { fh, flags, mode, name, key } => self.open(sh, fh, flags, mode, name, key)?,
             R::Close { open_id } => self.close_open(sh, open_id)?,
             R::Publish { open_id } => self.publish(sh, open_id)?,
 
@@ -120,13 +125,9 @@ impl Conn {
                 self.cache_hint(open_id, offset, len, hint)?
             }
 
-            // No grace period exists yet, so there is nothing to reclaim: the state held
-            // before a restart is gone (NFSv4's NO_GRACE).
-            R::Lock { flags, .. } if flags & lock_flags::RECLAIM != 0 => {
-                return Err(Status::NoGrace)
-            }
-            R::Lock { fh, offset, len, ltype, .. } => {
-                lock::lock(sh, self.session().id, &fh, offset, len, ltype)?
+            R::Lock { fh, offset, len, ltype, flags } => {
+                let reclaim = flags & lock_flags::RECLAIM != 0;
+                self.lock_in_grace(sh, reclaim, &fh, offset, len, ltype)?
             }
             R::LockTest { fh, offset, len, ltype } => {
                 lock::test(sh, self.session().id, &fh, offset, len, ltype)?
@@ -144,7 +145,7 @@ impl Conn {
                 return self.batch_io(sh, bufs, h, open_id, flags, count, ios);
             }
             R::Chain { elements, .. } => self.chain(sh, bufs, h, elements)?,
-            R::ReclaimComplete => Reply::Empty,
+            R::ReclaimComplete => self.reclaim_complete(sh),
             R::Reserved(_) => return Err(Status::NotSupp),
         };
         Ok(Outcome::Reply(reply))

@@ -11,7 +11,7 @@ use dafs_proto::{FileHandle, FileType, Reply, Status};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 
 use super::check_writable;
-use crate::conn::session::OpenFile;
+use crate::conn::session::{OpenFile, Session};
 use crate::conn::Conn;
 use crate::fd_budget::OpenFileClaim;
 use crate::fsops::{self, st};
@@ -111,7 +111,7 @@ impl Conn {
             return Err(Status::IsDir);
         }
         let s = self.session_mut();
-        let open_id = s.next_open_id;
+        let open_id = open_id_for(s, flags, mode)?;
         let file_key = (stat.st_dev, stat.st_ino);
         let dir_fd = d.fd.clone();
         let append_lock = sh.open_table.admit(
@@ -135,7 +135,7 @@ impl Conn {
             }
         }
         let stat = if truncate { fsops::fstat(file.as_fd())? } else { stat };
-        s.next_open_id += 1;
+        s.next_open_id = s.next_open_id.max(open_id + 1);
         s.opens.insert(
             open_id,
             OpenFile {
@@ -180,6 +180,20 @@ impl Conn {
         let (fh, stat) = sh.handles.insert(fd, export)?;
         Ok(Reply::Handle { fh, attr: fsops::attr_from_stat(&stat) })
     }
+}
+
+/// The id of a new open: the next of the session's, or for a reclaim (OPEN + RECLAIM,
+/// which creates nothing, so `mode` is free) the id `mode` asks back (§9.5), which
+/// the session must not use already (`RECLAIM_BAD`). Later opens count on from above it.
+fn open_id_for(s: &Session, flags: u32, mode: u32) -> Result<u64, Status> {
+    if flags & open_flags::RECLAIM == 0 || mode == 0 {
+        return Ok(s.next_open_id);
+    }
+    let id = u64::from(mode);
+    if s.opens.contains_key(&id) {
+        return Err(Status::ReclaimBad);
+    }
+    Ok(id)
 }
 
 /// A place for one more open file: within the session's share (`open_files_max`) and

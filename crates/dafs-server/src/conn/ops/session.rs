@@ -119,6 +119,12 @@ impl Conn {
         let reclaim = flags & session_flags::RECLAIM != 0;
         info!(session = id, client = %client_name, peer = %self.t.peer(), slots, msg_size_bytes_max, reclaim, "session created");
         sh.stats.sessions_created.fetch_add(1, Relaxed);
+        if !reclaim && !auth_required {
+            // Nothing to reclaim: the grace period need not wait for this client. (With a
+            // secret, once SESSION_AUTH proves the client id: an unauthenticated peer must
+            // not end another client's reclaim.)
+            sh.grace.client_done(&client_name);
+        }
         let info = Arc::new(SessionInfo::new(
             id,
             client_name,
@@ -145,6 +151,8 @@ impl Conn {
             server_nonce,
             opens: HashMap::new(),
             next_open_id: 1,
+            holds_state: false,
+            reclaim,
         });
         let reply = Reply::SessionCreate {
             msg_size_bytes_max,
@@ -160,8 +168,7 @@ impl Conn {
             host_id: sh.host_id,
             shm_path: sh.shm_path.as_bytes(),
             boot_verifier: sh.boot_verifier,
-            // No grace period yet: nothing to reclaim (reclaims answer NO_GRACE).
-            grace_ms: 0,
+            grace_ms: sh.grace.ms_left(),
             session_token,
         };
         // Before authentication the connection keeps its handshake-sized buffers.
@@ -279,6 +286,9 @@ impl Conn {
         count_session(sh)?;
         let s = self.session_mut();
         s.authenticated = true;
+        if !s.reclaim {
+            sh.grace.client_done(&s.info.client_id);
+        }
         sh.sessions.insert(s.info.clone());
         let msg_size_bytes_max = s.msg_size_bytes_max as usize;
         self.t.set_msg_size_bytes_max(msg_size_bytes_max);
