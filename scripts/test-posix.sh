@@ -15,9 +15,8 @@
 # groups with SET_CRED (the mount: those of each FUSE request; the preload library: the
 # process's), dafsd (root) switches its file-system ids to them and ext4 itself enforces
 # permissions, sticky directories, the ownership of new objects, set-group-ID inheritance
-# and set-ID clearing; root stays root. Until the clients send SET_CRED their requests run
-# as the anonymous user (65534), which cannot even make a case's directory: that is what
-# tests/posix/known-differences.tsv records for these two columns today.
+# and set-ID clearing; root stays root. Both clients send SET_CRED (a client that did not
+# would run as the anonymous user 65534 and could not even make a case's directory).
 # The columns "mount.server" and "preload.server" run the same against a dafsd with its
 # default identity (every request as dafsd's own user, root): the mount relies on the
 # kernel's default_permissions there, the preload library has no per-user checks at all.
