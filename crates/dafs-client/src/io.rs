@@ -1,7 +1,7 @@
 //! Asynchronous data I/O: submit a read or write of registered memory or an owned Vec;
 //! it completes on a completion group.
 
-use dafs_proto::{Header, Opcode, RemoteRegion, Request};
+use dafs_proto::{RemoteRegion, Request};
 use dafs_transport::Access;
 
 use crate::inflight::{Inflight, IoState, Target};
@@ -150,22 +150,13 @@ impl Client {
                 }
                 Target::Vec { buf, .. } => buf,
             };
-            let h = Header::request(
-                Opcode::WriteInline,
-                self.session_id,
+            // Not `send_on_slot`: `data` borrows from `io`, which the in-flight record
+            // takes only after the encoding.
+            let enc = self.encode_on_slot(
                 slot,
                 seq,
-                self.slots.highest_in_use(),
-            );
-            let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
-            buf.clear();
-            let enc = dafs_proto::encode_request(
-                &h,
                 &Request::WriteInline { open_id, offset, stable, data },
-                &mut buf,
-                self.msg_size_bytes_max,
             );
-            self.reqbufs[slot as usize] = buf;
             match enc {
                 Err(e) => {
                     self.slots.abandon(slot);

@@ -187,18 +187,29 @@ impl Client {
         req: &Request,
         what: Inflight,
     ) -> Result<()> {
+        if let Err(e) = self.encode_on_slot(slot, seq, req) {
+            self.slots.abandon(slot);
+            self.inflight_undo(what);
+            return Err(e.into());
+        }
+        self.send_slot_buf(slot, seq, what)
+    }
+
+    /// Encode `req` with its header for `slot`/`seq` into the slot's request buffer
+    /// (where a resend finds it).
+    pub(crate) fn encode_on_slot(
+        &mut self,
+        slot: u32,
+        seq: u32,
+        req: &Request,
+    ) -> std::result::Result<(), dafs_proto::EncodeError> {
         let h =
             Header::request(req.opcode(), self.session_id, slot, seq, self.slots.highest_in_use());
         let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
         buf.clear();
         let enc = dafs_proto::encode_request(&h, req, &mut buf, self.msg_size_bytes_max);
         self.reqbufs[slot as usize] = buf;
-        if let Err(e) = enc {
-            self.slots.abandon(slot);
-            self.inflight_undo(what);
-            return Err(e.into());
-        }
-        self.send_slot_buf(slot, seq, what)
+        enc.map(|_| ())
     }
 
     /// Send the request encoded in `reqbufs[slot]` and record it in flight. A broken

@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use dafs_proto::types::{lock_flags, open_flags, session_flags};
-use dafs_proto::{Header, Opcode, Reply, Request, Status};
+use dafs_proto::{Opcode, Reply, Request, Status};
 
 use crate::inflight::{is_small, Inflight, Slot};
 use crate::{Client, Error, Result};
@@ -175,22 +175,11 @@ impl Client {
                 self.fail_parked(p.slot.what, Error::Disconnected);
                 continue;
             };
-            let h = Header::request(
-                req.opcode(),
-                self.session_id,
-                slot,
-                seq,
-                self.slots.highest_in_use(),
-            );
-            let mut buf = std::mem::take(&mut self.reqbufs[slot as usize]);
-            buf.clear();
-            if dafs_proto::encode_request(&h, &req, &mut buf, self.msg_size_bytes_max).is_err() {
-                self.reqbufs[slot as usize] = buf;
+            if self.encode_on_slot(slot, seq, &req).is_err() {
                 self.slots.abandon(slot);
                 self.fail_parked(p.slot.what, Error::Disconnected);
                 continue;
             }
-            self.reqbufs[slot as usize] = buf;
             self.stats.retransmits += 1;
             let what = Slot { seq, resends: p.slot.resends + 1, ..p.slot };
             self.inflight_restore(slot, what);
