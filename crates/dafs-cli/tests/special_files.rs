@@ -6,17 +6,9 @@ mod common;
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 
-use common::TestServer;
+use common::{status, TestServer};
 use dafs_client::dafs_proto::{FileType, Status};
 use dafs_client::Error;
-
-#[track_caller]
-fn status<T: std::fmt::Debug>(r: dafs_client::Result<T>) -> Status {
-    match r {
-        Err(e) => e.status().unwrap_or_else(|| panic!("expected a server status, got {e:?}")),
-        Ok(v) => panic!("expected an error, got Ok({v:?})"),
-    }
-}
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

@@ -314,3 +314,21 @@ macro_rules! for_each_provider {
         }
     };
 }
+
+/// The server status of a failed call (panics if it succeeded or failed otherwise).
+#[track_caller]
+pub fn status<T: std::fmt::Debug>(r: dafs_client::Result<T>) -> dafs_client::dafs_proto::Status {
+    match r {
+        Err(e) => e.status().unwrap_or_else(|| panic!("expected a server status, got {e:?}")),
+        Ok(v) => panic!("expected an error, got Ok({v:?})"),
+    }
+}
+
+/// Decode a raw reply and return its status (Ok for success replies).
+pub fn raw_status(c: &Client, msg: &[u8]) -> dafs_client::dafs_proto::Status {
+    use dafs_client::dafs_proto::{decode_reply, Reply, Status};
+    match decode_reply(msg, c.msg_size_bytes_max()).expect("well-formed reply").1 {
+        Reply::Error(s) => s,
+        _ => Status::Ok,
+    }
+}
