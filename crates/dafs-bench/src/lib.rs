@@ -22,9 +22,13 @@
 #![allow(clippy::manual_is_multiple_of)]
 
 mod backends;
+pub mod gzip;
+pub mod merge;
 mod nfs;
 mod plot;
+pub mod postmark;
 mod report;
+pub mod seeds;
 mod server;
 mod util;
 
@@ -41,6 +45,9 @@ use util::{heartbeat, median, median_opt, Burner};
 /// `dafs bench` options.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
+    /// An application experiment instead of the microbenchmarks (see docs/benchmarks.md).
+    #[command(subcommand)]
+    pub cmd: Option<BenchCmd>,
     /// Short run (well under a minute): 64 MiB file, 4 KiB and 1 MiB blocks, about 1 s per
     /// test (all its runs together), 300 files in the metadata mix.
     #[arg(long)]
@@ -91,6 +98,19 @@ pub struct BenchArgs {
     /// Parent directory of the temporary export (default: $TMPDIR or /tmp).
     #[arg(long)]
     pub tmpdir: Option<PathBuf>,
+}
+
+/// `dafs bench SUBCOMMAND`: the seeds' application experiments.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum BenchCmd {
+    /// TPIE-style n-way merge of sorted record files (seed 000, Fig. 5).
+    Merge(merge::MergeArgs),
+    /// The PostMark small-file workload (seed 000 Fig. 6, seed 003 Fig. 6).
+    Postmark(postmark::PostmarkArgs),
+    /// Compress a large file in 16 KiB blocks with asynchronous I/O (seed 001).
+    Gzip(gzip::GzipArgs),
+    /// Every seed experiment, one report beside the papers' published values.
+    Seeds(seeds::SeedsArgs),
 }
 
 const ALL_BACKENDS: [&str; 4] = ["local", "dafs-tcp", "dafs-shm", "nfs"];
@@ -448,6 +468,13 @@ fn fit_line(pts: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
 
 /// `dafs bench`.
 pub fn run(a: &BenchArgs) -> Result<(), String> {
+    match &a.cmd {
+        Some(BenchCmd::Merge(m)) => return merge::run(m),
+        Some(BenchCmd::Postmark(p)) => return postmark::run(p),
+        Some(BenchCmd::Gzip(g)) => return gzip::run(g),
+        Some(BenchCmd::Seeds(s)) => return seeds::run(s),
+        None => {}
+    }
     let t_start = Instant::now();
     let cfg = resolve(a)?;
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
