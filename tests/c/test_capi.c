@@ -211,6 +211,15 @@ static int blocking_roundtrip(dafs_client_t *c, const char *name) {
     CHECK_EQ(a.type, DAFS_TYPE_REG);
     CHECK_EQ(a.mode & 0777, 0644);
     CHECK_EQ(dafs_fstat(c, f, NULL), -EINVAL);
+    /* ftruncate: cut, then extend with zeros, by the open file */
+    OK(dafs_ftruncate(c, f, 50));
+    OK(dafs_fstat(c, f, &a));
+    CHECK_EQ(a.size, 50);
+    OK(dafs_ftruncate(c, f, 200));
+    CHECK_EQ(dafs_pread(c, f, r, 200, 0), 200);
+    CHECK(memcmp(w, r, 50) == 0 && r[50] == 0 && r[199] == 0);
+    CHECK_EQ(dafs_ftruncate(c, f, (uint64_t)INT64_MAX + 1), -EINVAL);
+    CHECK_EQ(dafs_pwrite(c, f, w, big, 0), (long long)big);
     OK(dafs_fsync(c, f));
     dafs_stats_t s;
     OK(dafs_stats(c, &s));

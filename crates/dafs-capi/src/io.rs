@@ -124,6 +124,20 @@ pub unsafe extern "C" fn dafs_fstat(
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn dafs_ftruncate(
+    client: *mut dafs_client_t,
+    file: *mut dafs_file_t,
+    size: u64,
+) -> c_int {
+    neg(with_file(client, file, |inner, f| {
+        if size > i64::MAX as u64 {
+            return Err(EINVAL);
+        }
+        inner.client.ftruncate(f, size).map(|_| 0).map_err(errno)
+    }))
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn dafs_append(
     client: *mut dafs_client_t,
     file: *mut dafs_file_t,

@@ -359,6 +359,11 @@ impl Client {
         self.setattr(fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
     }
 
+    /// Set the size of an open file (works on files that are unlinked or renamed since).
+    pub fn ftruncate(&mut self, f: &File, size: u64) -> Result<Attr> {
+        self.setattr(f.fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
+    }
+
     pub fn chmod(&mut self, path: &str, mode: u32) -> Result<Attr> {
         let (fh, _) = self.lookup_path(path, true)?;
         self.setattr(
