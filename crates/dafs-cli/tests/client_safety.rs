@@ -42,9 +42,9 @@ fn stale_and_bad_handles() {
     assert_eq!(status(c.getattr(fh3)), Status::Stale);
 
     // invented handles
-    assert_eq!(status(c.getattr(FileHandle([7; 32]))), Status::BadHandle);
-    assert_eq!(status(c.getattr(FileHandle([0; 32]))), Status::BadHandle);
-    assert_eq!(status(c.readdir_page(FileHandle([7; 32]), 0, 10)), Status::BadHandle);
+    assert_eq!(status(c.getattr(FileHandle([7; FileHandle::LEN]))), Status::BadHandle);
+    assert_eq!(status(c.getattr(FileHandle([0; FileHandle::LEN]))), Status::BadHandle);
+    assert_eq!(status(c.readdir_page(FileHandle([7; FileHandle::LEN]), 0, 10)), Status::BadHandle);
     // a corrupted real handle
     let mut bad = c.root_handle();
     bad.0[9] ^= 0x40;

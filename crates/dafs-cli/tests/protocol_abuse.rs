@@ -241,7 +241,7 @@ fn bad_headers_and_bodies() {
     let mut m = raw.next(0, &Request::Lookup { dir: root, path: b"abc", follow: true });
     let hdr = reply_header(&raw.roundtrip(&{
         let mut bad = m.clone();
-        bad[92..96].copy_from_slice(&1000u32.to_le_bytes()); // heap ref len 1000 (heap has 3)
+        bad[100..104].copy_from_slice(&1000u32.to_le_bytes()); // heap ref len 1000 (heap has 3)
         bad
     }));
     assert_eq!(hdr.status, Status::BadXdr);
@@ -256,7 +256,7 @@ fn bad_headers_and_bodies() {
     assert_eq!(status(&r), Status::SeqFalseRetry);
     // A heap reference whose offset overflows.
     m = raw.next(0, &Request::Lookup { dir: root, path: b"abc", follow: true });
-    m[88..92].copy_from_slice(&u32::MAX.to_le_bytes());
+    m[96..100].copy_from_slice(&u32::MAX.to_le_bytes());
     assert_eq!(status(&raw.roundtrip(&m)), Status::BadXdr);
     // Names that are not single components.
     for bad in [&b"a/b"[..], b"..", b".", b"", b"x\0y"] {
@@ -293,10 +293,10 @@ fn bad_headers_and_bodies() {
     // A fixed part longer than the op defines.
     let mut m = raw.next(0, &Request::GetAttr { fh: root });
     m.extend_from_slice(&[0u8; 8]);
-    m[36..40].copy_from_slice(&40u32.to_le_bytes());
+    m[36..40].copy_from_slice(&(FileHandle::LEN as u32 + 8).to_le_bytes());
     assert_eq!(status(&raw.roundtrip(&m)), Status::BadXdr);
     // A forged file handle.
-    let r = raw.call(0, &Request::GetAttr { fh: FileHandle([0xa5; 32]) });
+    let r = raw.call(0, &Request::GetAttr { fh: FileHandle([0xa5; FileHandle::LEN]) });
     assert!(matches!(status(&r), Status::BadHandle | Status::Stale), "{:?}", status(&r));
 
     // After all that, the session works on the next sequence ids of both slots.

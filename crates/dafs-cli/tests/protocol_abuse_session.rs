@@ -296,7 +296,7 @@ fn authentication_failures() {
         Status::AuthFailed
     );
     assert_eq!(
-        status(&raw.call(0, &Request::GetAttr { fh: FileHandle([0; 32]) })),
+        status(&raw.call(0, &Request::GetAttr { fh: FileHandle([0; FileHandle::LEN]) })),
         Status::AuthRequired
     );
     // The right proof: the server proves itself back, and ops work.

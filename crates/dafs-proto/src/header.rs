@@ -23,8 +23,9 @@ use crate::status::{Opcode, Status};
 pub const MAGIC: u32 = 0x5346_4144;
 /// Version 2: persistent handles, grace and reclaim (SESSION_CREATE reclaim flag, boot
 /// verifier, OPEN/LOCK RECLAIM, RECLAIM_COMPLETE), session tokens keying SESSION_BIND,
-/// MKNOD, NAMETOOLONG for long names.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// MKNOD, NAMETOOLONG for long names. Version 3: 40-byte file handles (a 64-bit key tag,
+/// so that a handle of another server secret is reliably STALE, not BADHANDLE).
+pub const PROTOCOL_VERSION: u16 = 3;
 pub const HEADER_LEN: usize = 48;
 pub const FLAG_REPLY: u32 = 1;
 

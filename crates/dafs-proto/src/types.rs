@@ -9,7 +9,7 @@ use crate::limits;
 pub struct FileHandle(pub [u8; FileHandle::LEN]);
 
 impl FileHandle {
-    pub const LEN: usize = 32;
+    pub const LEN: usize = 40;
     pub(crate) fn enc(&self, e: &mut Enc) {
         e.raw(&self.0);
     }

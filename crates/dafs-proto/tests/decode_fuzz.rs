@@ -333,7 +333,7 @@ proptest! {
 
     /// (c) LOOKUP with random valid paths.
     #[test]
-    fn lookup_roundtrips(dir in any::<[u8; 32]>(), path in valid_path(), follow in any::<bool>(), h in hdr()) {
+    fn lookup_roundtrips(dir in fh_bytes(), path in valid_path(), follow in any::<bool>(), h in hdr()) {
         let path = if path.is_empty() { b"x".to_vec() } else { path };
         let req = Request::Lookup { dir: FileHandle(dir), path: &path, follow };
         let buf = encode_req(&h, &req);
@@ -362,12 +362,12 @@ proptest! {
 
     /// (c) RENAME with random valid names.
     #[test]
-    fn rename_roundtrips(a in any::<[u8; 32]>(), b in any::<[u8; 32]>(), from in valid_name(), to in valid_name(), flags in 0u32..3, h in hdr()) {
+    fn rename_roundtrips(a in fh_bytes(), b in fh_bytes(), from in valid_name(), to in valid_name(), flags in 0u32..3, h in hdr()) {
         let req = Request::Rename { from_dir: FileHandle(a), from_name: &from, to_dir: FileHandle(b), to_name: &to, flags };
         let buf = encode_req(&h, &req);
-        prop_assert_eq!(buf.len(), HEADER_LEN + 88 + from.len() + to.len());
+        prop_assert_eq!(buf.len(), HEADER_LEN + 104 + from.len() + to.len());
         // The flags word follows both name references, the pad word after it.
-        prop_assert_eq!(&buf[HEADER_LEN + 80..HEADER_LEN + 88], &[flags.to_le_bytes(), [0; 4]].concat()[..]);
+        prop_assert_eq!(&buf[HEADER_LEN + 96..HEADER_LEN + 104], &[flags.to_le_bytes(), [0; 4]].concat()[..]);
         let (_, r2) = decode_request(&buf, MAX).unwrap();
         prop_assert_eq!(r2, req);
     }
@@ -376,10 +376,10 @@ proptest! {
     /// refused as `BadValue::RenameFlags`; the pad word after them is ignored.
     #[test]
     fn rename_bad_flags_are_refused(flags in any::<u32>(), pad in any::<u32>(), h in hdr()) {
-        let rename = |flags| Request::Rename { from_dir: FileHandle([1; 32]), from_name: b"a", to_dir: FileHandle([2; 32]), to_name: b"b", flags };
+        let rename = |flags| Request::Rename { from_dir: FileHandle([1; FileHandle::LEN]), from_name: b"a", to_dir: FileHandle([2; FileHandle::LEN]), to_name: b"b", flags };
         let mut buf = encode_req(&h, &rename(0));
-        buf[HEADER_LEN + 80..HEADER_LEN + 84].copy_from_slice(&flags.to_le_bytes());
-        buf[HEADER_LEN + 84..HEADER_LEN + 88].copy_from_slice(&pad.to_le_bytes());
+        buf[HEADER_LEN + 96..HEADER_LEN + 100].copy_from_slice(&flags.to_le_bytes());
+        buf[HEADER_LEN + 100..HEADER_LEN + 104].copy_from_slice(&pad.to_le_bytes());
         let r = decode_request(&buf, MAX);
         if flags <= rename_flags::EXCHANGE {
             let (_, r2) = r.unwrap();
@@ -439,8 +439,8 @@ proptest! {
 fn fixed_parts() -> Parts {
     Parts {
         kind: 0,
-        fh1: [1; 32],
-        fh2: [2; 32],
+        fh1: [1; FileHandle::LEN],
+        fh2: [2; FileHandle::LEN],
         nonce1: [3; 32],
         nonce2: [4; 32],
         a: 5,
@@ -494,7 +494,7 @@ fn every_opcode_is_covered_with_its_documented_fixed_len() {
         assert!(found, "reply for {op:?}");
     }
     assert_eq!(Attr::WIRE_LEN, 88);
-    assert_eq!(FileHandle::LEN, 32);
+    assert_eq!(FileHandle::LEN, 40);
     assert_eq!(DirEntry::FIXED_LEN, 24);
 }
 
@@ -528,16 +528,16 @@ fn overlapping_heap_fields_decode_and_reencode_longer() {
     // RENAME whose two names point at the same heap bytes: valid on the wire (the
     // decoder does not require disjoint fields); the canonical re-encoding is longer.
     let req = Request::Rename {
-        from_dir: FileHandle([1; 32]),
+        from_dir: FileHandle([1; FileHandle::LEN]),
         from_name: b"same",
-        to_dir: FileHandle([2; 32]),
+        to_dir: FileHandle([2; FileHandle::LEN]),
         to_name: b"same",
         flags: rename_flags::NOREPLACE,
     };
     let mut buf = Vec::new();
     encode_request(&Header::request(Opcode::Rename, 1, 0, 1, 0), &req, &mut buf, MAX).unwrap();
-    // to_name ref at fixed offset 72 -> point at offset 0; drop the second copy.
-    let at = HEADER_LEN + 72;
+    // to_name ref at fixed offset 88 -> point at offset 0; drop the second copy.
+    let at = HEADER_LEN + 88;
     buf[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
     buf.truncate(buf.len() - 4);
     buf[40..44].copy_from_slice(&4u32.to_le_bytes());

@@ -1,18 +1,21 @@
-//! The wire form of a file handle (32 bytes) and the MAC that makes it unforgeable.
+//! The wire form of a file handle (40 bytes) and the MAC that makes it unforgeable.
 //!
-//! Layout (`FileHandle::LEN` = 32):
+//! Layout (`FileHandle::LEN` = 40):
 //! - byte 0: kind in the high nibble (1 volatile, 2 kernel), kernel handle length in
 //!   the low nibble (0..=12);
 //! - byte 1: the kernel handle's type (0 for volatile handles);
 //! - byte 2: export index;
-//! - byte 3: key tag, the first byte of SHA-256 of the secret: a handle sealed under
-//!   another secret (an earlier boot without `state_dir`) is told apart as STALE, so
-//!   clients look the path up again, instead of failing its MAC (BADHANDLE);
+//! - byte 3: reserved, 0;
 //! - bytes 4..16: the body. Volatile: boot instance (u32) | serial (u64), naming an
 //!   entry of this boot's descriptor cache. Kernel: the kernel's persistent handle
 //!   (`name_to_handle_at`), zero-padded;
 //! - bytes 16..32: MAC = HMAC-SHA256(server secret, bytes 0..16 | export tag [| boot
-//!   instance u64, volatile only]), truncated to 16 bytes.
+//!   instance u64, volatile only]), truncated to 16 bytes;
+//! - bytes 32..40: key tag, 8 bytes of SHA-256 of the secret: a handle sealed under
+//!   another secret (an earlier boot without `state_dir`, another server) is told apart
+//!   as STALE, so clients look the path up again, instead of failing its MAC
+//!   (BADHANDLE). 64 bits, so that two secrets share a tag with odds of 2^-64: with the
+//!   one byte of protocol version 2, one restart in 256 turned STALE into BADHANDLE.
 //!
 //! A made-up or altered handle keeps the key tag of the handle it was made from and
 //! fails the MAC: BADHANDLE.
@@ -40,14 +43,17 @@ pub type HandleId = [u8; ID_BYTES];
 /// bytes; objects with larger handles, e.g. on btrfs, get volatile handles).
 pub const KERNEL_BYTES_MAX: usize = 12;
 /// MAC bytes kept (HMAC-SHA256 truncated; 128 bits leave forging to chance: 2^-128).
-pub const MAC_BYTES: usize = FileHandle::LEN - ID_BYTES;
-const _: () = assert!(MAC_BYTES >= 16);
+pub const MAC_BYTES: usize = 16;
 
 const KIND_VOLATILE: u8 = 1;
 const KIND_KERNEL: u8 = 2;
 const TYPE_AT: usize = 1;
 const EXPORT_AT: usize = 2;
-const KEY_TAG_AT: usize = 3;
+const RESERVED_AT: usize = 3;
+/// Where the key tag sits, after the MAC (outside the id: it is the same for every handle).
+const KEY_TAG_AT: Range<usize> = ID_BYTES + MAC_BYTES..FileHandle::LEN;
+pub const KEY_TAG_BYTES: usize = 8;
+const _: () = assert!(ID_BYTES + MAC_BYTES + KEY_TAG_BYTES == FileHandle::LEN);
 const BODY_AT: Range<usize> = 4..ID_BYTES;
 const INSTANCE_AT: Range<usize> = 4..8;
 const SERIAL_AT: Range<usize> = 8..16;
@@ -75,7 +81,7 @@ pub struct Sealer {
     mac: HmacSha256,
     export_tags: Vec<[u8; 32]>,
     instance: u64,
-    key_tag: u8,
+    key_tag: [u8; KEY_TAG_BYTES],
 }
 
 impl std::fmt::Debug for Sealer {
@@ -94,6 +100,10 @@ fn export_tag(e: &Export) -> [u8; 32] {
     h.finalize().into()
 }
 
+fn key_tag_of(secret: &[u8]) -> [u8; KEY_TAG_BYTES] {
+    Sha256::digest(secret)[..KEY_TAG_BYTES].try_into().expect("a digest holds a key tag")
+}
+
 impl Sealer {
     pub fn new(secret: &[u8], exports: &[Export], instance: u64) -> Self {
         assert!(exports.len() <= EXPORTS_MAX, "config validation bounds the exports");
@@ -101,7 +111,7 @@ impl Sealer {
             mac: HmacSha256::new_from_slice(secret).expect("HMAC accepts keys of any length"),
             export_tags: exports.iter().map(export_tag).collect(),
             instance,
-            key_tag: Sha256::digest(secret)[0],
+            key_tag: key_tag_of(secret),
         }
     }
 
@@ -122,7 +132,6 @@ impl Sealer {
         let mut id = [0u8; ID_BYTES];
         assert!((export as usize) < self.export_tags.len());
         id[EXPORT_AT] = export as u8;
-        id[KEY_TAG_AT] = self.key_tag;
         let volatile = match body {
             Body::Volatile { serial } => {
                 id[0] = KIND_VOLATILE << 4;
@@ -141,7 +150,8 @@ impl Sealer {
         let tag = self.mac_of(&id, volatile).finalize().into_bytes();
         let mut b = [0u8; FileHandle::LEN];
         b[..ID_BYTES].copy_from_slice(&id);
-        b[ID_BYTES..].copy_from_slice(&tag[..MAC_BYTES]);
+        b[ID_BYTES..ID_BYTES + MAC_BYTES].copy_from_slice(&tag[..MAC_BYTES]);
+        b[KEY_TAG_AT].copy_from_slice(&self.key_tag);
         FileHandle(b)
     }
 
@@ -155,6 +165,7 @@ impl Sealer {
         let (kind, len) = (id[0] >> 4, (id[0] & 0x0f) as usize);
         // What no server ever issues is BADHANDLE whatever the key: checked first.
         let well_formed = export < EXPORTS_MAX as u32
+            && id[RESERVED_AT] == 0
             && match kind {
                 KIND_VOLATILE => len == 0 && id[TYPE_AT] == 0,
                 KIND_KERNEL => len <= KERNEL_BYTES_MAX,
@@ -163,8 +174,8 @@ impl Sealer {
         if !well_formed {
             return Err(Status::BadHandle);
         }
-        if id[KEY_TAG_AT] != self.key_tag {
-            return Err(Status::Stale); // an earlier secret's (or 1 in 256: forged, below)
+        if b[KEY_TAG_AT] != self.key_tag {
+            return Err(Status::Stale); // another secret's (or forged with a made-up tag)
         }
         if export as usize >= self.export_tags.len() {
             return Err(Status::BadHandle);
@@ -183,7 +194,7 @@ impl Sealer {
         };
         let volatile = matches!(body, Body::Volatile { .. });
         self.mac_of(&id, volatile)
-            .verify_truncated_left(&b[ID_BYTES..])
+            .verify_truncated_left(&b[ID_BYTES..ID_BYTES + MAC_BYTES])
             .map_err(|_| Status::BadHandle)?;
         Ok(Decoded { export, body, id })
     }
@@ -213,6 +224,14 @@ mod tests {
             let mut other = fh;
             other.0[EXPORT_AT] = (export ^ 1) as u8;
             assert_eq!(s.unseal(&other).unwrap_err(), Status::BadHandle);
+            // Altering anything but the key tag (or a volatile handle's boot instance,
+            // which names an earlier boot) is BADHANDLE, never STALE.
+            let volatile = matches!(body, Body::Volatile { .. });
+            for i in (0..ID_BYTES + MAC_BYTES).filter(|i| !volatile || !INSTANCE_AT.contains(i)) {
+                let mut bad = fh;
+                bad.0[i] ^= 0x01;
+                assert_eq!(s.unseal(&bad).unwrap_err(), Status::BadHandle, "byte {i}");
+            }
         }
     }
 
@@ -225,15 +244,15 @@ mod tests {
         assert_ne!(other.key_tag, s.key_tag, "test keys with different tags");
         assert_eq!(other.unseal(&k).unwrap_err(), Status::Stale);
         assert_eq!(other.unseal(&v).unwrap_err(), Status::Stale);
-        // Another secret with the same key tag (1 in 256): the MAC refuses it.
-        let same_tag = (0u32..)
-            .map(|i| format!("key {i}"))
-            .find(|k| Sha256::digest(k.as_bytes())[0] == s.key_tag)
-            .unwrap();
-        assert_eq!(
-            Sealer::new(same_tag.as_bytes(), &exports(), 7).unseal(&k).unwrap_err(),
-            Status::BadHandle
-        );
+        // Many other secrets: every one says STALE (a one-byte tag failed 1 in 256).
+        for i in 0..4096u32 {
+            let other = Sealer::new(format!("key {i}").as_bytes(), &exports(), 7);
+            assert_eq!(other.unseal(&k).unwrap_err(), Status::Stale, "secret {i}");
+        }
+        // Another secret that somehow shares the key tag: the MAC still refuses it.
+        let mut same_tag = Sealer::new(b"another", &exports(), 7);
+        same_tag.key_tag = s.key_tag;
+        assert_eq!(same_tag.unseal(&k).unwrap_err(), Status::BadHandle);
         let reboot = Sealer::new(b"secret", &exports(), 8);
         assert!(reboot.unseal(&k).is_ok(), "kernel handles outlive a restart");
         assert_eq!(reboot.unseal(&v).unwrap_err(), Status::Stale);

@@ -10,7 +10,7 @@ use crate::types::*;
 const MAX: usize = limits::MSG_SIZE_BYTES_MAX as usize;
 
 fn fh(b: u8) -> FileHandle {
-    FileHandle([b; 32])
+    FileHandle([b; FileHandle::LEN])
 }
 fn attr() -> Attr {
     Attr {

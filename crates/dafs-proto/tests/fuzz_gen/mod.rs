@@ -25,40 +25,40 @@ pub const REQ_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::SetCred, 16),
     (Opcode::SessionDestroy, 0),
     (Opcode::GetRootHandle, 8),
-    (Opcode::Lookup, 48),
-    (Opcode::LookupParent, 32),
-    (Opcode::GetAttr, 32),
-    (Opcode::SetAttr, 72),
-    (Opcode::Access, 40),
-    (Opcode::Create, 56),
-    (Opcode::Open, 56),
+    (Opcode::Lookup, 56),
+    (Opcode::LookupParent, 40),
+    (Opcode::GetAttr, 40),
+    (Opcode::SetAttr, 80),
+    (Opcode::Access, 48),
+    (Opcode::Create, 64),
+    (Opcode::Open, 64),
     (Opcode::Close, 8),
     (Opcode::ReadInline, 24),
     (Opcode::WriteInline, 32),
     (Opcode::ReadDirect, 40),
     (Opcode::WriteDirect, 40),
-    (Opcode::ReadDir, 48),
-    (Opcode::Remove, 40),
-    (Opcode::RmDir, 40),
-    (Opcode::Rename, 88),
-    (Opcode::Link, 72),
-    (Opcode::Symlink, 48),
-    (Opcode::ReadLink, 32),
+    (Opcode::ReadDir, 56),
+    (Opcode::Remove, 48),
+    (Opcode::RmDir, 48),
+    (Opcode::Rename, 104),
+    (Opcode::Link, 88),
+    (Opcode::Symlink, 56),
+    (Opcode::ReadLink, 40),
     (Opcode::Commit, 24),
-    (Opcode::FsStat, 32),
+    (Opcode::FsStat, 40),
     (Opcode::BatchIo, 24),
     (Opcode::Chain, 16),
     (Opcode::CacheHint, 32),
-    (Opcode::Lock, 56),
-    (Opcode::LockTest, 56),
-    (Opcode::Unlock, 48),
-    (Opcode::GetNamedAttr, 40),
-    (Opcode::SetNamedAttr, 56),
-    (Opcode::ListNamedAttr, 32),
-    (Opcode::RemoveNamedAttr, 40),
+    (Opcode::Lock, 64),
+    (Opcode::LockTest, 64),
+    (Opcode::Unlock, 56),
+    (Opcode::GetNamedAttr, 48),
+    (Opcode::SetNamedAttr, 64),
+    (Opcode::ListNamedAttr, 40),
+    (Opcode::RemoveNamedAttr, 48),
     (Opcode::Publish, 8),
     (Opcode::ReclaimComplete, 0),
-    (Opcode::Mknod, 56),
+    (Opcode::Mknod, 64),
 ];
 
 pub const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
@@ -68,14 +68,14 @@ pub const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::SessionBind, 72),
     (Opcode::SetCred, 0),
     (Opcode::SessionDestroy, 0),
-    (Opcode::GetRootHandle, 120),
-    (Opcode::Lookup, 120),
-    (Opcode::LookupParent, 120),
+    (Opcode::GetRootHandle, 128),
+    (Opcode::Lookup, 128),
+    (Opcode::LookupParent, 128),
     (Opcode::GetAttr, 88),
     (Opcode::SetAttr, 88),
     (Opcode::Access, 8),
-    (Opcode::Create, 120),
-    (Opcode::Open, 128),
+    (Opcode::Create, 128),
+    (Opcode::Open, 136),
     (Opcode::Close, 0),
     (Opcode::ReadInline, 16),
     (Opcode::WriteInline, 16),
@@ -86,7 +86,7 @@ pub const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::RmDir, 0),
     (Opcode::Rename, 0),
     (Opcode::Link, 88),
-    (Opcode::Symlink, 120),
+    (Opcode::Symlink, 128),
     (Opcode::ReadLink, 8),
     (Opcode::Commit, 0),
     (Opcode::FsStat, 48),
@@ -100,9 +100,9 @@ pub const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::SetNamedAttr, 0),
     (Opcode::ListNamedAttr, 8),
     (Opcode::RemoveNamedAttr, 0),
-    (Opcode::Publish, 120),
+    (Opcode::Publish, 128),
     (Opcode::ReclaimComplete, 0),
-    (Opcode::Mknod, 120),
+    (Opcode::Mknod, 128),
 ];
 
 pub const RESERVED: &[Opcode] = &[Opcode::Callback];
@@ -124,8 +124,8 @@ pub const FTYPES: &[FileType] = &[
 #[derive(Debug, Clone)]
 pub struct Parts {
     pub kind: usize,
-    pub fh1: [u8; 32],
-    pub fh2: [u8; 32],
+    pub fh1: [u8; FileHandle::LEN],
+    pub fh2: [u8; FileHandle::LEN],
     pub nonce1: [u8; 32],
     pub nonce2: [u8; 32],
     pub a: u64,
@@ -224,13 +224,7 @@ pub fn dir_entries() -> impl Strategy<Value = (Vec<u8>, u32)> {
 
 pub fn parts() -> impl Strategy<Value = Parts> {
     (
-        (
-            any::<usize>(),
-            any::<[u8; 32]>(),
-            any::<[u8; 32]>(),
-            any::<[u8; 32]>(),
-            any::<[u8; 32]>(),
-        ),
+        (any::<usize>(), fh_bytes(), fh_bytes(), any::<[u8; 32]>(), any::<[u8; 32]>()),
         (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>(), any::<bool>()),
         (
             valid_name(),
@@ -267,6 +261,11 @@ pub fn parts() -> impl Strategy<Value = Parts> {
                 entries_count,
             },
         )
+}
+
+/// Random bytes of one file handle.
+pub fn fh_bytes() -> impl Strategy<Value = [u8; FileHandle::LEN]> {
+    proptest::array::uniform::<_, { FileHandle::LEN }>(any::<u8>())
 }
 
 pub const REQUEST_KINDS: usize = 42;
