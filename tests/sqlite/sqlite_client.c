@@ -1,0 +1,132 @@
+/*
+ * Test client of the dafs SQLite VFS: a C program that loads libdafs_sqlite.so with
+ * sqlite3_load_extension and works on one database (scripts/test-sqlite.sh runs it).
+ *
+ *   sqlite_client EXT URI init                 create tables c(n) = 0 and log(who, n)
+ *   sqlite_client EXT URI counter WHO N        N read-modify-write transactions:
+ *        BEGIN; SELECT n; UPDATE c SET n = old + 1; INSERT INTO log; COMMIT, retried on
+ *        SQLITE_BUSY (busy_timeout 10 s; a deferred transaction that cannot upgrade is
+ *        rolled back and run again). Without working locks updates get lost.
+ *   sqlite_client EXT URI hang ROWS            BEGIN, insert ROWS rows of 1 KiB with a
+ *        10-page cache (so the database file is written before COMMIT), print
+ *        "in-transaction" and wait to be killed
+ *   sqlite_client EXT URI check                integrity_check, then print
+ *        "ok n=<c.n> log=<rows of log> big=<rows of big>"
+ * Exit status 0 on success; errors go to stderr with SQLite's message.
+ */
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static sqlite3 *db;
+
+static int die(const char *what) {
+    fprintf(stderr, "sqlite_client: %s: %s (%d)\n", what, db ? sqlite3_errmsg(db) : "-",
+            db ? sqlite3_extended_errcode(db) : 0);
+    exit(1);
+}
+
+static void exec(const char *sql) {
+    char *err = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+        fprintf(stderr, "sqlite_client: %s: %s\n", sql, err ? err : "?");
+        exit(1);
+    }
+}
+
+static sqlite3_int64 one(const char *sql) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) die(sql);
+    if (sqlite3_step(st) != SQLITE_ROW) die(sql);
+    sqlite3_int64 v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* One read-modify-write transaction; SQLITE_BUSY (also from COMMIT) -> rolled back,
+ * returns 0 so the caller retries. */
+static int increment(const char *who) {
+    sqlite3_stmt *st;
+    exec("BEGIN");
+    int rc = sqlite3_prepare_v2(db, "SELECT n FROM c", -1, &st, NULL);
+    if (rc != SQLITE_OK) die("prepare select");
+    rc = sqlite3_step(st);
+    sqlite3_int64 n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_BUSY) goto busy;
+    if (rc != SQLITE_ROW) die("select n");
+    char sql[256];
+    snprintf(sql, sizeof sql, "UPDATE c SET n = %lld; INSERT INTO log VALUES ('%s', %lld);",
+             (long long)n + 1, who, (long long)n + 1);
+    rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) return 1;
+    if ((rc & 0xff) != SQLITE_BUSY) die("update/commit");
+busy:
+    if (!sqlite3_get_autocommit(db)) exec("ROLLBACK");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: sqlite_client EXT URI init|counter WHO N|hang ROWS|check\n");
+        return 2;
+    }
+    /* Load the extension through a first connection; it registers the VFS for good. */
+    sqlite3 *boot;
+    char *err = NULL;
+    if (sqlite3_open(":memory:", &boot) != SQLITE_OK) return 1;
+    sqlite3_enable_load_extension(boot, 1);
+    if (sqlite3_load_extension(boot, argv[1], NULL, &err) != SQLITE_OK) {
+        fprintf(stderr, "sqlite_client: load %s: %s\n", argv[1], err ? err : "?");
+        return 1;
+    }
+    sqlite3_close(boot);
+    int fl = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI;
+    if (sqlite3_open_v2(argv[2], &db, fl, NULL) != SQLITE_OK) die("open");
+    sqlite3_busy_timeout(db, 10000);
+    const char *cmd = argv[3];
+    if (strcmp(cmd, "init") == 0) {
+        exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0);"
+             "CREATE TABLE log(who TEXT, n INTEGER UNIQUE);"
+             "CREATE TABLE big(id INTEGER PRIMARY KEY, pad BLOB);");
+    } else if (strcmp(cmd, "counter") == 0 && argc == 6) {
+        int want = atoi(argv[5]), done = 0, retries = 0;
+        while (done < want) {
+            if (increment(argv[4])) done++;
+            else retries++;
+        }
+        printf("%s: %d increments, %d busy retries\n", argv[4], done, retries);
+    } else if (strcmp(cmd, "hang") == 0 && argc == 5) {
+        exec("PRAGMA cache_size = 10; BEGIN;");
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d)"
+                 " INSERT INTO big(pad) SELECT randomblob(1024) FROM s;", atoi(argv[4]));
+        exec(sql);
+        exec("UPDATE c SET n = -1;");
+        printf("in-transaction\n");
+        fflush(stdout);
+        for (;;) pause();
+    } else if (strcmp(cmd, "check") == 0) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) != SQLITE_OK)
+            die("integrity_check");
+        int rc = sqlite3_step(st);
+        const char *res = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+        if (!res || strcmp(res, "ok") != 0) {
+            fprintf(stderr, "sqlite_client: integrity_check: %s\n", res ? res : sqlite3_errmsg(db));
+            return 1;
+        }
+        sqlite3_finalize(st);
+        printf("ok n=%lld log=%lld big=%lld\n", (long long)one("SELECT n FROM c"),
+               (long long)one("SELECT count(*) FROM log"), (long long)one("SELECT count(*) FROM big"));
+    } else {
+        fprintf(stderr, "sqlite_client: unknown command %s\n", cmd);
+        return 2;
+    }
+    if (sqlite3_close(db) != SQLITE_OK) die("close");
+    return 0;
+}
