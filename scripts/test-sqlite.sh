@@ -209,6 +209,16 @@ out=$(printf '.load %s\n.open /mnt-dafs/d.db\nCREATE TABLE t(x);\n' "$EXT" \
 [ -z "$out" ] && [ -f "$EXP/sub/d.db" ] && pass "DAFS_SQLITE_DEFAULT=1 makes dafs the default VFS" \
     || { fail "DAFS_SQLITE_DEFAULT=1"; echo "     $out"; }
 
+out=$(shell "$(uri shell.db)" "ATTACH 'file:/shell.db?vfs=dafs&server=$SHM' AS other;")
+case "$out" in *"already open in this process on another server"*"unable to open database"*)
+    pass "one name on two servers in one process: refused";;
+    *) fail "one name on two servers in one process: refused"; echo "     got: $out";; esac
+out=$(shell "$(uri shell.db)" "ATTACH 'file:/jm-persist.db?vfs=dafs&server=$SHM' AS o;
+BEGIN; INSERT INTO t(b) VALUES ('x'); INSERT INTO o.t VALUES (10); COMMIT;
+SELECT count(*) FROM t; SELECT sum(x) FROM o.t;")
+expect "two attached databases, one transaction (super-journal)" "3
+13" "$out"
+
 kill -0 "${pids[0]}" 2>/dev/null || { fail "dafsd died during the tests"; cat "$WORK/main.err" >&2; }
 echo "sqlite: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -139,6 +139,7 @@ dsq_conn *dsq_conn_open(const dsq_where *w, int *err) {
     }
     pthread_mutex_init(&c->mu, NULL);
     c->refs = 1;
+    memcpy(c->target, w->target, sizeof c->target);
     memcpy(c->local_prefix, w->local_prefix, sizeof c->local_prefix);
     memcpy(c->export_base, w->export_base, sizeof c->export_base);
     return c;
@@ -202,4 +203,16 @@ dsq_conn *dsq_main_find(const char *db_name, const char *path) {
     if (found) found->refs++;
     pthread_mutex_unlock(&table_mu);
     return found;
+}
+
+/* Is `name` open as a main database on a server other than `target`? xDelete and
+ * xAccess of its journal get only the name, so one process cannot tell two such
+ * databases apart: the second open is refused instead. */
+int dsq_main_clash(const char *name, const char *target) {
+    int clash = 0;
+    pthread_mutex_lock(&table_mu);
+    for (dsq_file *f = mains; f && !clash; f = f->next)
+        clash = strcmp(f->main_name, name) == 0 && strcmp(f->conn->target, target) != 0;
+    pthread_mutex_unlock(&table_mu);
+    return clash;
 }

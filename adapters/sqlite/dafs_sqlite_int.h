@@ -30,6 +30,7 @@ typedef struct dsq_conn {
     pthread_mutex_t mu;
     dafs_client_t *client;
     int refs;                                 /* under the table lock of conn.c */
+    char target[DSQ_PATH_MAX_BYTES];          /* as connected to (host:port, dafs+shm://) */
     char local_prefix[DSQ_PATH_MAX_BYTES];    /* "" = names are export paths */
     char export_base[DSQ_PATH_MAX_BYTES];     /* directory in the export ("" = root) */
 } dsq_conn;
@@ -67,6 +68,7 @@ void dsq_conn_release(dsq_conn *c);
 void dsq_main_add(dsq_file *f);
 void dsq_main_remove(dsq_file *f);
 dsq_conn *dsq_main_find(const char *db_name, const char *path);
+int dsq_main_clash(const char *name, const char *target);
 void dsq_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* io.c */

@@ -64,6 +64,12 @@ static int x_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *pf, int
     dsq_conn *c = conn_for(name, main_db, &local);
     if (local) return local_vfs->xOpen(local_vfs, name, pf, flags, out_flags);
     if (!c) return SQLITE_CANTOPEN;
+    if (main_db && dsq_main_clash(name, c->target)) {
+        dsq_log("%s: already open in this process on another server than %s (journals are "
+                "told apart by name only)", name, c->target);
+        dsq_conn_release(c);
+        return SQLITE_CANTOPEN;
+    }
     f->conn = c;
     char path[DSQ_PATH_MAX_BYTES];
     if (dsq_export_path(c, name, path, sizeof path) || !(f->export_path = sqlite3_mprintf("%s", path))) {
