@@ -7,11 +7,13 @@
  *        BEGIN; SELECT n; UPDATE c SET n = old + 1; INSERT INTO log; COMMIT, retried on
  *        SQLITE_BUSY (busy_timeout 10 s; a deferred transaction that cannot upgrade is
  *        rolled back and run again). Without working locks updates get lost.
- *   sqlite_client EXT URI hang ROWS            BEGIN, insert ROWS rows of 1 KiB with a
- *        10-page cache (so the database file is written before COMMIT), print
- *        "in-transaction" and wait to be killed
+ *   sqlite_client EXT URI fill ROWS            insert ROWS rows (v = 1, 1000 zero bytes)
+ *        into big, committed
+ *   sqlite_client EXT URI hang                 BEGIN, rewrite every row of big (v = 2, 1000
+ *        random bytes) and set c.n = -1 with a 10-page cache (so changed pages are written
+ *        into the database file before COMMIT), print "in-transaction", wait to be killed
  *   sqlite_client EXT URI check                integrity_check, then print
- *        "ok n=<c.n> log=<rows of log> big=<rows of big>"
+ *        "ok n=<c.n> log=<rows of log> big=<rows of big> v=<sum of big.v>"
  * Exit status 0 on success; errors go to stderr with SQLite's message.
  */
 #include <sqlite3.h>
@@ -71,7 +73,7 @@ busy:
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: sqlite_client EXT URI init|counter WHO N|hang ROWS|check\n");
+        fprintf(stderr, "usage: sqlite_client EXT URI init|counter WHO N|fill ROWS|hang|check\n");
         return 2;
     }
     /* Load the extension through a first connection; it registers the VFS for good. */
@@ -91,7 +93,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "init") == 0) {
         exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0);"
              "CREATE TABLE log(who TEXT, n INTEGER UNIQUE);"
-             "CREATE TABLE big(id INTEGER PRIMARY KEY, pad BLOB);");
+             "CREATE TABLE big(id INTEGER PRIMARY KEY, v INTEGER, pad BLOB);");
     } else if (strcmp(cmd, "counter") == 0 && argc == 6) {
         int want = atoi(argv[5]), done = 0, retries = 0;
         while (done < want) {
@@ -99,14 +101,15 @@ int main(int argc, char **argv) {
             else retries++;
         }
         printf("%s: %d increments, %d busy retries\n", argv[4], done, retries);
-    } else if (strcmp(cmd, "hang") == 0 && argc == 5) {
-        exec("PRAGMA cache_size = 10; BEGIN;");
+    } else if (strcmp(cmd, "fill") == 0 && argc == 5) {
         char sql[256];
         snprintf(sql, sizeof sql,
                  "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < %d)"
-                 " INSERT INTO big(pad) SELECT randomblob(1024) FROM s;", atoi(argv[4]));
+                 " INSERT INTO big(v, pad) SELECT 1, zeroblob(1000) FROM s;", atoi(argv[4]));
         exec(sql);
-        exec("UPDATE c SET n = -1;");
+    } else if (strcmp(cmd, "hang") == 0) {
+        exec("PRAGMA cache_size = 10; BEGIN;"
+             "UPDATE big SET v = 2, pad = randomblob(1000); UPDATE c SET n = -1;");
         printf("in-transaction\n");
         fflush(stdout);
         for (;;) pause();
@@ -121,8 +124,9 @@ int main(int argc, char **argv) {
             return 1;
         }
         sqlite3_finalize(st);
-        printf("ok n=%lld log=%lld big=%lld\n", (long long)one("SELECT n FROM c"),
-               (long long)one("SELECT count(*) FROM log"), (long long)one("SELECT count(*) FROM big"));
+        printf("ok n=%lld log=%lld big=%lld v=%lld\n", (long long)one("SELECT n FROM c"),
+               (long long)one("SELECT count(*) FROM log"), (long long)one("SELECT count(*) FROM big"),
+               (long long)one("SELECT total(v) FROM big"));
     } else {
         fprintf(stderr, "sqlite_client: unknown command %s\n", cmd);
         return 2;
