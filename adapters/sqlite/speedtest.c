@@ -2,16 +2,16 @@
  * A speedtest-style SQLite benchmark (in the spirit of SQLite's speedtest1): one
  * database, three phases of small transactions, transactions per second for each.
  *
- *   speedtest [--ext LIB] [--txns N] [--rows R] [--label L] URI-OR-PATH
+ *   speedtest [--ext LIB] [--txns N] [--rows R] [--journal MODE] [--label L] URI-OR-PATH
  *
  *   insert  N transactions, each inserting R rows (integer key, indexed random k,
  *           100-byte text)
  *   select  N transactions, each running R indexed range selects on k
  *   update  N transactions, each updating R rows found through the index on k
  *
- * Default journal (DELETE) and synchronous (FULL) settings: every write transaction
- * creates, writes and fsyncs the journal, writes and fsyncs the database, deletes the
- * journal. --ext loads a SQLite extension first (libdafs_sqlite.so for vfs=dafs URIs).
+ * Default journal (DELETE; --journal sets another rollback mode) and synchronous (FULL)
+ * settings: every write transaction creates, writes and fsyncs the journal, writes and
+ * fsyncs the database, deletes the journal. --ext loads a SQLite extension first (libdafs_sqlite.so for vfs=dafs URIs).
  * Prints one JSON object on stdout: {"label":...,"insert_tps":...,"select_tps":...,
  * "update_tps":...,"total_tps":...,"txns":N,"rows":R}. Exit status 1 on any SQLite error.
  */
@@ -78,16 +78,17 @@ static double phase(const char *sql, int txns, int rows, int text) {
 }
 
 int main(int argc, char **argv) {
-    const char *ext = NULL, *label = "run", *target = NULL;
+    const char *ext = NULL, *label = "run", *target = NULL, *journal = "delete";
     int txns = 500, rows = 10;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--ext") == 0 && i + 1 < argc) ext = argv[++i];
         else if (strcmp(argv[i], "--txns") == 0 && i + 1 < argc) txns = atoi(argv[++i]);
         else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) rows = atoi(argv[++i]);
         else if (strcmp(argv[i], "--label") == 0 && i + 1 < argc) label = argv[++i];
+        else if (strcmp(argv[i], "--journal") == 0 && i + 1 < argc) journal = argv[++i];
         else if (!target && argv[i][0] != '-') target = argv[i];
         else {
-            fprintf(stderr, "usage: speedtest [--ext LIB] [--txns N] [--rows R] [--label L] URI\n");
+            fprintf(stderr, "usage: speedtest [--ext LIB] [--txns N] [--rows R] [--journal MODE] [--label L] URI\n");
             return 2;
         }
     }
@@ -108,6 +109,16 @@ int main(int argc, char **argv) {
     }
     int fl = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI;
     if (sqlite3_open_v2(target, &db, fl, NULL) != SQLITE_OK) die("open");
+    char pragma[64];
+    snprintf(pragma, sizeof pragma, "PRAGMA journal_mode = %s", journal);
+    sqlite3_stmt *jm;
+    if (sqlite3_prepare_v2(db, pragma, -1, &jm, NULL) != SQLITE_OK || sqlite3_step(jm) != SQLITE_ROW)
+        die(pragma);
+    if (sqlite3_stricmp((const char *)sqlite3_column_text(jm, 0), journal) != 0) {
+        fprintf(stderr, "speedtest: journal_mode %s refused (got %s)\n", journal, sqlite3_column_text(jm, 0));
+        return 1;
+    }
+    sqlite3_finalize(jm);
     exec("DROP TABLE IF EXISTS t;"
          "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v TEXT);"
          "CREATE INDEX tk ON t(k);");
@@ -121,8 +132,8 @@ int main(int argc, char **argv) {
         die("integrity_check after the run");
     sqlite3_finalize(st);
     if (sqlite3_close(db) != SQLITE_OK) die("close");
-    printf("{\"label\":\"%s\",\"insert_tps\":%.1f,\"select_tps\":%.1f,\"update_tps\":%.1f,"
+    printf("{\"label\":\"%s\",\"journal\":\"%s\",\"insert_tps\":%.1f,\"select_tps\":%.1f,\"update_tps\":%.1f,"
            "\"total_tps\":%.1f,\"txns\":%d,\"rows\":%d}\n",
-           label, txns / ti, txns / ts, txns / tu, 3.0 * txns / (ti + ts + tu), txns, rows);
+           label, journal, txns / ti, txns / ts, txns / tu, 3.0 * txns / (ti + ts + tu), txns, rows);
     return 0;
 }
