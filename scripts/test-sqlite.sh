@@ -12,6 +12,8 @@
 #     clear errors for a missing server; DAFS_MOUNT prefixes;
 #   - two processes on two sessions (one over TCP, one over shared memory) doing
 #     read-modify-write transactions on one counter: no lost update, SQLITE_BUSY handled;
+#     the same with two threads of one process, and two connections of one process
+#     excluding each other;
 #   - kill -9 of a writer mid-transaction (its pages already in the database file): the
 #     next opener rolls the hot journal back, PRAGMA integrity_check is ok, also with
 #     the stock sqlite3 on the export directory.
@@ -46,7 +48,7 @@ mkdir -p "$BUILD"
 DAFS_NO_BUILD=1 scripts/install-capi.sh "$PREFIX" >/dev/null
 adapters/sqlite/install.sh "$PREFIX"
 EXT=$PREFIX/lib/libdafs_sqlite.so
-cc -std=gnu11 -Wall -Wextra -Werror -O2 tests/sqlite/sqlite_client.c -lsqlite3 -o "$BUILD/sqlite_client"
+cc -std=gnu11 -Wall -Wextra -Werror -O2 tests/sqlite/sqlite_client.c -lsqlite3 -pthread -o "$BUILD/sqlite_client"
 CLIENT=$BUILD/sqlite_client
 
 WORK=$(mktemp -d /tmp/dafs-test-sqlite.XXXXXX)
@@ -147,6 +149,15 @@ cat "$WORK/c1.out" "$WORK/c2.out" | sed 's/^/     /'
 expect "contention: no lost update" "ok n=300 log=300 big=0 v=0" "$("$CLIENT" "$EXT" "$U" check 2>&1)"
 expect "contention: stock sqlite3 on the export" "ok|300|300" \
     "$(sqlite3 "$EXP/counter.db" 'PRAGMA integrity_check; SELECT n FROM c; SELECT count(DISTINCT n) FROM log' 2>&1 | paste -sd'|')"
+
+# ---------------------------------------------------------------- one process, two connections
+U="file:/inproc.db?vfs=dafs&server=$A"
+"$CLIENT" "$EXT" "$U" init
+expect "two connections of one process exclude each other (two sessions)" \
+    "twoconn: second writer got 5 (SQLITE_BUSY is 5), ok" "$("$CLIENT" "$EXT" "$U" twoconn 2>&1)"
+out=$("$CLIENT" "$EXT" "$U" threads 100 2>&1) && pass "two threads, two connections: finished" \
+    || { fail "two threads, two connections: finished"; echo "     $out"; }
+expect "two threads, two connections: no lost update" "ok n=202 log=200 big=0 v=0" "$("$CLIENT" "$EXT" "$U" check 2>&1)"
 
 # ---------------------------------------------------------------- kill -9 mid-transaction
 echo "==> kill -9 of a writer mid-transaction"

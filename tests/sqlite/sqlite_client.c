@@ -7,6 +7,10 @@
  *        BEGIN; SELECT n; UPDATE c SET n = old + 1; INSERT INTO log; COMMIT, retried on
  *        SQLITE_BUSY (busy_timeout 10 s; a deferred transaction that cannot upgrade is
  *        rolled back and run again). Without working locks updates get lost.
+ *   sqlite_client EXT URI twoconn              two connections of this process: while
+ *        the first holds RESERVED, the second reads but gets SQLITE_BUSY for a write
+ *   sqlite_client EXT URI threads N            two threads, each with its own connection,
+ *        run N counter transactions each (as "counter")
  *   sqlite_client EXT URI fill ROWS            insert ROWS rows (v = 1, 1000 zero bytes)
  *        into big, committed
  *   sqlite_client EXT URI hang                 BEGIN, rewrite every row of big (v = 2, 1000
@@ -16,6 +20,7 @@
  *        "ok n=<c.n> log=<rows of log> big=<rows of big> v=<sum of big.v>"
  * Exit status 0 on success; errors go to stderr with SQLite's message.
  */
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +28,7 @@
 #include <unistd.h>
 
 static sqlite3 *db;
+static const char *uri;
 
 static int die(const char *what) {
     fprintf(stderr, "sqlite_client: %s: %s (%d)\n", what, db ? sqlite3_errmsg(db) : "-",
@@ -71,9 +77,75 @@ busy:
     return 0;
 }
 
+static sqlite3 *open_db(void) {
+    sqlite3 *d;
+    int fl = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(uri, &d, fl, NULL) != SQLITE_OK) {
+        fprintf(stderr, "sqlite_client: open %s: %s\n", uri, sqlite3_errmsg(d));
+        exit(1);
+    }
+    sqlite3_busy_timeout(d, 10000);
+    return d;
+}
+
+static int two_connections(void) {
+    sqlite3 *a = open_db(), *b = open_db();
+    sqlite3_busy_timeout(b, 0);
+    int ok = sqlite3_exec(a, "BEGIN IMMEDIATE; UPDATE c SET n = n + 1;", NULL, NULL, NULL) == SQLITE_OK;
+    ok = ok && sqlite3_exec(b, "SELECT n FROM c", NULL, NULL, NULL) == SQLITE_OK;
+    int busy = sqlite3_exec(b, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    ok = ok && busy == SQLITE_BUSY;
+    ok = ok && sqlite3_exec(a, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    ok = ok && sqlite3_exec(b, "BEGIN IMMEDIATE; UPDATE c SET n = n + 1; COMMIT;", NULL, NULL, NULL) == SQLITE_OK;
+    printf("twoconn: second writer got %d (SQLITE_BUSY is 5), %s\n", busy, ok ? "ok" : "FAILED");
+    sqlite3_close(a);
+    sqlite3_close(b);
+    return ok ? 0 : 1;
+}
+
+struct worker { char who[16]; int n, retries; };
+
+/* Each thread has its own connection (SQLITE_OPEN_NOMUTEX: SQLite does not serialise
+ * them), so the VFS sees two sessions used from two threads at once. */
+static void *thread_main(void *arg) {
+    struct worker *w = arg;
+    sqlite3 *d = open_db();
+    for (int done = 0; done < w->n;) {
+        sqlite3_stmt *st;
+        sqlite3_exec(d, "BEGIN", NULL, NULL, NULL);
+        int rc = sqlite3_prepare_v2(d, "SELECT n FROM c", -1, &st, NULL);
+        rc = rc == SQLITE_OK ? sqlite3_step(st) : rc;
+        sqlite3_int64 n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+        sqlite3_finalize(st);
+        char sql[160];
+        snprintf(sql, sizeof sql, "UPDATE c SET n = %lld; INSERT INTO log VALUES ('%s', %lld); COMMIT;",
+                 (long long)n + 1, w->who, (long long)n + 1);
+        if (rc == SQLITE_ROW && sqlite3_exec(d, sql, NULL, NULL, NULL) == SQLITE_OK) {
+            done++;
+        } else if ((sqlite3_errcode(d) & 0xff) == SQLITE_BUSY) {
+            w->retries++;
+            if (!sqlite3_get_autocommit(d)) sqlite3_exec(d, "ROLLBACK", NULL, NULL, NULL);
+        } else {
+            fprintf(stderr, "sqlite_client: thread %s: %s\n", w->who, sqlite3_errmsg(d));
+            exit(1);
+        }
+    }
+    sqlite3_close(d);
+    return NULL;
+}
+
+static int threads(int n) {
+    pthread_t t[2];
+    struct worker w[2] = {{"thread-a", n, 0}, {"thread-b", n, 0}};
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, thread_main, &w[i]);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    printf("threads: %d increments each, %d and %d busy retries\n", n, w[0].retries, w[1].retries);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: sqlite_client EXT URI init|counter WHO N|fill ROWS|hang|check\n");
+        fprintf(stderr, "usage: sqlite_client EXT URI init|counter WHO N|twoconn|threads N|fill ROWS|hang|check\n");
         return 2;
     }
     /* Load the extension through a first connection; it registers the VFS for good. */
@@ -86,10 +158,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     sqlite3_close(boot);
-    int fl = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI;
-    if (sqlite3_open_v2(argv[2], &db, fl, NULL) != SQLITE_OK) die("open");
-    sqlite3_busy_timeout(db, 10000);
+    uri = argv[2];
     const char *cmd = argv[3];
+    if (strcmp(cmd, "twoconn") == 0) return two_connections();
+    if (strcmp(cmd, "threads") == 0 && argc == 5) return threads(atoi(argv[4]));
+    db = open_db();
     if (strcmp(cmd, "init") == 0) {
         exec("CREATE TABLE c(n INTEGER); INSERT INTO c VALUES (0);"
              "CREATE TABLE log(who TEXT, n INTEGER UNIQUE);"
