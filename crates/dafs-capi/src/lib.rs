@@ -36,12 +36,14 @@ use dafs_proto::Attr;
 
 mod async_io;
 mod io;
+mod locks;
 mod namespace;
 #[cfg(test)]
 mod tests;
 
 pub use async_io::*;
 pub use io::*;
+pub use locks::*;
 pub use namespace::*;
 
 // ---------------------------------------------------------------------------------------
