@@ -7,8 +7,9 @@
 #   - starts dafsd (TCP + shared memory) and a second "victim" dafsd (TCP only);
 #   - Open MPI (mpirun.openmpi -np 2 and -np 4, OMPI_MCA_mca_base_component_path = Open
 #     MPI's own directories + ours): independent and collective writes/reads, non-blocking
-#     I/O, vector and subarray file views, set_size/get_size/preallocate/sync/delete and
-#     error classes, over TCP and shared memory, each memory mode (percall, library,
+#     I/O, MPI_THREAD_MULTIPLE, vector and subarray file views, set_size/get_size/
+#     preallocate/sync/delete and error classes, over TCP and shared memory, a custom
+#     name prefix, bad configuration, each memory mode (percall, library,
 #     cache) with its counters checked, registration cache hits/evictions/invalidations,
 #     and the victim killed under a running job (MPI errors within the deadline);
 #   - MPICH (mpirun.mpich -np 2) with LD_PRELOAD=libdafs_preload.so on a prefix path;
@@ -52,8 +53,8 @@ DAFS_NO_BUILD=1 scripts/install-ompio.sh "$PREFIX" >"$BUILD/install.log" 2>&1 \
     || { cat "$BUILD/install.log"; exit 1; }
 source "$PREFIX/lib/dafs-ompio/env.sh"
 CWARN="-std=gnu11 -Wall -Wextra -Werror -O1"
-mpicc.openmpi $CWARN tests/mpi/test_ompio.c tests/mpi/test_ompio_more.c -o "$BUILD/test_ompio"
-mpicc.mpich $CWARN tests/mpi/test_ompio.c tests/mpi/test_ompio_more.c -o "$BUILD/test_ompio_mpich"
+mpicc.openmpi $CWARN tests/mpi/test_ompio.c tests/mpi/test_ompio_more.c -o "$BUILD/test_ompio" -pthread
+mpicc.mpich $CWARN tests/mpi/test_ompio.c tests/mpi/test_ompio_more.c -o "$BUILD/test_ompio_mpich" -pthread
 PRELOAD=$REL/libdafs_preload.so
 [ -f "$PRELOAD" ] || { echo "error: $PRELOAD was not built" >&2; exit 1; }
 
@@ -162,6 +163,8 @@ if [ ! -e "$EXPORT/sizes.dat" ] && [ ! -e "$EXPORT/sizes.dat.tmp" ]; then
 else
     fail "deleted files are still in the export"
 fi
+ompi threads-np2 2 -- threads dafs:/threads.dat 300000
+same_as_expected threads.dat 17 $((2 * 4 * 300000))
 ompi prefix-np2 2 OMPI_MCA_fs_dafs_prefix=dafsfs:// -- rw dafsfs://prefixed.dat 4096
 same_as_expected prefixed.dat 1 $((2 * 4096))
 
