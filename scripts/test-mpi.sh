@@ -8,9 +8,9 @@
 #   - Open MPI (mpirun.openmpi -np 2 and -np 4, OMPI_MCA_mca_base_component_path = Open
 #     MPI's own directories + ours): independent and collective writes/reads, non-blocking
 #     I/O, MPI_THREAD_MULTIPLE, vector and subarray file views, set_size/get_size/
-#     preallocate/sync/delete and error classes, over TCP and shared memory, a custom
-#     name prefix, bad configuration, each memory mode (percall, library,
-#     cache) with its counters checked, registration cache hits/evictions/invalidations,
+#     preallocate/sync/delete and error classes, shared file pointers, over TCP and
+#     shared memory, a custom name prefix, bad configuration, each memory mode
+#     (percall, library, cache) with its counters checked, registration cache hits/evictions/invalidations,
 #     and the victim killed under a running job (MPI errors within the deadline);
 #   - MPICH (mpirun.mpich -np 2) with LD_PRELOAD=libdafs_preload.so on a prefix path;
 #   - every file the jobs wrote is compared byte for byte with the export directory.
@@ -165,6 +165,7 @@ else
 fi
 ompi threads-np2 2 -- threads dafs:/threads.dat 300000
 same_as_expected threads.dat 17 $((2 * 4 * 300000))
+ompi shared-np4 4 -- shared dafs:/shared.dat
 ompi prefix-np2 2 OMPI_MCA_fs_dafs_prefix=dafsfs:// -- rw dafsfs://prefixed.dat 4096
 same_as_expected prefixed.dat 1 $((2 * 4096))
 

@@ -304,6 +304,43 @@ static void case_dead(const char *name, size_t blk)
     free(w);
 }
 
+/* Shared file pointers (Open MPI's sharedfp components over our fs/fbtl): ordered
+ * writes land in rank order, shared writes each once. */
+static void case_shared(const char *name)
+{
+    MPI_File fh;
+    char line[32], all[16 * 64];
+    snprintf(line, sizeof line, "rank%04d-ab\n", rank);
+    int rc = open_rw(name, &fh);
+    rc |= MPI_File_write_ordered(fh, line, 12, MPI_BYTE, MPI_STATUS_IGNORE);
+    check("shared: MPI_File_write_ordered", rc == MPI_SUCCESS);
+    rc = MPI_File_write_shared(fh, line, 12, MPI_BYTE, MPI_STATUS_IGNORE);
+    check("shared: MPI_File_write_shared", rc == MPI_SUCCESS);
+    MPI_File_sync(fh);
+    MPI_Barrier(MPI_COMM_WORLD);
+    int ok = 1;
+    if (rank == 0 && nprocs <= 64) {
+        memset(all, 0, sizeof all);
+        ok = MPI_File_read_at(fh, 0, all, 24 * nprocs, MPI_BYTE, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+        int seen[64] = {0};
+        for (int r = 0; r < nprocs; r++) {
+            char want[32];
+            snprintf(want, sizeof want, "rank%04d-ab\n", r);
+            ok &= memcmp(all + 12 * r, want, 12) == 0; /* ordered part */
+            int who = atoi(all + 12 * (nprocs + r) + 4); /* shared part: any order */
+            ok &= who >= 0 && who < nprocs && memcmp(all + 12 * (nprocs + r), "rank", 4) == 0;
+            if (ok) {
+                seen[who]++;
+            }
+        }
+        for (int r = 0; r < nprocs; r++) {
+            ok &= seen[r] == 1;
+        }
+    }
+    check("shared: ordered lines in rank order, shared lines once each", ok);
+    MPI_File_close(&fh);
+}
+
 /* No server listening: opening fails with MPI_ERR_IO on every rank, promptly. */
 static void case_noserver(const char *name)
 {
@@ -325,6 +362,8 @@ int run_more_cases(const char *c, const char *file, size_t blk)
         case_sizes(file);
     } else if (strcmp(c, "regcache") == 0) {
         case_regcache(file, blk);
+    } else if (strcmp(c, "shared") == 0) {
+        case_shared(file);
     } else if (strcmp(c, "noserver") == 0) {
         case_noserver(file);
     } else if (strcmp(c, "dead") == 0) {
