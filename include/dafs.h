@@ -363,8 +363,10 @@ DAFS_API int dafs_fsync(dafs_client_t *client, dafs_file_t *file);
 /* Fresh attributes of an open file into *out. Returns 0 or -errno. */
 DAFS_API int dafs_fstat(dafs_client_t *client, dafs_file_t *file, dafs_attr_t *out);
 
-/* Set the size of an open file (extends with zeros or cuts), also when it has been
- * unlinked or renamed since it was opened. Returns 0 or -errno (-EINVAL for size > INT64_MAX). */
+/* Set the size of an open file (extends with zeros or cuts), also when it has been renamed
+ * since it was opened. Returns 0 or -errno (-EINVAL for size > INT64_MAX; -ESTALE once the
+ * file has no name left: unlinked, or created unlinked and not yet published — reads and
+ * writes through the open file still work then, attribute changes do not). */
 DAFS_API int dafs_ftruncate(dafs_client_t *client, dafs_file_t *file, uint64_t size);
 
 /* Append all `len` bytes of `buf` atomically to a file opened with DAFS_O_APPEND: the

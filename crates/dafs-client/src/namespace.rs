@@ -359,7 +359,7 @@ impl Client {
         self.setattr(fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
     }
 
-    /// Set the size of an open file (works on files that are unlinked or renamed since).
+    /// Set the size of an open file (also after a rename; `Stale` once it has no name left).
     pub fn ftruncate(&mut self, f: &File, size: u64) -> Result<Attr> {
         self.setattr(f.fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
     }
