@@ -89,7 +89,8 @@ typedef struct odm_config_t {
                                   LOCAL: the root directory (required) */
     uint32_t max_outstanding;  /* I/Os in flight at once, all threads together: DAFS
                                   request slots asked of the server, LOCAL worker
-                                  threads. 0 = 32. A submit beyond it waits for one to
+                                  threads (1: no worker, the I/O runs inside odm_io
+                                  and completes there). 0 = 32. A submit beyond it waits for one to
                                   finish (odm_io never fails for lack of slots). */
     uint32_t max_files;        /* identified/created files at once; 0 = 1024 */
     uint32_t max_threads;      /* threads that may call odm_io; 0 = 64 */
@@ -144,7 +145,10 @@ ODM_API int odm_identify(odm_ctx_t *ctx, const char *path, uint32_t ftype, const
  * flight. An uncommitted file is discarded, as by odm_abort. */
 ODM_API int odm_unidentify(odm_ctx_t *ctx, odm_fid_t fid);
 
-/* Set the file's size (ODM bytes, without the header): extends with zeros or cuts. */
+/* Set the file's size (ODM bytes, without the header): extends with zeros or cuts.
+ * Before odm_commit a file can only grow (-EINVAL below its created size or the end of
+ * its data): over DAFS an uncommitted, create-unlinked file has no handle to truncate
+ * by yet; the local backend keeps the same rule so both behave alike. */
 ODM_API int odm_resize(odm_ctx_t *ctx, odm_fid_t fid, uint64_t size_bytes);
 
 /* The file's size (ODM bytes, without the header) into *out. */
@@ -229,7 +233,8 @@ typedef struct odm_info_t {
     char provider[8];             /* "tcp", "shm" (DAFS) or "local" */
     uint64_t inline_threshold_bytes; /* DAFS: I/Os up to this size travel inline in
                                         messages, larger ones directly; LOCAL: 0 */
-    uint64_t max_io_bytes;        /* largest single backend I/O (larger ones are split) */
+    uint64_t max_io_bytes;        /* largest single backend I/O (larger ones are split);
+                                     0: no limit (LOCAL) */
     uint64_t ios;                 /* requests completed */
     uint64_t bytes;               /* bytes they transferred */
     uint64_t staged_ios;          /* DAFS: I/Os on memory not from odm_alloc (copied) */
