@@ -14,6 +14,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 source scripts/ensure-deps.sh
+if ! command -v python3 >/dev/null 2>&1; then # checks the benchmarks' JSON
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3 >/dev/null
+fi
 
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 export DAFS_PROFILE=${DAFS_PROFILE:-debug}

@@ -188,7 +188,7 @@ int odm_io(odm_ctx_t *c, odm_ioreq_t *const submit[], unsigned ns, odm_ioreq_t *
         }
         /* With other threads sharing the DAFS client, wait in short slices so that
          * they get the client in between. */
-        int slice = c->nthreads > 1 ? 1 : 100;
+        int slice = c->nthreads > 1 ? 1 : 10;
         c->be->progress(c, t, seen, left <= 0 ? 0 : left < slice ? (int)left : slice);
         progressed = true;
     }
