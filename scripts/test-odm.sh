@@ -75,6 +75,14 @@ run_c() {
     [ "$rc" -eq 0 ] || [ "$(echo "$line" | awk '{print $3}')" -gt 0 ] || fail "$name exit status $rc"
 }
 
+# Every function of dafs_odm.h is exercised by the tests (like the C API's header check).
+uncalled=""
+for fn in $(grep -oE '^ODM_API [^(]*\bodm_[a-z_]+\(' adapters/odm/include/dafs_odm.h | grep -oE 'odm_[a-z_]+'); do
+    grep -q "$fn(" adapters/odm/tests/test_odm.c || uncalled="$uncalled $fn"
+done
+if [ -z "$uncalled" ]; then pass "test_odm.c calls every function of dafs_odm.h"
+else fail "test_odm.c never calls:$uncalled"; fi
+
 echo "==> tests/c/test_open_ext.c"
 DAFS_TARGET=$ADDR DAFS_EXPORT_DIR=$WORK/export run_c open_ext "$BUILD/test_open_ext"
 
