@@ -8,7 +8,8 @@
 #     commit/abort visibility across processes, crash before commit, keys and file
 #     types, resize, odm_io submit/wait semantics, per-thread completions under
 #     concurrent threads; files are checked in the export directory;
-#   - runs odmblast --verify (every byte read checked) and odmlat at tiny sizes on each.
+#   - runs odmblast --verify (every byte read checked) and odmlat at tiny sizes on each;
+#   - runs the threaded tests on the local backend under ThreadSanitizer.
 # Prints "odm: N passed, N failed" last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -131,6 +132,30 @@ if d["backend"] == "dafs":
         fail "odmlat $label"
     fi
 done
+
+# The library's locking under ThreadSanitizer: the local backend completes requests on worker
+# threads while their owners wait, the sharpest concurrency the library has (the DAFS backend's
+# completions are reaped by the owner itself). Any report fails.
+if cc -std=c11 -g -O1 -fsanitize=thread -fPIC -shared -pthread -Iadapters/odm/include \
+        $(pkg-config --cflags dafs) adapters/odm/src/*.c -o "$BUILD/tsan-libdafs_odm.so" \
+        $(pkg-config --libs dafs) -Wl,-rpath,"$PREFIX/lib" 2>"$WORK/tsan-build.err" \
+    && cc -std=c11 -g -O1 -fsanitize=thread -pthread -Iadapters/odm/include adapters/odm/tests/test_odm.c \
+        -o "$BUILD/tsan-test_odm" "$BUILD/tsan-libdafs_odm.so" -Wl,-rpath,"$BUILD" 2>>"$WORK/tsan-build.err"; then
+    mkdir -p "$WORK/tsan"
+    for t in per_thread_completions io_semantics; do
+        if ODM_BACKEND=local ODM_TARGET=$WORK/tsan ODM_EXPORT_DIR=$WORK/tsan TSAN_OPTIONS=exitcode=66 \
+            timeout 120 "$BUILD/tsan-test_odm" "$t" >"$WORK/tsan.out" 2>&1 \
+            && ! grep -q 'ThreadSanitizer' "$WORK/tsan.out"; then
+            pass "ThreadSanitizer: local $t"
+        else
+            grep -A12 'WARNING: ThreadSanitizer' "$WORK/tsan.out" | head -30 | sed 's/^/    | /'
+            fail "ThreadSanitizer: local $t"
+        fi
+    done
+else
+    sed 's/^/    | /' "$WORK/tsan-build.err"
+    fail "ThreadSanitizer build"
+fi
 
 if ! kill -0 "${pids[0]}" 2>/dev/null; then
     fail "dafsd died during the tests"
