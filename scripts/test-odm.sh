@@ -136,6 +136,7 @@ done
 # The library's locking under ThreadSanitizer: the local backend completes requests on worker
 # threads while their owners wait, the sharpest concurrency the library has (the DAFS backend's
 # completions are reaped by the owner itself). Any report fails.
+# shellcheck disable=SC2046
 if cc -std=c11 -g -O1 -fsanitize=thread -fPIC -shared -pthread -Iadapters/odm/include \
         $(pkg-config --cflags dafs) adapters/odm/src/*.c -o "$BUILD/tsan-libdafs_odm.so" \
         $(pkg-config --libs dafs) -Wl,-rpath,"$PREFIX/lib" 2>"$WORK/tsan-build.err" \
