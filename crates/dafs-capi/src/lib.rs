@@ -38,6 +38,7 @@ mod async_io;
 mod io;
 mod locks;
 mod namespace;
+mod open_ext;
 #[cfg(test)]
 mod tests;
 
@@ -45,6 +46,7 @@ pub use async_io::*;
 pub use io::*;
 pub use locks::*;
 pub use namespace::*;
+pub use open_ext::*;
 
 // ---------------------------------------------------------------------------------------
 // C types (mirrored in include/dafs.h; layout checked by the C tests' static asserts)
