@@ -13,6 +13,7 @@
  *              --fractions at --block (64k) bytes
  *   memreg     Figs. 4/5: read latency for each of --blocks with --reuse percent of the
  *              reads into the same buffer (the others into a freshly mapped one)
+ *   delete     MPI_File_delete of FILE and --wfile (rank 0; a missing file is no error)
  *
  * Every process works on its own 1/np of the file. Results are JSON records, one per line on
  * stdout (rank 0). Every read is checked against the pattern with --verify (then the timings
@@ -61,7 +62,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: mpiio_bench [--size B] [--block B] [--blocks LIST] [--fractions LIST]\n"
             "                   [--secs S] [--reuse PCT] [--wfile NAME] [--label S] [--verify]\n"
-            "                   prepare|latency|bandwidth|overlap|memreg FILE\n");
+            "                   prepare|latency|bandwidth|overlap|memreg|delete FILE\n");
 }
 
 static void parse_opts(int argc, char **argv, struct opts *o)
@@ -196,6 +197,19 @@ static void t_prepare(const struct ctx *c)
     if (c->rank == 0)
         printf("{\"label\":\"%s\",\"test\":\"prepare\",\"bytes\":%llu,\"np\":%d}\n", c->o->label,
                (unsigned long long)c->o->size_bytes, c->np);
+}
+
+static void t_delete(const struct ctx *c)
+{
+    if (c->rank == 0) {
+        const char *names[2] = {c->o->file, c->o->wfile};
+        for (int i = 0; i < 2; i++) {
+            int rc = MPI_File_delete(names[i], MPI_INFO_NULL), cls = 0;
+            MPI_Error_class(rc, &cls);
+            if (rc != MPI_SUCCESS && cls != MPI_ERR_NO_SUCH_FILE) die_mpi(names[i], rc);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
 }
 
 /* ------------------------------------------------------------------ blocking reads */
@@ -423,9 +437,11 @@ int main(int argc, char **argv)
     }
     c.region_bytes = o.size_bytes / (uint64_t)c.np;
     c.base = c.region_bytes * (uint64_t)c.rank;
-    if (c.region_bytes < 2 * RANDOM_STRIDE_BYTES && strcmp(o.test, "prepare") != 0)
+    if (c.region_bytes < 2 * RANDOM_STRIDE_BYTES && strcmp(o.test, "prepare") != 0 &&
+        strcmp(o.test, "delete") != 0)
         die("--size must give every rank at least 1 MiB");
     if (!strcmp(o.test, "prepare")) t_prepare(&c);
+    else if (!strcmp(o.test, "delete")) t_delete(&c);
     else if (!strcmp(o.test, "latency")) t_latency(&c);
     else if (!strcmp(o.test, "bandwidth")) t_bandwidth(&c);
     else if (!strcmp(o.test, "overlap")) t_overlap(&c);
