@@ -102,7 +102,8 @@ run_bench() {
         return 1
     fi
     python3 adapters/ompio/bench/report.py tag "$backend" "$mode" "$ROUND" <"$out" >>"$OUT/raw.jsonl"
-    grep -i 'dafs' "$err" | sed "s|^|$backend $mode $test: |" >>"$OUT/stats.txt" || true
+    # The component's counters, one line per process: "round N | job | counters".
+    grep '^dafs_ompio_stats' "$err" | sed "s~^~round $ROUND | $backend $mode $test $* | ~" >>"$OUT/stats.txt" || true
 }
 
 active=()

@@ -64,7 +64,7 @@ mpibench_build_component() {
         echo "==> adapters/ompio/Makefile missing: no fs_dafs/fbtl_dafs, dafs backends skipped" >&2
         return 0
     fi
-    make -s -C "$ROOT/adapters/ompio" DAFS_PREFIX="$prefix" OUT="$COMPONENT_DIR" >&2
+    make -s -C "$ROOT/adapters/ompio" OUT="$COMPONENT_DIR" >&2
 }
 
 mpibench_name() {
@@ -95,11 +95,17 @@ mpibench_env() {
     env "${env[@]}" "$@"
 }
 
-# Open MPI's own component directory: setting mca_base_component_path replaces the default,
-# so it must be named again.
+# Open MPI's own component directories: setting mca_base_component_path replaces the default,
+# so they must be named again. Only those that exist: Open MPI 4.1 stops at a missing one
+# (the default names ~/.openmpi/components) and never reaches the directories after it.
 mpibench_default_component_path() {
-    ompi_info --param mca base --level 9 --parsable 2>/dev/null |
-        sed -n 's/^mca:mca:base:param:mca_base_component_path:value:\([^:]*\).*/\1/p' | head -1
+    local path d out=""
+    path=$(ompi_info --param mca base --level 9 --parsable 2>/dev/null |
+        sed -n 's/^mca:mca:base:param:mca_base_component_path:value:"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' | head -1)
+    for d in ${path//:/ }; do
+        [ -d "$d" ] && out=${out:+$out:}$d
+    done
+    echo "$out"
 }
 
 mpibench_nfs_setup() {

@@ -196,7 +196,9 @@ class Report:
                  "min(T, T_IO) (1 = the shorter of the two completely hidden, 0 = none). "
                  f"\"full\" = iteration within {int((TARGETS['fig8_full_within'] - 1) * 100)} % of max(T, T_IO).")
         self.out()
-        rows = []
+        rows = [["blocking read"] + [
+            "-" if t is None else f"{fmt(bs / t)} MB/s"
+            for t in (self.get(b, "overlap", "iread", "seq", bs, "io_us", frac=fracs[0]) for b in self.present)]]
         for f in fracs:
             row = [f"{f:.1f}"]
             for b in self.present:
@@ -244,15 +246,15 @@ class Report:
         self.out(f"Seed: {SEED['fig5']}; below the inline size the provider's own path (library) won.")
         self.out()
         if self.stats:
-            self.out("Component counters (fbtl_dafs_verbose_stats, last job of each mode):")
+            # Only the last round's jobs: earlier rounds repeat them.
+            last_round = max(l.split(" | ", 1)[0] for l in self.stats)
+            self.out(f"Component counters (fbtl_dafs_verbose_stats, {last_round}; one line per process):")
             self.out()
             self.out("```")
-            last = {}
             for line in self.stats:
-                parts = line.split(": ", 1)
-                last[parts[0]] = line
-            for line in last.values():
-                self.out(line)
+                parts = line.split(" | ")
+                if parts[0] == last_round and len(parts) == 3:
+                    self.out(f"{parts[1]}: {parts[2].replace('dafs_ompio_stats ', '')}")
             self.out("```")
             self.out()
 
