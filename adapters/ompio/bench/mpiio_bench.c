@@ -145,6 +145,16 @@ static void check_read(const struct ctx *c, uint64_t off, const uint8_t *buf, ui
             buf[bad], pattern_byte(DATA_SEED, off + bad));
 }
 
+/* With --verify a loop runs at least this many operations, time or not, so that it covers the
+ * rank's region (up to 1024 blocks) whatever the machine's load: a verification that depends
+ * on the speed of the machine would not be a test. */
+static uint64_t min_ops(const struct ctx *c, uint64_t bs)
+{
+    uint64_t blocks = c->region_bytes / bs;
+    if (!c->o->verify) return 1;
+    return blocks < 1024 ? blocks : 1024;
+}
+
 /* Offset of the i-th access of a pattern inside this rank's region. */
 static uint64_t nth_offset(const struct ctx *c, uint64_t i, uint64_t bs, int random)
 {
@@ -218,7 +228,8 @@ static struct meas read_loop(const struct ctx *c, MPI_File fh, uint8_t *buf, uin
     struct meas m = {0};
     MPI_Barrier(MPI_COMM_WORLD);
     double c0 = cpu_s(), t0 = now_s(), end = t0 + c->o->secs, t = t0;
-    for (uint64_t i = 0; t < end; i++) {
+    uint64_t least = min_ops(c, bs);
+    for (uint64_t i = 0; t < end || i < least; i++) {
         uint64_t off = nth_offset(c, i, bs, random);
         read_at(fh, off, buf, bs);
         if (c->o->verify) check_read(c, off, buf, bs);
@@ -270,7 +281,8 @@ static struct meas write_loop(const struct ctx *c, MPI_File fh, uint64_t bs)
     pattern_fill(WRITE_SEED, 0, buf, bs);
     MPI_Barrier(MPI_COMM_WORLD);
     double c0 = cpu_s(), t0 = now_s(), end = t0 + c->o->secs, t = t0;
-    for (uint64_t i = 0; t < end; i++) {
+    uint64_t least = min_ops(c, bs);
+    for (uint64_t i = 0; t < end || i < least; i++) {
         uint64_t off = nth_offset(c, i, bs, 0);
         stamp(buf, bs, off);
         write_at(fh, off, buf, bs);
