@@ -259,6 +259,38 @@ class Report:
             self.out()
 
 
+# `dafs bench seeds` reads "seed_points" (series keys of its paper.json). "dafs" there is
+# dafs-tcp: the seed's comparison is network file system against network file system, and the
+# NFS baseline runs over loopback TCP as well; dafs-shm has its own keys.
+SEED_FS = {"local": ["local"], "nfs": ["nfs"], "dafs-shm": ["dafs-shm"], "dafs-tcp": ["dafs-tcp", "dafs"]}
+
+
+def seed_points(med):
+    pts = []
+
+    def add(series, backend, x, value):
+        if value is not None:
+            for fs in SEED_FS[backend]:
+                pts.append({"series": f"{series}.{fs}", "x": x, "value": value})
+
+    for (backend, mode, test, op, pattern, bs, frac, reuse), m in sorted(med.items(), key=str):
+        if test == "latency" and mode == "cache":
+            kind = {"seq": "seq", "random": "rand"}[pattern] + op
+            add(f"mpiio.lat.{kind}", backend, bs, m["mean_us"])
+        elif test == "bandwidth" and mode == "cache":
+            add(f"mpiio.bw.{op}", backend, bs, m["mb_s"])
+        elif test == "overlap" and frac and frac > 0:
+            # Share of the overlappable time hidden, %: at f = 0.5 (T = T_IO) that is the
+            # share of the I/O time hidden, Fig. 8's measure.
+            add("mpiio.overlap_by_fraction", backend, frac, 100.0 * m["overlap"])
+            if abs(frac - 0.5) < 1e-9:
+                add("mpiio.overlap", backend, bs, 100.0 * m["overlap"])
+        elif test == "memreg":
+            name = {"cache": "regcache", "percall": "regpercall", "library": "reglibrary"}[mode]
+            add(f"mpiio.lat.{name}" + ("" if reuse == 100 else f"_reuse{reuse}"), backend, bs, m["mean_us"])
+    return pts
+
+
 def tag(backend, mode, rnd):
     """mpiio_bench's stdout -> its JSON records with backend, mode and round added."""
     for line in sys.stdin:
@@ -304,6 +336,7 @@ def main():
         "seed": SEED,
         "targets": TARGETS,
         "component_stats": stats,
+        "seed_points": seed_points(med),
         "markdown": "\n".join(rep.lines),
     }
     with open(a.json, "w") as f:

@@ -115,6 +115,10 @@ for k in ("fig6/read-seq/dafs-tcp/local", "fig7/read/1 MiB/dafs-shm/local", "fig
 assert any(k.startswith("fig8/dafs-tcp/f=0.5") for k in r)
 for t in ("Fig. 6", "Fig. 7: sequential read", "Fig. 7: sequential write", "Fig. 8", "Memory management"):
     assert t in d["markdown"], t
+series = {p["series"] for p in d["seed_points"]}
+for k in ("mpiio.bw.read.dafs", "mpiio.bw.write.local", "mpiio.lat.randread.dafs-shm", "mpiio.overlap.dafs",
+          "mpiio.lat.regcache_reuse50.dafs", "mpiio.lat.regpercall_reuse50.dafs"):
+    assert k in series, k
 modes = {x["mode"] for x in d["results"] if x["test"] == "memreg"}
 assert modes == {"percall", "library", "cache"}, modes
 EOF
