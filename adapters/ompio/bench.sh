@@ -25,6 +25,7 @@
 # shared/peers/nfs directory, default ../shared/peers/nfs beside the repository),
 # NFS_URL_BASE (nfs://127.0.0.1/export), NFS_URL_OPTS (?version=3&nfsport=2049&mountport=20048)
 set -euo pipefail
+CALLER_PWD=$PWD
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
     --size) SIZE=$2; shift ;;
     --backends) BACKENDS=$2; shift ;;
     --start-nfs) START_NFS=1 ;;
-    --out) OUT=$2; shift ;;
+    --out) OUT=$2; case "$OUT" in /*) ;; *) OUT=$CALLER_PWD/$OUT ;; esac; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac

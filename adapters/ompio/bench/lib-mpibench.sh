@@ -1,3 +1,5 @@
+# shellcheck shell=bash disable=SC2034
+# (SC2034: the variables set here are the interface, used by the scripts that source this.)
 # Shared by adapters/ompio/bench.sh and the benchmark's correctness test (sourced, not run).
 #
 #   mpibench_deps                 apt packages (Open MPI, python3, libnfs-dev), idempotent
@@ -49,7 +51,7 @@ mpibench_build() {
     # shellcheck disable=SC2086
     mpicc.openmpi $cflags -o "$BENCH" "$MPIBENCH_DIR/mpiio_bench.c" "$MPIBENCH_DIR/bench_util.c"
     NFS_SHIM=$dir/nfs_preload.so
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2086,SC2046
     cc $cflags -shared -fPIC -o "$NFS_SHIM" "$MPIBENCH_DIR/nfs_preload.c" \
         $(pkg-config --cflags --libs libnfs) -ldl
     MPIRUN=mpirun.openmpi
