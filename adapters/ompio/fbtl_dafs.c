@@ -175,6 +175,10 @@ static ssize_t nonblocking_io(ompio_file_t *fh, ompi_request_t *request, bool wr
     /* OMPIO ignores ipreadv's result: every failure is reported through progress, so
      * the request always completes (with an error) instead of hanging. */
     req->req_data = d;
+    /* MPI_Wait/MPI_Test hand a failed request to the error handler of the object that
+     * created it; Open MPI 4.1's OMPIO leaves that object unset (NULL: a crash in
+     * ompi_errhandler_request_invoke), so name the file here. */
+    req->req_ompi.req_mpi_object.file = fh->f_fh;
     req->req_progress_fn = fbtl_dafs_progress;
     req->req_free_fn = fbtl_dafs_request_free;
     dafs_client_t *c;
@@ -252,11 +256,8 @@ static int fbtl_dafs_file_unquery(ompio_file_t *fh)
 
 static int fbtl_dafs_open(void)
 {
-    if (dafs_ompio_mem_mode() < 0) {
-        fprintf(stderr, "fbtl_dafs: fbtl_dafs_mem=%s: must be percall, library or cache\n",
-                dafs_ompio_cfg.mem);
-        return OMPI_ERR_BAD_PARAM;
-    }
+    /* A bad fbtl_dafs_mem is reported by fs_dafs when a dafs file is opened (refusing
+     * to load here would hand dafs files to the posix fbtl). */
     dafs_ompio_regcache_hooks_init();
     dafs_ompio_acquire();
     return OMPI_SUCCESS;

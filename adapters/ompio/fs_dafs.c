@@ -16,6 +16,7 @@
  *   fs_dafs_priority            selection priority for dafs files (default 80; ufs: 10)
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,19 @@ static int fs_dafs_file_open(struct ompi_communicator_t *comm, const char *filen
     const char *path = dafs_ompio_path(filename);
     if (path == NULL || path[0] == '\0') {
         return MPI_ERR_BAD_FILE;
+    }
+    if (dafs_ompio_mem_mode() < 0) {
+        fprintf(stderr, "fbtl_dafs: fbtl_dafs_mem=%s: must be percall, library or cache\n",
+                dafs_ompio_cfg.mem);
+        return MPI_ERR_ARG;
+    }
+    /* Only fbtl_dafs can move a dafs file's bytes (fh->fd is not a descriptor). */
+    if (fh->f_fbtl_component == NULL ||
+        strcmp(fh->f_fbtl_component->mca_component_name, "dafs") != 0) {
+        fprintf(stderr, "fs_dafs: %s: the fbtl component \"dafs\" is not loaded (is "
+                        "mca_fbtl_dafs.so on OMPI_MCA_mca_base_component_path, and not "
+                        "excluded by OMPI_MCA_fbtl?)\n", filename);
+        return MPI_ERR_OTHER;
     }
     int perm = mca_fs_base_get_file_perm(fh);
     uint32_t mode = perm == OMPIO_PERM_NULL ? 0666 : (uint32_t)perm;

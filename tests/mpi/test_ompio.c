@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "test_ompio.h"
 
 int rank, nprocs, failures;
@@ -203,6 +205,60 @@ static void case_nb(const char *name, size_t blk)
     free(r);
 }
 
+/* MPI_THREAD_MULTIPLE: threads of one rank do blocking and non-blocking I/O on one file
+ * at once (the component serializes its single client; nothing may fail or mix up). */
+enum { THREADS = 4, ROUNDS = 8 };
+struct thread_arg {
+    MPI_File fh;
+    size_t blk;
+    int t, ok;
+};
+
+static void *thread_io(void *p)
+{
+    struct thread_arg *a = p;
+    unsigned char *w = malloc(a->blk), *r = malloc(a->blk);
+    MPI_Offset off = ((MPI_Offset)rank * THREADS + a->t) * (MPI_Offset)a->blk;
+    a->ok = 1;
+    for (int i = 0; i < ROUNDS; i++) {
+        fill(w, a->blk, (unsigned)(10 + i), (uint64_t)off);
+        MPI_Status st;
+        MPI_Request req;
+        a->ok &= MPI_File_write_at(a->fh, off, w, (int)a->blk, MPI_BYTE, &st) == MPI_SUCCESS;
+        memset(r, 0, a->blk);
+        a->ok &= MPI_File_iread_at(a->fh, off, r, (int)a->blk, MPI_BYTE, &req) == MPI_SUCCESS;
+        a->ok &= MPI_Wait(&req, &st) == MPI_SUCCESS;
+        a->ok &= mismatch(r, a->blk, (unsigned)(10 + i), (uint64_t)off) < 0;
+    }
+    free(w);
+    free(r);
+    return NULL;
+}
+
+static void case_threads(const char *name, size_t blk, int provided)
+{
+    check("threads: MPI_THREAD_MULTIPLE provided", provided == MPI_THREAD_MULTIPLE);
+    MPI_File fh;
+    int rc = MPI_File_open(MPI_COMM_WORLD, name, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+    check("threads: open", rc == MPI_SUCCESS);
+    if (rc != MPI_SUCCESS || provided != MPI_THREAD_MULTIPLE) {
+        return;
+    }
+    pthread_t th[THREADS];
+    struct thread_arg args[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        args[t] = (struct thread_arg){.fh = fh, .blk = blk, .t = t, .ok = 0};
+        pthread_create(&th[t], NULL, thread_io, &args[t]);
+    }
+    int ok = 1;
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        ok &= args[t].ok;
+    }
+    check("threads: 4 threads x 8 rounds of write_at + iread_at/MPI_Wait, byte for byte", ok);
+    MPI_File_close(&fh);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "expect") == 0) {
@@ -217,7 +273,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s CASE FILE [ARGS] | %s expect SEED NBYTES\n", argv[0], argv[0]);
         return 2;
     }
-    MPI_Init(&argc, &argv);
+    int provided = MPI_THREAD_SINGLE;
+    if (strcmp(argv[1], "threads") == 0) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     const char *c = argv[1], *f = argv[2];
@@ -226,6 +287,8 @@ int main(int argc, char **argv)
         case_rw(f, blk);
     } else if (strcmp(c, "nb") == 0) {
         case_nb(f, blk);
+    } else if (strcmp(c, "threads") == 0) {
+        case_threads(f, blk, provided);
     } else if (!run_more_cases(c, f, blk)) {
         if (rank == 0) {
             fprintf(stderr, "unknown case %s\n", c);
