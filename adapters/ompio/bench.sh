@@ -59,7 +59,7 @@ case "$RUNS" in '' | *[!0-9]* | 0) echo "bench.sh: --runs needs a positive integ
 source adapters/ompio/bench/lib-mpibench.sh
 mpibench_deps
 export DAFS_PROFILE=${DAFS_PROFILE:-release}
-mpibench_build "$OUT/build"
+mpibench_build "${CARGO_TARGET_DIR:-$ROOT/target}/mpibench-build"
 
 WORK=$(mktemp -d /tmp/dafs-mpibench.XXXXXX)
 pids=()
@@ -141,6 +141,8 @@ for ROUND in $(seq "$RUNS"); do
     done
 done
 echo "==> measured in $(($(date +%s) - t0)) s" >&2
+# MPI_File_delete through each backend (the NFS export outlives this script).
+for b in "${active[@]}"; do ROUND=0 run_bench "$b" cache delete; done
 
 python3 adapters/ompio/bench/report.py --raw "$OUT/raw.jsonl" --stats "$OUT/stats.txt" \
     --json "$OUT/mpiio.json" --md "$OUT/report.md" \
