@@ -50,11 +50,11 @@ while [ $# -gt 0 ]; do
 done
 if [ "$QUICK" = 1 ]; then
     SECS=${SECS:-0.1} SIZE=${SIZE:-16m} RUNS=1
-    BLOCKS=1,64,4k,64k,1m FRACTIONS=0,0.5,0.9 MEM_BLOCKS=1k,16k,256k
+    BLOCKS=1,64,4k,64k,1m FRACTIONS=0,0.5,0.9 MEM_BLOCKS=1k,16k,256k REUSES="100 0"
 else
     SECS=${SECS:-1} SIZE=${SIZE:-256m}
     BLOCKS=1,4,16,64,256,1k,2k,4k,16k,64k,256k,1m
-    FRACTIONS=0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 MEM_BLOCKS=1k,2k,16k,64k,256k
+    FRACTIONS=0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9 MEM_BLOCKS=1k,2k,16k,64k,256k REUSES="100 50 0"
 fi
 case "$RUNS" in '' | *[!0-9]* | 0) echo "bench.sh: --runs needs a positive integer" >&2; exit 2 ;; esac
 
@@ -151,7 +151,7 @@ for ROUND in $(seq "$RUNS"); do
         [[ "$b" == dafs-* ]] || continue
         warm "$b"
         for mode in percall library cache; do
-            for reuse in 100 0; do
+            for reuse in $REUSES; do
                 run_bench "$b" "$mode" memreg --blocks "$MEM_BLOCKS" --reuse "$reuse"
             done
         done

@@ -235,8 +235,8 @@ class Report:
             return
         self.out("#### Memory management (Figs. 4-5): read latency (us per call) by fbtl_dafs_mem")
         self.out()
-        self.out("reuse 100 %: every read into the same buffer; 0 %: every read into a freshly "
-                 "mapped buffer, unmapped after (only the MPI call is timed).")
+        self.out("Buffer reuse R %: R of every 100 reads go into the same buffer, the others into a "
+                 "freshly mapped buffer, unmapped after (Fig. 5's reuse ratio; only the MPI call is timed).")
         self.out()
         blocks = sorted({k[5] for k in keys})
         reuses = sorted({k[7] for k in keys}, reverse=True)
