@@ -129,7 +129,25 @@ static ssize_t dafs_io(struct bdb_file *e, void *buf, size_t len, uint64_t off, 
     return n;
 }
 
-/* pread/pwrite (pos < 0) and read/write (at the file position, which advances). */
+/* read() until `len` bytes or end of file, as Berkeley DB's own read loop does. */
+static ssize_t read_full(int fd, char *buf, size_t len)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = read(fd, buf + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
+/* pread/pwrite (pos >= 0) and read/write (pos < 0: at the file position, which
+ * advances), on a dafs file or a local descriptor. */
 static ssize_t h_rw(int fd, void *buf, size_t len, off_t pos, int is_write)
 {
     pthread_mutex_lock(&bdb.mu);
@@ -139,21 +157,25 @@ static ssize_t h_rw(int fd, void *buf, size_t len, off_t pos, int is_write)
         n = dafs_io(e, buf, len, pos < 0 ? e->pos_bytes : (uint64_t)pos, is_write);
         if (n > 0 && pos < 0)
             e->pos_bytes += (uint64_t)n;
-        if (pos < 0 && !is_write && n >= 0 && (size_t)n < len) {
-            /* Berkeley DB 5.3's __os_read takes any count but `len` from the read hook
-             * as an error (its own read loop would accept end of file). Past end of
-             * file we give zeros, as a preallocated file would: its log code reads a
-             * zero header as "not yet written", and pages past the end are zero. */
-            memset((char *)buf + n, 0, len - (size_t)n);
-            bdb.stats.reads_zero_filled++;
-            n = (ssize_t)len;
-        }
     }
     pthread_mutex_unlock(&bdb.mu);
     if (e == NULL) {
-        if (pos < 0)
-            return is_write ? write(fd, buf, len) : read(fd, buf, len);
-        return is_write ? pwrite(fd, buf, len, pos) : pread(fd, buf, len, pos);
+        if (pos >= 0)
+            return is_write ? pwrite(fd, buf, len, pos) : pread(fd, buf, len, pos);
+        if (is_write)
+            return write(fd, buf, len);
+        n = read_full(fd, buf, len);
+    }
+    if (pos < 0 && !is_write && n >= 0 && (size_t)n < len) {
+        /* Berkeley DB 5.3's __os_read takes any count but `len` from the read hook as
+         * an error (its own read loop would accept end of file). Past end of file we
+         * give zeros, as a preallocated file would: its log code reads a zero header as
+         * "not yet written", and pages past the end are zero. Counted. */
+        memset((char *)buf + n, 0, len - (size_t)n);
+        pthread_mutex_lock(&bdb.mu);
+        bdb.stats.reads_zero_filled++;
+        pthread_mutex_unlock(&bdb.mu);
+        n = (ssize_t)len;
     }
     if (n < 0) {
         errno = (int)-n;

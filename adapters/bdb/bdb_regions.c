@@ -118,6 +118,9 @@ static int region_create(DB_ENV *dbenv, const char *name, size_t len, void **add
 
 static int h_region_map(DB_ENV *dbenv, char *name, size_t len, int *createp, void **addrp)
 {
+    char local[PATH_MAX], remote[PATH_MAX];
+    if (bdb_map(name, local, remote) > 0 && bdb.broken_errno)
+        return bdb.broken_errno; /* no server: nothing of this environment is created */
     pthread_mutex_lock(&bdb.mu);
     struct bdb_region *r = region_named(name);
     int rc = 0;
