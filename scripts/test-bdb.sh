@@ -131,7 +131,7 @@ set +e; out=$(timeout 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" open "$PFX/env" 
 if [ "$rc" -eq 2 ] && echo "$out" | grep -q 'No such file or directory'; then pass "missing database: ENOENT"
 else echo "$out" | sed 's/^/    /'; fail "missing database: ENOENT (exit $rc)"; fi
 mkdir -p "$WORK/badpfx"
-set +e; out=$(DAFS_BDB_SERVER=127.0.0.1:1 DAFS_BDB_PREFIX=$WORK/badpfx LD_PRELOAD=$LIB timeout 30 "$T" basic "$WORK/badpfx/env" 2>&1); rc=$?; set -e
+set +e; out=$(timeout 30 env DAFS_BDB_SERVER=127.0.0.1:1 DAFS_BDB_PREFIX="$WORK/badpfx" LD_PRELOAD="$LIB" "$T" basic "$WORK/badpfx/env" 2>&1); rc=$?; set -e
 if [ "$rc" -ne 0 ] && echo "$out" | grep -q 'cannot connect to 127.0.0.1:1' && echo "$out" | grep -qi 'refused' \
     && [ -z "$(find "$WORK/badpfx" -type f 2>&1)" ]; then pass "preload with a bad server: clear error, nothing written locally"
 else echo "$out" | sed 's/^/    /'; fail "preload with a bad server (exit $rc)"; fi
