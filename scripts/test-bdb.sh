@@ -110,6 +110,10 @@ echo "==> paths outside the prefix stay local (hooks installed)"
 run basic-local "$WORK/local.out" "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" basic "$WORK/local"
 if [ -s "$WORK/local/data.db" ] && [ ! -e "$EXPORT/data.db" ]; then pass "local environment written locally"; else fail "local environment written locally"; fi
 
+echo "==> a database without an environment"
+run noenv "$WORK/noenv.out" "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" noenv "$PFX/env/noenv.db"
+verify env/noenv.db
+
 echo "==> transactions, kill -9 with a transaction open, DB_RECOVER"
 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" crash "$PFX/txn" 50 >"$WORK/crash.out" 2>&1 &
 CRASH_PID=$!
@@ -119,7 +123,7 @@ else sed 's/^/    /' "$WORK/crash.out"; fail "crash: program did not get ready";
 set +e; out=$(timeout 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" basic "$PFX/txn" 2>&1); rc=$?; set -e
 if [ "$rc" -ne 0 ] && echo "$out" | grep -q 'open in another process'; then pass "second process refused while the environment is open (EBUSY)"
 else echo "$out" | sed 's/^/    /'; fail "second process refused while the environment is open (exit $rc)"; fi
-kill -9 "$CRASH_PID" 2>/dev/null; wait "$CRASH_PID" 2>/dev/null || true; CRASH_PID=
+kill -9 "$CRASH_PID" 2>/dev/null || true; wait "$CRASH_PID" 2>/dev/null || true; CRASH_PID=
 run recover "$WORK/recover.out" "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" recover "$PFX/txn" 50
 verify txn/txn.db
 
@@ -135,6 +139,10 @@ set +e; out=$(timeout 30 env DAFS_BDB_SERVER=127.0.0.1:1 DAFS_BDB_PREFIX="$WORK/
 if [ "$rc" -ne 0 ] && echo "$out" | grep -q 'cannot connect to 127.0.0.1:1' && echo "$out" | grep -qi 'refused' \
     && [ -z "$(find "$WORK/badpfx" -type f 2>&1)" ]; then pass "preload with a bad server: clear error, nothing written locally"
 else echo "$out" | sed 's/^/    /'; fail "preload with a bad server (exit $rc)"; fi
+set +e; out=$(timeout 30 env DAFS_BDB_SERVER=127.0.0.1:1 DAFS_BDB_PREFIX="$WORK/badpfx" LD_PRELOAD="$LIB" "$T" noenv "$WORK/badpfx/x.db" 2>&1); rc=$?; set -e
+if [ "$rc" -ne 0 ] && echo "$out" | grep -qi 'refused' && [ -z "$(find "$WORK/badpfx" -type f 2>&1)" ]; then
+    pass "bad server, database without an environment: refused, nothing written locally"
+else echo "$out" | sed 's/^/    /'; fail "bad server, database without an environment (exit $rc)"; fi
 set +e; out=$(timeout 30 "$TS" 127.0.0.1:1 "$WORK/badpfx" basic "$WORK/badpfx/env" 2>&1); rc=$?; set -e
 if [ "$rc" -eq 3 ] && echo "$out" | grep -qi 'refused'; then pass "dafs_bdb_setup with a bad server returns -ECONNREFUSED"
 else echo "$out" | sed 's/^/    /'; fail "dafs_bdb_setup with a bad server (exit $rc)"; fi

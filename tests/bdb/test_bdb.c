@@ -12,6 +12,8 @@
  *   test_bdb open    HOME FILE        open an existing database without DB_CREATE
  *   test_bdb cache   HOME             reads through a small cache; print the hooks'
  *                                     counters (needs libdafs_bdb)
+ *   test_bdb noenv   FILE             a database without an environment: create, put,
+ *                                     close, reopen, get
  * Prints "ok ..." / "FAIL ..." lines and exits 0 only when every check passed.
  */
 #define _GNU_SOURCE
@@ -280,6 +282,28 @@ static void test_cache(const char *home)
     env->close(env, 0);
 }
 
+/* No DB_ENV: Berkeley DB makes a private environment (heap regions, no region_map),
+ * so only the file hooks decide where the file goes. */
+static void test_noenv(const char *file)
+{
+    DB *db;
+    DIE_IF(db_create(&db, NULL, 0), "db_create");
+    db->set_errfile(db, stdout);
+    int rc = db->open(db, NULL, file, NULL, DB_BTREE, DB_CREATE, 0644);
+    if (rc != 0) {
+        printf("FAIL noenv: open %s: %s\n", file, db_strerror(rc));
+        exit(1);
+    }
+    char k[32], v[128], got[128];
+    kv(7, k, v, "n");
+    CHECK(put(db, NULL, k, v) == 0, "noenv: put");
+    DIE_IF(db->close(db, 0), "close");
+    DIE_IF(db_create(&db, NULL, 0), "db_create");
+    DIE_IF(db->open(db, NULL, file, NULL, DB_BTREE, 0, 0), "reopen");
+    CHECK(get(db, k, got, sizeof got) == 0 && strcmp(got, v) == 0, "noenv: reopened database holds the record");
+    db->close(db, 0);
+}
+
 int main(int argc, char **argv)
 {
     int a = 1;
@@ -311,6 +335,8 @@ int main(int argc, char **argv)
         test_open(home, arg);
     else if (strcmp(mode, "cache") == 0)
         test_cache(home);
+    else if (strcmp(mode, "noenv") == 0)
+        test_noenv(home);
     else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 64;
