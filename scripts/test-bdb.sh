@@ -43,9 +43,9 @@ adapters/bdb/install.sh "$PREFIX" >/dev/null
 LIB=$PREFIX/lib/libdafs_bdb.so
 CWARN="-std=c11 -Wall -Wextra -Werror -O2"
 echo "==> compiling tests/bdb/test_bdb.c (plain, and with dafs_bdb_setup)"
-cc $CWARN -I"$PREFIX/include" tests/bdb/test_bdb.c -o "$BUILD/test_bdb" -ldb-5.3 -ldl
+cc $CWARN -I"$PREFIX/include" tests/bdb/test_bdb.c -o "$BUILD/test_bdb" -ldb-5.3 -ldl -pthread
 cc $CWARN -DUSE_SETUP -I"$PREFIX/include" tests/bdb/test_bdb.c -o "$BUILD/test_bdb_setup" \
-    -L"$PREFIX/lib" -ldafs_bdb -Wl,-rpath,"$PREFIX/lib" -ldb-5.3 -ldl
+    -L"$PREFIX/lib" -ldafs_bdb -Wl,-rpath,"$PREFIX/lib" -ldb-5.3 -ldl -pthread
 T=$BUILD/test_bdb TS=$BUILD/test_bdb_setup
 
 WORK=$(mktemp -d /tmp/dafs-test-bdb.XXXXXX)
@@ -59,7 +59,7 @@ cleanup() {
 }
 trap cleanup EXIT
 EXPORT=$WORK/export PFX=$WORK/pfx
-mkdir -p "$EXPORT"/{env,tcp,setup,txn,cache} "$PFX" "$WORK/local"
+mkdir -p "$EXPORT"/{env,tcp,setup,txn,cache,threads} "$PFX" "$WORK/local"
 # Inline threshold below the 16 KiB pages of the cache test: those reads take the direct
 # path, so the counters can show the server placing them into the registered cache.
 start_dafsd main "$EXPORT" --shm-socket "$WORK/dafsd.sock" --inline-threshold 4096
@@ -109,6 +109,10 @@ placeholders_empty tcp
 echo "==> paths outside the prefix stay local (hooks installed)"
 run basic-local "$WORK/local.out" "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" basic "$WORK/local"
 if [ -s "$WORK/local/data.db" ] && [ ! -e "$EXPORT/data.db" ]; then pass "local environment written locally"; else fail "local environment written locally"; fi
+
+echo "==> threads sharing one environment (the library serializes its one client)"
+run threads "$WORK/threads.out" "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" threads "$PFX/threads"
+verify threads/threads.db
 
 echo "==> a database without an environment"
 run noenv "$WORK/noenv.out" "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" noenv "$PFX/env/noenv.db"

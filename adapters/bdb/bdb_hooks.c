@@ -97,31 +97,31 @@ static int h_close(int fd)
 /* One transfer of a dafs file. A buffer inside registered region memory (the cache)
  * is named by its region, so the server places the data there (or pulls it from
  * there) without a staging copy; other memory takes dafs_pread/dafs_pwrite. */
-static ssize_t dafs_io(struct bdb_file *e, void *buf, size_t len, uint64_t off, int write)
+static ssize_t dafs_io(struct bdb_file *e, void *buf, size_t len, uint64_t off, int is_write)
 {
     struct bdb_region *r = bdb_region_of(buf, len);
     ssize_t n;
     if (r != NULL && len > 0 && len <= dafs_max_io_size(bdb.client)) {
         size_t roff = (size_t)((char *)buf - (char *)r->addr);
-        int rc = write ? dafs_pwrite_nb(bdb.client, e->f, bdb.cg, r->id, roff, len, off, 0)
+        int rc = is_write ? dafs_pwrite_nb(bdb.client, e->f, bdb.cg, r->id, roff, len, off, 0)
                        : dafs_pread_nb(bdb.client, e->f, bdb.cg, r->id, roff, len, off, 0);
         dafs_completion_t c;
         if (rc == 0)
             rc = dafs_cg_wait(bdb.client, bdb.cg, 1, 1, -1, &c);
         n = rc < 0 ? rc : rc == 1 ? (ssize_t)c.result : -EIO;
-        if (write)
+        if (is_write)
             bdb.stats.writes_registered++;
         else
             bdb.stats.reads_registered++;
     } else {
-        n = write ? dafs_pwrite(bdb.client, e->f, buf, len, off)
+        n = is_write ? dafs_pwrite(bdb.client, e->f, buf, len, off)
                   : dafs_pread(bdb.client, e->f, buf, len, off);
-        if (write)
+        if (is_write)
             bdb.stats.writes_plain++;
         else
             bdb.stats.reads_plain++;
     }
-    if (n >= 0 && write && e->dsync) {
+    if (n >= 0 && is_write && e->dsync) {
         int rc = dafs_fsync(bdb.client, e->f);
         if (rc < 0)
             n = rc;

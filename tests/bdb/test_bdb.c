@@ -12,6 +12,8 @@
  *   test_bdb open    HOME FILE        open an existing database without DB_CREATE
  *   test_bdb cache   HOME             reads through a small cache; print the hooks'
  *                                     counters (needs libdafs_bdb)
+ *   test_bdb threads HOME             4 threads reading and writing one database through
+ *                                     a small cache at once (DB_THREAD)
  *   test_bdb noenv   FILE             a database without an environment: create, put,
  *                                     close, reopen, get
  * Prints "ok ..." / "FAIL ..." lines and exits 0 only when every check passed.
@@ -19,6 +21,7 @@
 #define _GNU_SOURCE
 #include <db.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,6 +285,67 @@ static void test_cache(const char *home)
     env->close(env, 0);
 }
 
+#define THREADS 4
+#define THREAD_OPS 1500
+
+struct worker {
+    DB *db;
+    int id;
+    int errors;
+};
+
+/* Each thread writes its own keys and reads everybody's first keys: misses in the small
+ * cache are reads from dafs issued by several threads at once. */
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    char k[32], v[128], got[128];
+    char tag[8];
+    snprintf(tag, sizeof tag, "t%d", w->id);
+    for (int i = 0; i < THREAD_OPS; i++) {
+        kv(i, k, v, tag);
+        w->errors += put(w->db, NULL, k, v) != 0;
+        kv(i / 2, k, v, tag);
+        w->errors += get(w->db, k, got, sizeof got) != 0 || strcmp(got, v) != 0;
+        kv((i * 7919) % NRECS, k, v, "k");
+        w->errors += get(w->db, k, got, sizeof got) != 0 || strcmp(got, v) != 0;
+    }
+    return NULL;
+}
+
+static void test_threads(const char *home)
+{
+    DB_ENV *env = env_open(home, DB_THREAD, 256 * 1024);
+    DIE_IF(env->set_flags(env, DB_TXN_WRITE_NOSYNC, 1), "set_flags");
+    DB *db;
+    DIE_IF(db_create(&db, env, 0), "db_create");
+    DIE_IF(db->set_pagesize(db, 8192), "set_pagesize");
+    DIE_IF(db->open(db, NULL, "threads.db", NULL, DB_BTREE, DB_CREATE | DB_THREAD | DB_AUTO_COMMIT, 0644), "open");
+    char k[32], v[128];
+    for (int i = 0; i < NRECS; i++) {
+        kv(i, k, v, "k");
+        DIE_IF(put(db, NULL, k, v), "put");
+    }
+    struct worker w[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (struct worker){.db = db, .id = i};
+        pthread_create(&th[i], NULL, worker_main, &w[i]);
+    }
+    int errors = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        errors += w[i].errors;
+    }
+    CHECK(errors == 0, "threads: %d threads x %d puts and gets through a 256 KiB cache (%d errors)",
+          THREADS, THREAD_OPS, errors);
+    int ordered, n = scan(db, 0, &ordered);
+    CHECK(n == NRECS + THREADS * THREAD_OPS && ordered, "threads: every record present afterwards (%d)", n);
+    DIE_IF(db->close(db, 0), "close");
+    DIE_IF(env->txn_checkpoint(env, 0, 0, DB_FORCE), "checkpoint");
+    env->close(env, 0);
+}
+
 /* No DB_ENV: Berkeley DB makes a private environment (heap regions, no region_map),
  * so only the file hooks decide where the file goes. */
 static void test_noenv(const char *file)
@@ -335,6 +399,8 @@ int main(int argc, char **argv)
         test_open(home, arg);
     else if (strcmp(mode, "cache") == 0)
         test_cache(home);
+    else if (strcmp(mode, "threads") == 0)
+        test_threads(home);
     else if (strcmp(mode, "noenv") == 0)
         test_noenv(home);
     else {
