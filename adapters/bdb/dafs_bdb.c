@@ -247,12 +247,13 @@ static void print_stats(void)
     fprintf(stderr,
             "dafs_bdb: reads registered %llu plain %llu, writes registered %llu plain %llu, "
             "regions registered %llu unregistered %llu; client direct_reads %llu inline_reads %llu "
-            "off_direct_path %llu\n",
+            "off_direct_path %llu, waits spun %llu slept %llu, zero-filled reads %llu\n",
             (unsigned long long)s.reads_registered, (unsigned long long)s.reads_plain,
             (unsigned long long)s.writes_registered, (unsigned long long)s.writes_plain,
             (unsigned long long)s.regions_registered, (unsigned long long)s.regions_unregistered,
             (unsigned long long)s.client.direct_reads, (unsigned long long)s.client.inline_reads,
-            (unsigned long long)s.client.off_direct_path);
+            (unsigned long long)s.client.off_direct_path, (unsigned long long)s.client.waits_spun,
+            (unsigned long long)s.client.waits_slept, (unsigned long long)s.reads_zero_filled);
 }
 
 /* The environment-variable route: DAFS_BDB_SERVER + DAFS_BDB_PREFIX make an unmodified
