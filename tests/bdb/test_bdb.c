@@ -63,7 +63,6 @@ static DB_ENV *env_open(const char *home, u_int32_t extra, u_int32_t cache_bytes
     env->set_errpfx(env, "bdb");
     if (cache_bytes)
         DIE_IF(env->set_cachesize(env, 0, cache_bytes, 1), "set_cachesize");
-    DIE_IF(env->set_mp_mmapsize(env, 0), "set_mp_mmapsize");
     int rc = env->open(env, home, ENV_FLAGS | extra, 0644);
     if (rc != 0) {
         printf("FAIL env open %s: %s\n", home, db_strerror(rc));
