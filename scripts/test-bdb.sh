@@ -22,7 +22,7 @@ need=()
 [ -f /usr/include/db.h ] || need+=(libdb5.3-dev)
 command -v db5.3_verify >/dev/null 2>&1 || need+=(db5.3-util)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
-command -v cc >/dev/null 2>&1 || need+=(build-essential)
+command -v cc >/dev/null 2>&1 && command -v c++ >/dev/null 2>&1 || need+=(build-essential)
 if [ ${#need[@]} -gt 0 ]; then
     echo "==> installing Debian packages: ${need[*]}"
     $SUDO apt-get update -qq
@@ -47,6 +47,10 @@ cc $CWARN -I"$PREFIX/include" tests/bdb/test_bdb.c -o "$BUILD/test_bdb" -ldb-5.3
 cc $CWARN -DUSE_SETUP -I"$PREFIX/include" tests/bdb/test_bdb.c -o "$BUILD/test_bdb_setup" \
     -L"$PREFIX/lib" -ldafs_bdb -Wl,-rpath,"$PREFIX/lib" -ldb-5.3 -ldl -pthread
 T=$BUILD/test_bdb TS=$BUILD/test_bdb_setup
+# The header from C++, and the counters before any setup (-ENOTCONN).
+printf '#include <dafs_bdb.h>\n#include <errno.h>\nint main() { dafs_bdb_stats_t s; return dafs_bdb_stats(&s) == -ENOTCONN ? 0 : 1; }\n' >"$BUILD/cxx_bdb.cc"
+c++ -Wall -Wextra -Werror -I"$PREFIX/include" "$BUILD/cxx_bdb.cc" -o "$BUILD/cxx_bdb" \
+    -L"$PREFIX/lib" -ldafs_bdb -Wl,-rpath,"$PREFIX/lib"
 
 WORK=$(mktemp -d /tmp/dafs-test-bdb.XXXXXX)
 pids=()
@@ -95,6 +99,9 @@ placeholders_empty() { # the local names under the prefix hold no data
     if [ -z "$bad" ] && [ -s "$EXPORT/$dir/data.db" ]; then pass "$dir: data on the server, local placeholders empty"
     else fail "$dir: data on the server, local placeholders empty ($bad)"; fi
 }
+
+if "$BUILD/cxx_bdb"; then pass "dafs_bdb.h from C++; dafs_bdb_stats before setup is -ENOTCONN"
+else fail "dafs_bdb.h from C++; dafs_bdb_stats before setup is -ENOTCONN"; fi
 
 echo "==> preloaded, unmodified program, shm (DAFS_BDB_SERVER=$SHM)"
 run basic-shm "$WORK/basic.out" "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" basic "$PFX/env"
