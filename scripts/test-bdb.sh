@@ -125,6 +125,13 @@ echo "==> a database without an environment"
 run noenv "$WORK/noenv.out" "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" noenv "$PFX/env/noenv.db"
 verify env/noenv.db
 
+echo "==> prefix relative to the current directory; prefix / refused"
+run rel-prefix "$WORK/rel.out" bash -c 'cd "$1" && exec "$2" "$3" relpfx noenv relpfx/rel.db' _ "$WORK" "$TS" "$SHM"
+verify rel.db
+set +e; out=$(timeout 30 "$TS" "$SHM" / noenv /x.db 2>&1); rc=$?; set -e
+if [ "$rc" -eq 3 ] && echo "$out" | grep -q 'Invalid argument'; then pass "prefix / refused with -EINVAL"
+else echo "$out" | sed 's/^/    /'; fail "prefix / refused with -EINVAL (exit $rc)"; fi
+
 echo "==> transactions, kill -9 with a transaction open, DB_RECOVER"
 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" crash "$PFX/txn" 50 >"$WORK/crash.out" 2>&1 &
 CRASH_PID=$!

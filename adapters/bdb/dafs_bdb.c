@@ -136,10 +136,18 @@ static size_t env_limit(const char *name, size_t dflt)
 /* Tables and prefix; no connection yet. 0 or -errno. */
 static int init_state(const char *prefix)
 {
-    if (prefix == NULL || prefix[0] != '/')
+    if (prefix == NULL || prefix[0] == '\0')
         return -EINVAL;
     size_t n = 0;
-    int rc = append_components(bdb.prefix, &n, prefix);
+    int rc = 0;
+    if (prefix[0] != '/') {
+        char cwd[PATH_MAX];
+        if (getcwd(cwd, sizeof cwd) == NULL)
+            return -errno;
+        rc = append_components(bdb.prefix, &n, cwd); /* relative to the cwd at setup */
+    }
+    if (rc == 0)
+        rc = append_components(bdb.prefix, &n, prefix);
     if (rc < 0)
         return rc;
     if (n == 0)

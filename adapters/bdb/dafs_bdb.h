@@ -33,7 +33,8 @@ extern "C" {
 
 /* Connect to `server` ("host:port", which switches to shared memory on the same host, or
  * "dafs+shm:///path/dafsd.sock") and install the hooks for paths under the local
- * directory `prefix` (absolute; created if missing). Call once, before the first
+ * directory `prefix` (created if missing; a relative one is taken from the current
+ * directory at this call; "/" is refused with -EINVAL). Call once, before the first
  * Berkeley DB call. The provider follows DAFS_BDB_PROVIDER ("tcp" or "auto", default
  * auto). Returns 0, -EALREADY if set up already, -EINVAL for a bad argument, or the
  * connection's -errno (-ECONNREFUSED, -ETIMEDOUT, ...); on failure no hook is installed. */
