@@ -145,6 +145,11 @@ kill -9 "$CRASH_PID" 2>/dev/null || true; wait "$CRASH_PID" 2>/dev/null || true;
 run recover "$WORK/recover.out" "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" recover "$PFX/txn" 50
 verify txn/txn.db
 
+echo "==> DB_REGISTER ends with a clear error instead of looping"
+set +e; out=$(timeout 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" register "$PFX/txn" 2>&1); rc=$?; set -e
+if [ "$rc" -eq 0 ] && echo "$out" | grep -q 'DB_REGISTER and hot backup are not supported'; then pass "DB_REGISTER refused with a message ($(echo "$out" | grep "^register:"))"
+else echo "$out" | sed 's/^/    /'; fail "DB_REGISTER refused with a message (exit $rc)"; fi
+
 echo "==> cache pages placed directly into registered memory"
 run cache "$WORK/cache.out" env EXPECT_DIRECT=1 DAFS_BDB_SERVER="$SHM" DAFS_BDB_PREFIX="$PFX" LD_PRELOAD="$LIB" "$T" cache "$PFX/cache"
 
