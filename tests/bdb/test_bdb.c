@@ -248,6 +248,7 @@ static void test_cache(const char *home)
 {
     int (*stats)(dafs_bdb_stats_t *) = (int (*)(dafs_bdb_stats_t *))dlsym(RTLD_DEFAULT, "dafs_bdb_stats");
     DB_ENV *env = env_open(home, 0, 256 * 1024);
+    DIE_IF(env->set_flags(env, DB_TXN_WRITE_NOSYNC, 1), "set_flags"); /* no fsync per put */
     DB *db = db_open(env, "big.db", DB_BTREE, DB_CREATE, 16384);
     char k[32], v[128], got[128];
     for (int i = 0; i < 4 * NRECS; i++) {
