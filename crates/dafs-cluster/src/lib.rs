@@ -17,10 +17,14 @@
 //! Nothing here is wired into the server's or the client's request path yet; see
 //! docs/architecture.md, "Federation (in progress)".
 
+pub mod config;
 pub mod hash;
 pub mod path;
 pub mod placement;
 pub mod trace;
+pub mod url;
 
+pub use config::{ClusterConfig, ConfigError};
 pub use path::{ClusterPath, PathError};
 pub use placement::{Member, NodeId, PlacementError, PlacementMap, Policy, RoundRobin};
+pub use url::{ClusterUrl, UrlError};
