@@ -18,7 +18,9 @@
 //! docs/architecture.md, "Federation (in progress)".
 
 pub mod config;
+pub mod etcd;
 pub mod hash;
+pub mod membership;
 pub mod path;
 pub mod placement;
 pub mod trace;

@@ -1,0 +1,229 @@
+//! Cluster membership and the placement epoch, kept in etcd.
+//!
+//! Keys, under `/dafs/clusters/NAME/`:
+//!
+//! - `members/ID` — one per live node, value the [`Member`] as JSON, attached to the
+//!   node's **lease**: a node that stops renewing it (crash, partition) disappears
+//!   when the lease expires, with no action from anyone;
+//! - `map` — the current [`PlacementMap`] as JSON (epoch, hash, policy, members).
+//!
+//! The map is what clients and servers route by. It changes only through
+//! [`Membership::reconcile`]: read the live members and the map; if they differ, write
+//! the map again with the epoch + 1 and the live members, **only if** `map` still has
+//! the `mod_revision` just read (an etcd transaction). Every node reconciles after
+//! it joins and on every heartbeat, so a join, a leave or an expired lease bumps the
+//! epoch exactly once, whoever sees it first; the losers of the race re-read and find
+//! nothing left to do. No consensus of our own: etcd's transaction is the only
+//! arbiter.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::etcd::{EtcdClient, EtcdError, LeaseId};
+use crate::placement::{MapDecodeError, Member, NodeId, PlacementError, PlacementMap, Policy};
+
+/// How many times a compare-and-swap of the map is retried before giving up: each
+/// failure means another node wrote the map in between, so a handful suffices unless
+/// members churn faster than etcd commits.
+pub const CAS_ATTEMPTS_MAX: u32 = 32;
+
+/// Every way a membership operation fails.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MembershipError {
+    #[error(transparent)]
+    Etcd(#[from] EtcdError),
+    #[error("node id {0} is already registered by a live node")]
+    IdTaken(NodeId),
+    #[error("member record {key} in etcd is invalid: {why}")]
+    BadMember { key: String, why: String },
+    #[error("placement map in etcd: {0}")]
+    BadMap(#[from] MapDecodeError),
+    #[error("no live member in etcd: the cluster has no placement map to write")]
+    NoLiveMembers,
+    #[error("{0}")]
+    Placement(#[from] PlacementError),
+    #[error("the placement map changed under {0} attempts in a row; giving up")]
+    Contended(u32),
+    #[error("the epoch did not move past {epoch} within {timeout_ms} ms")]
+    EpochWaitTimeout { epoch: u64, timeout_ms: u64 },
+}
+
+/// One cluster's membership in etcd, seen by one node or client.
+#[derive(Debug, Clone)]
+pub struct Membership {
+    etcd: EtcdClient,
+    prefix: String,
+    policy: Policy,
+}
+
+/// A node's registration: its lease and member record.
+#[derive(Debug)]
+pub struct Registration {
+    pub member: Member,
+    pub lease: LeaseId,
+}
+
+impl Membership {
+    /// The cluster `name` (validated by the config or URL parser) in `etcd`; `policy`
+    /// is written into the maps this handle creates.
+    pub fn new(etcd: EtcdClient, name: &str, policy: Policy) -> Self {
+        assert!(!name.is_empty() && !name.contains('/'), "cluster names are validated before use");
+        Membership { etcd, prefix: format!("/dafs/clusters/{name}/"), policy }
+    }
+
+    fn member_key(&self, id: &NodeId) -> Vec<u8> {
+        format!("{}members/{id}", self.prefix).into_bytes()
+    }
+
+    fn map_key(&self) -> Vec<u8> {
+        format!("{}map", self.prefix).into_bytes()
+    }
+
+    /// Join: grant a lease of `ttl_s`, write the member record under it (refused if a
+    /// live node holds the id), then reconcile so the epoch records the join.
+    pub fn join(
+        &self,
+        member: Member,
+        ttl_s: u64,
+    ) -> Result<(Registration, PlacementMap), MembershipError> {
+        let lease = self.etcd.grant(ttl_s)?;
+        let value = serde_json::to_vec(&member).expect("a member always serializes");
+        let created =
+            self.etcd.put_if_mod_revision(&self.member_key(&member.id), &value, 0, Some(lease));
+        match created {
+            Ok(true) => {}
+            Ok(false) => {
+                let _ = self.etcd.revoke(lease);
+                return Err(MembershipError::IdTaken(member.id));
+            }
+            Err(e) => {
+                let _ = self.etcd.revoke(lease);
+                return Err(e.into());
+            }
+        }
+        let map = self.reconcile()?;
+        Ok((Registration { member, lease }, map))
+    }
+
+    /// Renew the lease and reconcile: what a node does every heartbeat (well within
+    /// the lease TTL, e.g. a third of it). [`EtcdError::LeaseExpired`] means the node
+    /// has been dropped from the cluster and must join again.
+    pub fn heartbeat(&self, reg: &Registration) -> Result<PlacementMap, MembershipError> {
+        self.etcd.keep_alive(reg.lease)?;
+        self.reconcile()
+    }
+
+    /// Leave cleanly: revoke the lease (the record goes at once) and reconcile.
+    /// Returns the new map, or `None` if this was the last member.
+    pub fn leave(&self, reg: Registration) -> Result<Option<PlacementMap>, MembershipError> {
+        self.etcd.revoke(reg.lease)?;
+        match self.reconcile() {
+            Ok(m) => Ok(Some(m)),
+            Err(MembershipError::NoLiveMembers) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The members whose lease is live, sorted by id.
+    pub fn live_members(&self) -> Result<Vec<Member>, MembershipError> {
+        let prefix = format!("{}members/", self.prefix).into_bytes();
+        let mut out = Vec::new();
+        for kv in self.etcd.get_prefix(&prefix)? {
+            let key = String::from_utf8_lossy(&kv.key).into_owned();
+            let m: Member = serde_json::from_slice(&kv.value)
+                .map_err(|e| MembershipError::BadMember { key: key.clone(), why: e.to_string() })?;
+            if kv.key != self.member_key(&m.id) {
+                return Err(MembershipError::BadMember {
+                    key,
+                    why: format!("holds member {}", m.id),
+                });
+            }
+            out.push(m);
+        }
+        Ok(out)
+    }
+
+    /// The placement map in etcd, with its mod_revision (`None`: never written).
+    pub fn current_map(&self) -> Result<Option<(PlacementMap, i64)>, MembershipError> {
+        match self.etcd.get(&self.map_key())? {
+            None => Ok(None),
+            Some(kv) => Ok(Some((PlacementMap::from_json(&kv.value)?, kv.mod_revision))),
+        }
+    }
+
+    /// Make the map match the live members, bumping the epoch by one if they differ.
+    /// Returns the map in force afterwards.
+    pub fn reconcile(&self) -> Result<PlacementMap, MembershipError> {
+        for _ in 0..CAS_ATTEMPTS_MAX {
+            let live = self.live_members()?;
+            let current = self.current_map()?;
+            if let Some((map, _)) = &current {
+                if map.same_members(&live) {
+                    return Ok(map.clone());
+                }
+            }
+            if live.is_empty() {
+                return Err(MembershipError::NoLiveMembers);
+            }
+            if let Some(map) = self.write_next(current.as_ref(), live)? {
+                return Ok(map);
+            }
+        }
+        Err(MembershipError::Contended(CAS_ATTEMPTS_MAX))
+    }
+
+    /// Write `members` under the next epoch unconditionally of what they are (used
+    /// to force a new epoch, e.g. after a policy change). Returns the new map.
+    pub fn bump_epoch(&self) -> Result<PlacementMap, MembershipError> {
+        for _ in 0..CAS_ATTEMPTS_MAX {
+            let live = self.live_members()?;
+            if live.is_empty() {
+                return Err(MembershipError::NoLiveMembers);
+            }
+            if let Some(map) = self.write_next(self.current_map()?.as_ref(), live)? {
+                return Ok(map);
+            }
+        }
+        Err(MembershipError::Contended(CAS_ATTEMPTS_MAX))
+    }
+
+    /// Compare-and-swap: the map with epoch + 1 if `current` is still the stored map.
+    fn write_next(
+        &self,
+        current: Option<&(PlacementMap, i64)>,
+        members: Vec<Member>,
+    ) -> Result<Option<PlacementMap>, MembershipError> {
+        let (epoch, rev) = current.map_or((0, 0), |(m, rev)| (m.epoch(), *rev));
+        let next = PlacementMap::new(epoch + 1, self.policy, members)?;
+        let written =
+            self.etcd.put_if_mod_revision(&self.map_key(), next.to_json().as_bytes(), rev, None)?;
+        Ok(written.then_some(next))
+    }
+
+    /// Poll until the map's epoch is above `epoch`, every `poll_interval`, for at most
+    /// `timeout`. (etcd's watch would answer sooner; over the gateway it is a streamed
+    /// reply, and an epoch change is rare enough that polling costs nothing.)
+    pub fn wait_for_epoch_after(
+        &self,
+        epoch: u64,
+        poll_interval: Duration,
+        timeout: Duration,
+    ) -> Result<PlacementMap, MembershipError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some((map, _)) = self.current_map()? {
+                if map.epoch() > epoch {
+                    return Ok(map);
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(MembershipError::EpochWaitTimeout {
+                    epoch,
+                    timeout_ms: timeout.as_millis() as u64,
+                });
+            }
+            thread::sleep(poll_interval.min(left));
+        }
+    }
+}
