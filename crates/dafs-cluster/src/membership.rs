@@ -56,6 +56,12 @@ pub struct Membership {
     policy: Policy,
 }
 
+/// Live members and the map at one etcd revision.
+struct Snapshot {
+    live: Vec<Member>,
+    map: Option<(PlacementMap, i64)>,
+}
+
 /// A node's registration: its lease and member record.
 #[derive(Debug)]
 pub struct Registration {
@@ -126,21 +132,7 @@ impl Membership {
 
     /// The members whose lease is live, sorted by id.
     pub fn live_members(&self) -> Result<Vec<Member>, MembershipError> {
-        let prefix = format!("{}members/", self.prefix).into_bytes();
-        let mut out = Vec::new();
-        for kv in self.etcd.get_prefix(&prefix)? {
-            let key = String::from_utf8_lossy(&kv.key).into_owned();
-            let m: Member = serde_json::from_slice(&kv.value)
-                .map_err(|e| MembershipError::BadMember { key: key.clone(), why: e.to_string() })?;
-            if kv.key != self.member_key(&m.id) {
-                return Err(MembershipError::BadMember {
-                    key,
-                    why: format!("holds member {}", m.id),
-                });
-            }
-            out.push(m);
-        }
-        Ok(out)
+        Ok(self.snapshot()?.live)
     }
 
     /// The placement map in etcd, with its mod_revision (`None`: never written).
@@ -151,37 +143,67 @@ impl Membership {
         }
     }
 
+    /// The live members and the map, read in **one** range so both are from the same
+    /// etcd revision. Two separate reads would let a writer pair an old member list
+    /// with a newer map and write a map that drops a node which had already joined.
+    fn snapshot(&self) -> Result<Snapshot, MembershipError> {
+        let members_prefix = format!("{}members/", self.prefix).into_bytes();
+        let mut snap = Snapshot { live: Vec::new(), map: None };
+        for kv in self.etcd.get_prefix(self.prefix.as_bytes())? {
+            if kv.key == self.map_key() {
+                snap.map = Some((PlacementMap::from_json(&kv.value)?, kv.mod_revision));
+            } else if kv.key.starts_with(&members_prefix) {
+                snap.live.push(self.member_of(&kv.key, &kv.value)?);
+            }
+        }
+        Ok(snap)
+    }
+
+    fn member_of(&self, key: &[u8], value: &[u8]) -> Result<Member, MembershipError> {
+        let key_text = String::from_utf8_lossy(key).into_owned();
+        let m: Member = serde_json::from_slice(value).map_err(|e| MembershipError::BadMember {
+            key: key_text.clone(),
+            why: e.to_string(),
+        })?;
+        if key != self.member_key(&m.id) {
+            return Err(MembershipError::BadMember {
+                key: key_text,
+                why: format!("holds member {}", m.id),
+            });
+        }
+        Ok(m)
+    }
+
     /// Make the map match the live members, bumping the epoch by one if they differ.
     /// Returns the map in force afterwards.
     pub fn reconcile(&self) -> Result<PlacementMap, MembershipError> {
         for _ in 0..CAS_ATTEMPTS_MAX {
-            let live = self.live_members()?;
-            let current = self.current_map()?;
-            if let Some((map, _)) = &current {
-                if map.same_members(&live) {
-                    return Ok(map.clone());
+            let Snapshot { live, map } = self.snapshot()?;
+            if let Some((current, _)) = &map {
+                if current.same_members(&live) {
+                    return Ok(current.clone());
                 }
             }
             if live.is_empty() {
                 return Err(MembershipError::NoLiveMembers);
             }
-            if let Some(map) = self.write_next(current.as_ref(), live)? {
-                return Ok(map);
+            if let Some(next) = self.write_next(map.as_ref(), live)? {
+                return Ok(next);
             }
         }
         Err(MembershipError::Contended(CAS_ATTEMPTS_MAX))
     }
 
-    /// Write `members` under the next epoch unconditionally of what they are (used
-    /// to force a new epoch, e.g. after a policy change). Returns the new map.
+    /// Write the live members under the next epoch whether or not they changed (to
+    /// force a new epoch, e.g. after a policy change). Returns the new map.
     pub fn bump_epoch(&self) -> Result<PlacementMap, MembershipError> {
         for _ in 0..CAS_ATTEMPTS_MAX {
-            let live = self.live_members()?;
+            let Snapshot { live, map } = self.snapshot()?;
             if live.is_empty() {
                 return Err(MembershipError::NoLiveMembers);
             }
-            if let Some(map) = self.write_next(self.current_map()?.as_ref(), live)? {
-                return Ok(map);
+            if let Some(next) = self.write_next(map.as_ref(), live)? {
+                return Ok(next);
             }
         }
         Err(MembershipError::Contended(CAS_ATTEMPTS_MAX))
