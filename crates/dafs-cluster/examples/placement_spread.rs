@@ -17,7 +17,7 @@ fn nodes(n: usize) -> Vec<Member> {
     (0..n)
         .map(|i| {
             let addr = format!("127.0.0.1:{}", 7420 + i);
-            Member { id: NodeId::new(addr.clone()).expect("valid id"), addr }
+            Member::new(NodeId::new(addr.clone()).expect("valid id"), addr)
         })
         .collect()
 }

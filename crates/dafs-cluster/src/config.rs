@@ -215,7 +215,7 @@ fn member(raw: RawMember) -> Result<Member, PlacementError> {
         RawMember::Addr(a) => (a.clone(), a),
         RawMember::Full { id, addr } => (id, addr),
     };
-    Ok(Member { id: NodeId::new(id)?, addr })
+    Ok(Member::new(NodeId::new(id)?, addr))
 }
 
 /// `http://host[:port]` -> `host:port`.

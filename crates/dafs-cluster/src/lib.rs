@@ -20,6 +20,7 @@
 pub mod config;
 pub mod etcd;
 pub mod hash;
+pub mod heartbeat;
 pub mod membership;
 pub mod path;
 pub mod placement;

@@ -87,12 +87,19 @@ impl Membership {
 
     /// Join: grant a lease of `ttl_s`, write the member record under it (refused if a
     /// live node holds the id), then reconcile so the epoch records the join.
+    ///
+    /// The member's `incarnation` is set to the lease id, so a node that joins again
+    /// (after a restart or a lost lease) always makes a new epoch, even if no other
+    /// node saw it gone. A node restarted within its old lease's TTL finds its id still
+    /// held ([`MembershipError::IdTaken`]) until that lease expires.
     pub fn join(
         &self,
         member: Member,
         ttl_s: u64,
     ) -> Result<(Registration, PlacementMap), MembershipError> {
         let lease = self.etcd.grant(ttl_s)?;
+        assert!(lease > 0, "etcd grants positive lease ids");
+        let member = Member { incarnation: lease as u64, ..member };
         let value = serde_json::to_vec(&member).expect("a member always serializes");
         let created =
             self.etcd.put_if_mod_revision(&self.member_key(&member.id), &value, 0, Some(lease));

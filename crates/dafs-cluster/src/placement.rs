@@ -109,6 +109,23 @@ pub struct Member {
     pub id: NodeId,
     /// Where clients and peers reach it (`host:port`).
     pub addr: String,
+    /// Which life of the node this is (with etcd: the lease it joined under; 0 with
+    /// static membership). A node that restarts or rejoins after losing its lease is a
+    /// changed member, so the epoch moves even if nobody saw it gone: its open files,
+    /// locks and sessions did not survive.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub incarnation: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl Member {
+    /// A member with no incarnation (static membership).
+    pub fn new(id: NodeId, addr: impl Into<String>) -> Self {
+        Member { id, addr: addr.into(), incarnation: 0 }
+    }
 }
 
 /// How a new file's home is chosen (see the module documentation).
@@ -246,7 +263,7 @@ impl PlacementMap {
         PlacementMap { epoch, ..self.clone() }
     }
 
-    /// Whether `other` has the same members (ids and addresses) as `self`.
+    /// Whether `other` has the same members (ids, addresses, incarnations) as `self`.
     pub fn same_members(&self, other: &[Member]) -> bool {
         let mut o: Vec<&Member> = other.iter().collect();
         o.sort_by(|a, b| a.id.cmp(&b.id));

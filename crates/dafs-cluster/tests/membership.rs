@@ -15,7 +15,7 @@ use dafs_cluster::{ClusterPath, Member, NodeId, Policy};
 const TIMEOUT: Duration = Duration::from_millis(1500);
 
 fn member(id: &str, port: u16) -> Member {
-    Member { id: NodeId::new(id).unwrap(), addr: format!("127.0.0.1:{port}") }
+    Member::new(NodeId::new(id).unwrap(), format!("127.0.0.1:{port}"))
 }
 
 fn cluster(etcd: &Etcd, name: &str) -> Membership {
@@ -83,6 +83,20 @@ fn an_expired_lease_drops_the_node_and_bumps_the_epoch() {
     );
     let (_, map) = c.join(member("b", 7421), 30).unwrap();
     assert_eq!((map.epoch(), ids(map.members())), (4, vec!["a", "b"]));
+}
+
+#[test]
+fn a_node_back_under_a_new_lease_is_a_new_epoch_even_if_unseen() {
+    let etcd = Etcd::start();
+    let c = cluster(&etcd, "again");
+    let (a, map) = c.join(member("a", 7420), 30).unwrap();
+    assert_eq!(map.members()[0].incarnation, a.lease as u64);
+    // Its lease goes (a crash, a partition) and it is back before anyone reconciled:
+    // the map must still change, since nothing of its old life survived.
+    etcd.client(TIMEOUT).revoke(a.lease).unwrap();
+    let (a2, map) = c.join(member("a", 7420), 30).unwrap();
+    assert_eq!(map.epoch(), 2);
+    assert_eq!(map.members()[0].incarnation, a2.lease as u64);
 }
 
 #[test]

@@ -4,7 +4,7 @@ use super::*;
 use crate::trace::{postmark_pool_paths, SEED_FILES_PER_CLIENT, SEED_TABLE_I};
 
 fn member(id: &str, addr: &str) -> Member {
-    Member { id: NodeId::new(id).unwrap(), addr: addr.into() }
+    Member::new(NodeId::new(id).unwrap(), addr)
 }
 
 /// Nodes as the short form of cluster.toml names them: id = address.
