@@ -70,6 +70,10 @@ pub enum ConfigError {
     BadEtcdEndpoint(String, &'static str),
     #[error("cluster.toml: {0}")]
     BadName(#[from] crate::url::UrlError),
+    #[error("cluster.toml: epoch is kept in etcd when etcd is set; remove it")]
+    EpochWithEtcd,
+    #[error("cluster.toml: etcd_timeout_ms = {timeout_ms} is more than a third of lease_ttl_s = {lease_ttl_s}: a node could not renew its lease in time (lower the timeout or raise the lease)")]
+    TimeoutVsLease { timeout_ms: u64, lease_ttl_s: u64 },
     #[error("cluster.toml: {field} = {value} is out of range {min}..={max}")]
     OutOfRange { field: &'static str, value: u64, min: u64, max: u64 },
 }
@@ -161,6 +165,9 @@ impl ClusterConfig {
                 Membership::Static { members, epoch }
             }
             (None, Some(e)) => {
+                if raw.epoch.is_some() {
+                    return Err(ConfigError::EpochWithEtcd);
+                }
                 let list = match e {
                     OneOrMany::One(s) => vec![s],
                     OneOrMany::Many(v) => v,
@@ -173,7 +180,7 @@ impl ClusterConfig {
             }
         };
         let name = valid_cluster_name(raw.name.as_deref().unwrap_or(NAME_DEFAULT))?;
-        Ok(ClusterConfig {
+        let config = ClusterConfig {
             name,
             policy,
             membership,
@@ -195,7 +202,22 @@ impl ClusterConfig {
                 EPOCH_POLL_INTERVAL_MS_DEFAULT,
                 EPOCH_POLL_INTERVAL_MS_RANGE,
             )?),
-        })
+        };
+        config.check_lease_timing()?;
+        Ok(config)
+    }
+
+    /// With etcd, a heartbeat renews the lease every third of its TTL and each etcd
+    /// call may take up to the timeout: a timeout above TTL/3 could let a live node's
+    /// lease expire while it waits for a slow etcd.
+    fn check_lease_timing(&self) -> Result<(), ConfigError> {
+        let timeout_ms = self.etcd_timeout.as_millis() as u64;
+        if matches!(self.membership, Membership::Etcd { .. })
+            && timeout_ms * 3 > self.lease_ttl_s * 1000
+        {
+            return Err(ConfigError::TimeoutVsLease { timeout_ms, lease_ttl_s: self.lease_ttl_s });
+        }
+        Ok(())
     }
 
     /// The placement map of a static cluster (`None` with etcd: ask etcd).
@@ -229,7 +251,7 @@ fn etcd_endpoint(s: &str) -> Result<String, ConfigError> {
     if host.is_empty() || host.contains('/') {
         return Err(bad("expected http://host:port with no path"));
     }
-    Ok(with_port(host, ETCD_PORT_DEFAULT))
+    with_port(host, ETCD_PORT_DEFAULT).map_err(|_| bad("expected http://host:port"))
 }
 
 fn in_range(

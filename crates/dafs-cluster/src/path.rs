@@ -137,6 +137,24 @@ mod tests {
         assert_eq!(ClusterPath::root().file_name(), b"");
     }
 
+    proptest::proptest! {
+        /// Any input either fails with a reason or yields a normal form that is its own
+        /// normal form (so every spelling of a name hashes alike).
+        #[test]
+        fn normalizing_is_idempotent(raw in proptest::collection::vec(proptest::sample::select(b"/.ab\0\xff".to_vec()), 0..40)) {
+            if let Ok(p) = ClusterPath::new(&raw) {
+                let again = ClusterPath::new(p.as_bytes()).unwrap();
+                proptest::prop_assert_eq!(&again, &p);
+                let b = p.as_bytes();
+                proptest::prop_assert!(b == b"/" || !b.ends_with(b"/"));
+                for bad in [&b"//"[..], b"/./", b"/../"] {
+                    proptest::prop_assert!(!b.windows(bad.len()).any(|w| w == bad));
+                }
+                proptest::prop_assert!(!b.ends_with(b"/.") && !b.ends_with(b"/.."));
+            }
+        }
+    }
+
     #[test]
     fn non_utf8_names_are_kept() {
         let p = ClusterPath::new(b"/d/\xff\xfe").unwrap();

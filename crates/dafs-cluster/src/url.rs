@@ -23,6 +23,8 @@ pub enum UrlError {
     Scheme,
     #[error("cluster URL has an empty host (check the commas)")]
     EmptyHost,
+    #[error("invalid host {0:?} (expected HOST, HOST:PORT or [IPv6]:PORT)")]
+    BadHost(String),
     #[error("cluster URL lists {0} twice")]
     DuplicateHost(String),
     #[error("cluster URL lists more than {URL_HOSTS_MAX} hosts")]
@@ -96,7 +98,7 @@ fn split_hosts(rest: &str, port_default: u16) -> Result<(Vec<String>, &str), Url
         if hosts.len() == URL_HOSTS_MAX {
             return Err(UrlError::TooManyHosts);
         }
-        let h = with_port(h, port_default);
+        let h = with_port(h, port_default)?;
         if hosts.contains(&h) {
             return Err(UrlError::DuplicateHost(h));
         }
@@ -105,13 +107,22 @@ fn split_hosts(rest: &str, port_default: u16) -> Result<(Vec<String>, &str), Url
     Ok((hosts, path))
 }
 
-/// Append the default port unless one is given (`[v6]` alone has none).
-pub(crate) fn with_port(host: &str, port_default: u16) -> String {
-    if host.contains(':') && !host.ends_with(']') {
+/// Append the default port unless one is given (`[v6]` alone has none), and check
+/// the result is `HOST:PORT` with a host and a port in 1..=65535.
+pub(crate) fn with_port(host: &str, port_default: u16) -> Result<String, UrlError> {
+    let full = if host.contains(':') && !host.ends_with(']') {
         host.to_string()
     } else {
         format!("{host}:{port_default}")
+    };
+    let (h, port) = full.rsplit_once(':').expect("a port was ensured above");
+    let host_ok = !h.is_empty() && !h.chars().any(|c| c.is_whitespace() || c == '/' || c == ',');
+    let port_ok = port.parse::<u16>().is_ok_and(|p| p > 0);
+    let brackets_ok = !h.contains(':') || (h.starts_with('[') && h.ends_with(']'));
+    if !(host_ok && port_ok && brackets_ok) {
+        return Err(UrlError::BadHost(host.to_string()));
     }
+    Ok(full)
 }
 
 #[cfg(test)]
@@ -161,6 +172,22 @@ mod tests {
         assert_eq!(ClusterUrl::parse("dafs+etcd://e1/prod").unwrap().path(), "/");
     }
 
+    proptest::proptest! {
+        /// Garbage never panics, and what parses keeps only non-empty hosts with ports.
+        #[test]
+        fn any_input_parses_or_fails_cleanly(s in "(dafs|dafs\\+tls|dafs\\+etcd)://[a-z0-9:,/\\[\\]. ]{0,30}") {
+            if let Ok(u) = ClusterUrl::parse(&s) {
+                let hosts = match &u {
+                    ClusterUrl::Static { hosts, .. } => hosts,
+                    ClusterUrl::Etcd { endpoints, .. } => endpoints,
+                };
+                proptest::prop_assert!(!hosts.is_empty());
+                proptest::prop_assert!(hosts.iter().all(|h| h.contains(':') && !h.starts_with(':')));
+                proptest::prop_assert!(u.path().starts_with('/'));
+            }
+        }
+    }
+
     #[test]
     fn bad_urls_say_why() {
         assert_eq!(ClusterUrl::parse("http://h/"), Err(UrlError::Scheme));
@@ -173,6 +200,10 @@ mod tests {
             Err(UrlError::DuplicateHost("h1:7420".into()))
         );
         assert_eq!(ClusterUrl::parse("dafs+etcd://e1/"), Err(UrlError::NoClusterName));
+        for bad in [":", ":9", "h:", "h:0", "h:70000", "h:x", "a b", "::1", "[::1"] {
+            let url = format!("dafs://{bad}/");
+            assert_eq!(ClusterUrl::parse(&url), Err(UrlError::BadHost(bad.into())), "{url}");
+        }
         assert_eq!(ClusterUrl::parse("dafs+etcd://e1"), Err(UrlError::NoClusterName));
         assert_eq!(
             ClusterUrl::parse("dafs+etcd://e1/a b/"),

@@ -79,9 +79,19 @@ fn mistakes_get_clear_errors() {
     assert!(err("[cluster]\netcd = \"127.0.0.1:2379\"\n").contains("expected http://host:port"));
     assert!(err("[cluster]\netcd = \"https://e\"\n").contains("https is not supported"));
     assert!(err("[cluster]\netcd = []\n").contains("give either members"));
+    assert!(err("[cluster]\netcd = \"http://e:99999\"\n").contains("expected http://host:port"));
     assert!(
         err("[cluster]\nmembers = [\"a:1\"]\nname = \"a/b\"\n").contains("invalid cluster name")
     );
+    assert!(err("[cluster]\netcd = \"http://e\"\nepoch = 3\n").contains("epoch is kept in etcd"));
+    assert!(err("[cluster]\netcd = \"http://e\"\nlease_ttl_s = 3\n")
+        .contains("more than a third of lease_ttl_s"));
+    // The same timing is fine once the timeout fits, and never matters statically.
+    assert!(ClusterConfig::parse(
+        "[cluster]\netcd = \"http://e\"\nlease_ttl_s = 3\netcd_timeout_ms = 1000\n"
+    )
+    .is_ok());
+    assert!(ClusterConfig::parse("[cluster]\nmembers = [\"a:1\"]\nlease_ttl_s = 1\n").is_ok());
     assert_eq!(
         err("[cluster]\nmembers = [\"a:1\"]\nlease_ttl_s = 0\n"),
         "cluster.toml: lease_ttl_s = 0 is out of range 1..=3600"
