@@ -19,8 +19,10 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::config::{self, ClusterConfig};
 use crate::etcd::{EtcdClient, EtcdError, LeaseId};
 use crate::placement::{MapDecodeError, Member, NodeId, PlacementError, PlacementMap, Policy};
+use crate::url::ClusterUrl;
 
 /// How many times a compare-and-swap of the map is retried before giving up: each
 /// failure means another node wrote the map in between, so a handful suffices unless
@@ -75,6 +77,29 @@ impl Membership {
     pub fn new(etcd: EtcdClient, name: &str, policy: Policy) -> Self {
         assert!(!name.is_empty() && !name.contains('/'), "cluster names are validated before use");
         Membership { etcd, prefix: format!("/dafs/clusters/{name}/"), policy }
+    }
+
+    /// The membership a cluster.toml with `etcd` names (`None`: static membership).
+    pub fn from_config(config: &ClusterConfig) -> Option<Membership> {
+        match &config.membership {
+            config::Membership::Etcd { endpoints } => {
+                let etcd = EtcdClient::new(endpoints.clone(), config.etcd_timeout);
+                Some(Membership::new(etcd, &config.name, config.policy))
+            }
+            config::Membership::Static { .. } => None,
+        }
+    }
+
+    /// The membership a `dafs+etcd://` URL names, for a client that reads the map
+    /// (`None` for other URLs). The policy is the one written in the map.
+    pub fn from_url(url: &ClusterUrl, timeout: Duration) -> Option<Membership> {
+        match url {
+            ClusterUrl::Etcd { endpoints, name, .. } => {
+                let etcd = EtcdClient::new(endpoints.clone(), timeout);
+                Some(Membership::new(etcd, name, Policy::default()))
+            }
+            ClusterUrl::Static { .. } => None,
+        }
     }
 
     fn member_key(&self, id: &NodeId) -> Vec<u8> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::Etcd;
 use dafs_cluster::etcd::EtcdError;
 use dafs_cluster::membership::{Membership, MembershipError};
-use dafs_cluster::{ClusterPath, Member, NodeId, Policy};
+use dafs_cluster::{ClusterConfig, ClusterPath, ClusterUrl, Member, NodeId, Policy};
 
 const TIMEOUT: Duration = Duration::from_millis(1500);
 
@@ -97,6 +97,27 @@ fn a_node_back_under_a_new_lease_is_a_new_epoch_even_if_unseen() {
     let (a2, map) = c.join(member("a", 7420), 30).unwrap();
     assert_eq!(map.epoch(), 2);
     assert_eq!(map.members()[0].incarnation, a2.lease as u64);
+}
+
+#[test]
+fn nodes_from_cluster_toml_and_clients_from_a_url_see_one_map() {
+    let etcd = Etcd::start();
+    let toml = format!(
+        "[cluster]\netcd = \"http://{}\"\nname = \"prod\"\npolicy = \"round-robin\"\n",
+        etcd.endpoint
+    );
+    let config = ClusterConfig::parse(&toml).unwrap();
+    let node = Membership::from_config(&config).expect("etcd membership");
+    node.join(member("a", 7420), config.lease_ttl_s).unwrap();
+    let (_, written) = node.join(member("b", 7421), config.lease_ttl_s).unwrap();
+    assert_eq!(written.policy(), Policy::RoundRobin);
+    let url = ClusterUrl::parse(&format!("dafs+etcd://{}/prod/some/dir", etcd.endpoint)).unwrap();
+    let client = Membership::from_url(&url, TIMEOUT).expect("an etcd URL");
+    let (seen, _) = client.current_map().unwrap().unwrap();
+    assert_eq!(seen, written);
+    assert!(Membership::from_url(&ClusterUrl::parse("dafs://h1,h2/").unwrap(), TIMEOUT).is_none());
+    let static_toml = ClusterConfig::parse("[cluster]\nmembers = [\"h:1\"]\n").unwrap();
+    assert!(Membership::from_config(&static_toml).is_none());
 }
 
 #[test]
