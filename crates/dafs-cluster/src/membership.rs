@@ -8,13 +8,19 @@
 //! - `map` — the current [`PlacementMap`] as JSON (epoch, hash, policy, members).
 //!
 //! The map is what clients and servers route by. It changes only through
-//! [`Membership::reconcile`]: read the live members and the map; if they differ, write
+//! [`Membership::reconcile`]: read the live members and the map (in one range, so at
+//! one etcd revision); if they differ, write
 //! the map again with the epoch + 1 and the live members, **only if** `map` still has
 //! the `mod_revision` just read (an etcd transaction). Every node reconciles after
 //! it joins and on every heartbeat, so a join, a leave or an expired lease bumps the
 //! epoch exactly once, whoever sees it first; the losers of the race re-read and find
 //! nothing left to do. No consensus of our own: etcd's transaction is the only
 //! arbiter.
+//!
+//! A member's `incarnation` is its lease id, so a node back under a new lease is a
+//! changed member even if no one saw it gone. The policy is fixed by the first map
+//! written; later epochs keep it whatever the writer's own configuration says, so
+//! nodes configured differently cannot flip it back and forth.
 
 use std::thread;
 use std::time::{Duration, Instant};
@@ -247,8 +253,9 @@ impl Membership {
         current: Option<&(PlacementMap, i64)>,
         members: Vec<Member>,
     ) -> Result<Option<PlacementMap>, MembershipError> {
-        let (epoch, rev) = current.map_or((0, 0), |(m, rev)| (m.epoch(), *rev));
-        let next = PlacementMap::new(epoch + 1, self.policy, members)?;
+        let (epoch, rev, policy) =
+            current.map_or((0, 0, self.policy), |(m, rev)| (m.epoch(), *rev, m.policy()));
+        let next = PlacementMap::new(epoch + 1, policy, members)?;
         let written =
             self.etcd.put_if_mod_revision(&self.map_key(), next.to_json().as_bytes(), rev, None)?;
         Ok(written.then_some(next))

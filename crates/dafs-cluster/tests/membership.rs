@@ -116,6 +116,10 @@ fn nodes_from_cluster_toml_and_clients_from_a_url_see_one_map() {
     let (seen, _) = client.current_map().unwrap().unwrap();
     assert_eq!(seen, written);
     assert!(Membership::from_url(&ClusterUrl::parse("dafs://h1,h2/").unwrap(), TIMEOUT).is_none());
+    // A node configured with another policy joins the map as it is: no flip.
+    let matched = Membership::new(etcd.client(TIMEOUT), "prod", Policy::Matched);
+    let (_, map) = matched.join(member("c", 7422), 30).unwrap();
+    assert_eq!((map.epoch(), map.policy()), (3, Policy::RoundRobin));
     let static_toml = ClusterConfig::parse("[cluster]\nmembers = [\"h:1\"]\n").unwrap();
     assert!(Membership::from_config(&static_toml).is_none());
 }
