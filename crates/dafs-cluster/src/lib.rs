@@ -2,7 +2,7 @@
 //!
 //! A federated dafs turns N stand-alone `dafsd` servers into one file system (the seed
 //! "Federated DAFS"). This crate holds the parts every node and every client must agree
-//! on, with no I/O except the etcd client:
+//! on; only the etcd client (and the heartbeat thread over it) does I/O:
 //!
 //! - [`path`]: the normalized cluster path, the one byte string that is hashed;
 //! - [`hash`]: the stable, documented hash of paths and node ids;
@@ -12,7 +12,9 @@
 //! - [`url`]: cluster URLs for clients (`dafs://h1,h2/`, `dafs+etcd://host:2379/NAME/`);
 //! - [`etcd`]: a small blocking client for etcd's v3 JSON gateway over `std::net`;
 //! - [`membership`]: nodes registered under a lease, the placement epoch kept in etcd
-//!   and bumped by compare-and-swap when the member set changes.
+//!   and bumped by compare-and-swap when the member set changes;
+//! - [`heartbeat`]: a node's thread that keeps its lease, reconciles and rejoins;
+//! - [`trace`]: the seed's PostMark pathname set (Table I).
 //!
 //! Nothing here is wired into the server's or the client's request path yet; see
 //! docs/architecture.md, "Federation (in progress)".
