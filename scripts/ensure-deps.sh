@@ -34,3 +34,7 @@ if [ "$(printf '%s\n1.87.0\n' "$ver" | sort -V | head -n1)" != "1.87.0" ]; then
     echo "error: rustc $ver is too old; dafs needs >= 1.87 (rustup update stable)." >&2
     exit 1
 fi
+
+# etcd: the dafs-cluster tests (cargo test) start their own etcd server.
+source "$(dirname "${BASH_SOURCE[0]}")/lib-etcd.sh"
+ensure_etcd
