@@ -76,6 +76,12 @@ pub fn find_postmark(explicit: Option<&Path>) -> Result<PathBuf, String> {
 
 /// Run PostMark once; `scratch` holds the config file.
 pub fn run(bin: &Path, t: &StockTarget, p: &PmParams, scratch: &Path) -> Result<StockRun, String> {
+    if p.transactions < 10 {
+        // PostMark 1.51 prints a progress dot every transactions/10: fewer is SIGFPE.
+        return Err(
+            "stock PostMark needs at least 10 transactions (it divides by transactions/10)".into(),
+        );
+    }
     if p.size_min_bytes == p.size_max_bytes {
         // PostMark 1.51 picks sizes with RND() % (max - min): min == max divides by zero.
         return Err("stock PostMark needs min < max file size".into());
@@ -221,6 +227,18 @@ mod tests {
         let r =
             parse_report(VERBOSE, "Error: Cannot delete '/x/49'\nError: Cannot delete '/x/4'\n");
         assert_eq!(r.errors.len(), 2);
+    }
+
+    #[test]
+    fn parameters_the_stock_program_cannot_take_are_refused_first() {
+        let scratch = std::env::temp_dir();
+        let bin = Path::new("/nonexistent/postmark");
+        let t = StockTarget { label: "x".into(), location: "/nonexistent".into(), env: vec![] };
+        let p = PmParams { transactions: 9, ..PmParams::postmark_defaults() };
+        assert!(run(bin, &t, &p, &scratch).unwrap_err().contains("at least 10 transactions"));
+        let p =
+            PmParams { size_min_bytes: 600, size_max_bytes: 600, ..PmParams::postmark_defaults() };
+        assert!(run(bin, &t, &p, &scratch).unwrap_err().contains("min < max"));
     }
 
     #[test]
