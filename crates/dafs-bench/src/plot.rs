@@ -12,7 +12,7 @@ const FONT_PATHS: [&str; 2] =
 
 /// Register a sans-serif font; false if none could be loaded (plots are then drawn
 /// without text).
-fn load_font() -> bool {
+pub(crate) fn load_font() -> bool {
     for p in FONT_PATHS {
         if let Ok(bytes) = std::fs::read(p) {
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
@@ -26,9 +26,12 @@ fn load_font() -> bool {
 
 fn color(name: &str) -> RGBColor {
     match name {
-        "local" => RGBColor(0, 0, 0),
-        "dafs-tcp" | "tcp inline" => RGBColor(31, 119, 180),
-        "dafs-shm" | "shm inline" => RGBColor(214, 39, 40),
+        "local" | "native-local" => RGBColor(0, 0, 0),
+        "dafs-tcp" | "tcp inline" | "native-tcp" => RGBColor(31, 119, 180),
+        "dafs-shm" | "shm inline" | "native-shm" => RGBColor(214, 39, 40),
+        "postmark-local" => RGBColor(140, 86, 75),
+        "postmark-preload" => RGBColor(255, 127, 14),
+        "postmark-fuse" => RGBColor(148, 103, 189),
         "nfs" => RGBColor(44, 160, 44),
         "tcp direct" => RGBColor(23, 190, 207),
         "shm direct" => RGBColor(227, 119, 194),
@@ -36,11 +39,11 @@ fn color(name: &str) -> RGBColor {
     }
 }
 
-type Series = Vec<(String, Vec<(f64, f64)>)>;
+pub(crate) type Series = Vec<(String, Vec<(f64, f64)>)>;
 
 /// A line plot, one line per series: x (bytes) on a log2 axis labelled with sizes,
 /// y on a log10 axis.
-fn line_plot(
+pub(crate) fn line_plot(
     path: &Path,
     title: &str,
     xdesc: &str,
