@@ -8,6 +8,7 @@
  * a request that never completes is a failure, not a hang. */
 #define _GNU_SOURCE
 #include <aio.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -125,6 +126,35 @@ static void test_write_read(void) {
     free(w); free(r);
 }
 
+/* Has every thread of process PID stopped? (SIGSTOP takes effect asynchronously: a
+ * server thread busy on another CPU may still run for a moment.) */
+static int all_stopped(pid_t pid) {
+    char dir[64], stat_path[PATH_MAX], line[512];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int all = 1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(stat_path, sizeof stat_path, "%s/%s/stat", dir, e->d_name);
+        FILE *f = fopen(stat_path, "r");
+        if (!f) continue;
+        char *close_paren = fgets(line, sizeof line, f) ? strrchr(line, ')') : NULL;
+        fclose(f);
+        if (close_paren && close_paren[1] == ' ' && close_paren[2] != 'T' && close_paren[2] != 't') all = 0;
+    }
+    closedir(d);
+    return all;
+}
+
+static int stop_server(pid_t pid) {
+    if (kill(pid, SIGSTOP) != 0) return 0;
+    double end = now_s() + WAIT_LIMIT_S;
+    while (!all_stopped(pid) && now_s() < end) usleep(1000);
+    return all_stopped(pid);
+}
+
 /* Truly asynchronous: with the server stopped (SIGSTOP), aio_write and aio_read still
  * return at once, aio_error says EINPROGRESS and aio_suspend times out; after SIGCONT
  * they complete. (A library that did the I/O at submission would hang here.) */
@@ -136,7 +166,7 @@ static void test_inprogress(pid_t server) {
     struct aiocb wc, rc;
     setup(&wc, fd, w, N, 0);
     setup(&rc, fd, r, N, N);
-    CHECK(fd >= 0 && kill(server, SIGSTOP) == 0, "server stopped (SIGSTOP)");
+    CHECK(fd >= 0 && stop_server(server), "server stopped (SIGSTOP, every thread)");
     double t0 = now_s();
     CHECK(aio_write(&wc) == 0 && aio_read(&rc) == 0, "aio_write and aio_read return while the server is stopped");
     CHECK(aio_error(&wc) == EINPROGRESS && aio_error(&rc) == EINPROGRESS, "aio_error: EINPROGRESS");
