@@ -352,6 +352,7 @@ run_ctest aiotest DAFS_TEST_SERVER_PID="$MAIN_PID" -- "$WORK/aiotest" "$M" "$EXP
 # A stopped server must never be left behind by a failed run.
 kill -CONT "$MAIN_PID" 2>/dev/null || true
 run_ctest aiotest-limit DAFS_AIO_REQUESTS_MAX=4 -- "$WORK/aiotest" "$M" "$EXPORT" "$L/aio" limit
+check "a malformed DAFS_AIO_REQUESTS_MAX is reported (and the default used)" bash -c "DAFS_AIO_REQUESTS_MAX=bogus LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 60 '$WORK/aiotest' '$M' '$EXPORT' '$L/aio' limit 2>&1 | grep -q 'DAFS_AIO_REQUESTS_MAX=\"bogus\" is not a positive number; using 1024'"
 
 # ---------------------------------------------------------------- negative / isolation
 echo "==> isolation and errors"

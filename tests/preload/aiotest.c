@@ -101,6 +101,13 @@ static void test_write_read(void) {
     CHECK(aio_return(&cb) == (ssize_t)n && memcmp(r, w, n) == 0, "aio_return 16 MiB, data byte for byte");
     CHECK(aio_suspend(list, 3, &ten) == 0, "aio_suspend on a completed request returns 0 at once");
 
+    /* A read of several chunks that crosses end of file: the bytes up to there. */
+    unsigned char *r2 = malloc(n + (4u << 20));
+    setup(&cb, fd, r2, n + (4u << 20), 100);
+    CHECK(aio_read(&cb) == 0 && poll_done(&cb, NULL) == 0 && aio_return(&cb) == (ssize_t)n - 100 &&
+          memcmp(r2, w + 100, n - 100) == 0, "a 20 MiB aio_read at offset 100 of the 16 MiB file returns 16 MiB - 100, data right");
+    free(r2);
+
     /* A short read at end of file, and one of zero bytes. */
     memset(r, 0, 1000);
     setup(&cb, fd, r, 1000, (off_t)n - 100);

@@ -34,11 +34,17 @@ pub static AIO_ACTIVE: AtomicUsize = AtomicUsize::new(0);
 pub fn aio_requests_max() -> usize {
     static MAX: OnceLock<usize> = OnceLock::new();
     *MAX.get_or_init(|| {
-        std::env::var(AIO_REQUESTS_MAX_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(AIO_REQUESTS_MAX_DEFAULT)
+        let Ok(v) = std::env::var(AIO_REQUESTS_MAX_ENV) else { return AIO_REQUESTS_MAX_DEFAULT };
+        match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                eprintln!(
+                    "dafs-preload: {AIO_REQUESTS_MAX_ENV}={v:?} is not a positive number; \
+                     using {AIO_REQUESTS_MAX_DEFAULT}"
+                );
+                AIO_REQUESTS_MAX_DEFAULT
+            }
+        }
     })
 }
 
