@@ -8,8 +8,9 @@
 #     the server's export directory directly);
 #   - runs tests/preload/fdtest.c (descriptors, dup, fork, exec, locks, stdio, errno);
 #   - runs tests/preload/aiotest.c (POSIX AIO on dafs descriptors: data, EINPROGRESS with
-#     the server stopped, aio_suspend timeouts, lio_listio, aio_fsync, aio_cancel, the
-#     request limit; local files still through glibc);
+#     the server stopped, aio_suspend timeouts, lio_listio, aio_fsync, aio_cancel,
+#     notifications, the request limit, a server killed under a request; local files
+#     still through glibc);
 #   - negative tests: server down, paths escaping the prefix, non-prefix paths untouched.
 # Prints "preload: N passed, N failed" last.
 set -euo pipefail
@@ -321,7 +322,8 @@ check "... the server's copy passes git fsck and has the files" bash -c "cd '$EX
 
 # ---------------------------------------------------------------- C test programs
 # run_ctest LABEL [VAR=VALUE...] -- PROGRAM ARGS...: run a C test program under the
-# library; its "N passed, N failed" summary line counts (and a crash without one fails).
+# library (VAR=VALUE may override DAFS_MOUNT); its "N passed, N failed" summary line
+# counts (and a crash without one fails).
 run_ctest() {
     local label=$1; shift
     local envs=()
@@ -329,7 +331,7 @@ run_ctest() {
     shift
     local out=$WORK/$label.out rc
     set +e
-    (cd "$WORK" && env "${envs[@]}" LD_PRELOAD=$LIB DAFS_MOUNT="$M=dafs://$ADDR/" timeout 120 "$@") > "$out" 2>&1
+    (cd "$WORK" && env LD_PRELOAD="$LIB" DAFS_MOUNT="$M=dafs://$ADDR/" "${envs[@]}" timeout 120 "$@") > "$out" 2>&1
     rc=$?
     set -e
     grep -v '^ok' "$out" | sed 's/^/    /' || true
@@ -352,6 +354,13 @@ run_ctest aiotest DAFS_TEST_SERVER_PID="$MAIN_PID" -- "$WORK/aiotest" "$M" "$EXP
 # A stopped server must never be left behind by a failed run.
 kill -CONT "$MAIN_PID" 2>/dev/null || true
 run_ctest aiotest-limit DAFS_AIO_REQUESTS_MAX=4 -- "$WORK/aiotest" "$M" "$EXPORT" "$L/aio" limit
+# A server killed under a request in progress: the request fails (EIO), nothing hangs.
+mkdir -p "$WORK/victim"
+MAIN_ADDR=$ADDR
+start_dafsd victim "$WORK/victim" --no-shm
+VICTIM_ADDR=$ADDR VICTIM_PID=$PID ADDR=$MAIN_ADDR
+run_ctest aiotest-dead DAFS_MOUNT="/dafs-victim-$$=dafs://$VICTIM_ADDR/" DAFS_REQUEST_DEADLINE_MS=3000 \
+    DAFS_TEST_SERVER_PID="$VICTIM_PID" -- "$WORK/aiotest" "/dafs-victim-$$" "$WORK/victim" "$L/aio" dead
 check "a malformed DAFS_AIO_REQUESTS_MAX is reported (and the default used)" bash -c "DAFS_AIO_REQUESTS_MAX=bogus LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 60 '$WORK/aiotest' '$M' '$EXPORT' '$L/aio' limit 2>&1 | grep -q 'DAFS_AIO_REQUESTS_MAX=\"bogus\" is not a positive number; using 1024'"
 
 # ---------------------------------------------------------------- negative / isolation

@@ -1,9 +1,10 @@
 /* POSIX AIO on dafs descriptors through libdafs_preload.so.
- * Run under LD_PRELOAD with DAFS_MOUNT set:  aiotest PREFIX EXPORTDIR LOCALDIR [limit]
+ * Run under LD_PRELOAD with DAFS_MOUNT set:  aiotest PREFIX EXPORTDIR LOCALDIR [limit|dead]
  * PREFIX is a dafs mount prefix, EXPORTDIR the server's export directory (read directly,
  * without the library, to check the data byte for byte), LOCALDIR a local scratch
  * directory (its files must keep going to glibc's AIO). "limit" runs only the test of
- * DAFS_AIO_REQUESTS_MAX (set to 4 by the caller).
+ * DAFS_AIO_REQUESTS_MAX (set to 4 by the caller); "dead" kills the server (its pid in
+ * DAFS_TEST_SERVER_PID) under a request in progress.
  * Prints "ok ..." / "FAIL ..." lines and "N passed, N failed" last. Every wait is bounded:
  * a request that never completes is a failure, not a hang. */
 #define _GNU_SOURCE
@@ -432,11 +433,37 @@ static void test_limit(void) {
     close(fd);
 }
 
+/* The server killed (SIGKILL) under requests in progress: they end with an error within
+ * the client's request deadline (DAFS_REQUEST_DEADLINE_MS, set by the caller), never
+ * stay in progress, and aio_suspend returns. */
+static void test_dead(pid_t server) {
+    enum { N = 8192 };
+    static unsigned char b[N];
+    int fd = open(path_in(P, "dead.dat"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0 && pwrite(fd, b, N, 0) == N, "a file on the doomed server");
+    struct aiocb cb;
+    setup(&cb, fd, b, N, 0);
+    CHECK(stop_server(server), "server stopped");
+    CHECK(aio_read(&cb) == 0 && aio_error(&cb) == EINPROGRESS, "aio_read in progress");
+    kill(server, SIGKILL);
+    const struct aiocb *list[1] = {&cb};
+    double t0 = now_s();
+    int rc = aio_suspend(list, 1, NULL);
+    int e = aio_error(&cb);
+    CHECK(rc == 0 && e != 0 && e != EINPROGRESS, "aio_suspend returns, the request failed (%s) after %.1f s", strerror(e), now_s() - t0);
+    CHECK(aio_return(&cb) == -1 && errno == e, "aio_return: -1 with that error");
+    close(fd);
+}
+
 int main(int argc, char **argv) {
-    if (argc < 4) { fprintf(stderr, "usage: aiotest PREFIX EXPORTDIR LOCALDIR [limit]\n"); return 2; }
+    if (argc < 4) { fprintf(stderr, "usage: aiotest PREFIX EXPORTDIR LOCALDIR [limit|dead]\n"); return 2; }
     P = argv[1]; E = argv[2]; L = argv[3];
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc > 4 && strcmp(argv[4], "limit") == 0) {
+    if (argc > 4 && strcmp(argv[4], "dead") == 0) {
+        const char *sp = getenv("DAFS_TEST_SERVER_PID");
+        if (sp && *sp) test_dead((pid_t)atoi(sp));
+        else CHECK(0, "DAFS_TEST_SERVER_PID is not set");
+    } else if (argc > 4 && strcmp(argv[4], "limit") == 0) {
         mkdir(path_in(P, "aio"), 0755);
         test_limit();
     } else {
