@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -184,6 +185,17 @@ static void test_inprogress(pid_t server) {
     CHECK(aio_suspend(list, 2, &t) == -1 && errno == EAGAIN && now_s() - t0 >= 0.19, "aio_suspend with a 200 ms timeout: EAGAIN after 200 ms");
     CHECK(aio_return(&wc) == -1 && errno == EINPROGRESS, "aio_return before completion: -1, EINPROGRESS, request kept");
     CHECK(aio_error(&wc) == EINPROGRESS, "still EINPROGRESS");
+    /* A forked child does not own the parent's session: its copies of the requests
+     * report EIO (they would never complete there), the parent's are unaffected. */
+    pid_t child = fork();
+    if (child == 0) {
+        int e = aio_error(&wc);
+        _exit(e == EIO && aio_return(&wc) == -1 && errno == EIO ? 0 : 1);
+    }
+    int status = -1;
+    CHECK(child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "in a forked child the parent's request in progress reports EIO");
+    CHECK(aio_error(&wc) == EINPROGRESS, "in the parent it is still in progress");
     kill(server, SIGCONT);
     int ew = poll_done(&wc, NULL), er = poll_done(&rc, NULL);
     CHECK(ew == 0 && er == 0, "after SIGCONT both complete: aio_error 0 (%d, %d)", ew, er);

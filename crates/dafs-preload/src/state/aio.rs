@@ -561,3 +561,50 @@ impl State {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(nbytes: usize, chunk_bytes: usize, counts: Vec<usize>, err: c_int) -> Req {
+        Req {
+            seq: 1,
+            fd: 3,
+            mount: 0,
+            gen: 1,
+            read: true,
+            buf: 0,
+            nbytes,
+            chunk_bytes,
+            counts,
+            outstanding: 0,
+            err,
+            state: AioState::InProgress,
+        }
+    }
+
+    /// The result is the bytes up to the first short chunk (end of file), the first
+    /// error otherwise; it is also stored where glibc's aio_error/aio_return look.
+    #[test]
+    fn finish_counts_up_to_the_first_short_chunk() {
+        // SAFETY: an all-zero aiocb is a valid value of the C struct.
+        let mut cb: Aiocb = unsafe { std::mem::zeroed() };
+        let key = &mut cb as *mut Aiocb as usize;
+        let mut r = req(20, 8, vec![8, 5, 0], 0);
+        finish(key, &mut r);
+        assert_eq!(r.state, AioState::Done(Ok(13)));
+        assert_eq!((cb.error_code, cb.return_value), (0, 13));
+        // The last chunk is shorter by construction (20 = 8 + 8 + 4): not end of file.
+        let mut r = req(20, 8, vec![8, 8, 4], 0);
+        finish(key, &mut r);
+        assert_eq!(r.state, AioState::Done(Ok(20)));
+        // Bytes after a short chunk are not contiguous with the ones before: not counted.
+        let mut r = req(20, 8, vec![8, 3, 4], 0);
+        finish(key, &mut r);
+        assert_eq!(r.state, AioState::Done(Ok(11)));
+        let mut r = req(20, 8, vec![8, 0, 4], libc::EIO);
+        finish(key, &mut r);
+        assert_eq!(r.state, AioState::Done(Err(libc::EIO)));
+        assert_eq!((cb.error_code, cb.return_value), (libc::EIO, -1));
+    }
+}
