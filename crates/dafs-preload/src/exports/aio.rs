@@ -114,12 +114,25 @@ interpose! {
     }
 }
 
-/// The guard, if `cb` may be a request of this library.
+/// The guard, if `cb` may be a request of this library: the table is not empty, or
+/// `cb` names a dafs descriptor.
 fn ours(cb: *const Aiocb) -> Option<Entered> {
-    if cb.is_null() || AIO_ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+    if cb.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's aiocb (glibc reads it too).
+    let fd = unsafe { (*cb).fildes };
+    if AIO_ACTIVE.load(std::sync::atomic::Ordering::Relaxed) == 0 && !is_dafs_fd(fd) {
         return None;
     }
     Entered::enter()
+}
+
+/// Is `cb` an `aiocb` on a dafs descriptor that is not (or no longer) a request of this
+/// library? (EINVAL from aio_error/aio_return: never submitted, or already returned.)
+fn stale(cb: *const Aiocb) -> bool {
+    // SAFETY: the caller's aiocb (non-null: `ours` checked it).
+    is_dafs_fd(unsafe { (*cb).fildes })
 }
 
 /// The state of `cb` after reaping what has arrived (None: not this library's).
@@ -142,6 +155,7 @@ interpose! {
                 Some(AioState::InProgress) => return libc::EINPROGRESS,
                 Some(AioState::Done(Ok(_))) => return 0,
                 Some(AioState::Done(Err(e))) => return e,
+                None if stale(cb) => return neg(libc::EINVAL),
                 None => {}
             }
         }
@@ -159,6 +173,7 @@ interpose! {
                     set_errno(e);
                     return -1;
                 }
+                None if stale(cb) => return neg(libc::EINVAL) as isize,
                 None => {}
             }
         }

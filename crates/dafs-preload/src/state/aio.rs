@@ -514,11 +514,22 @@ impl State {
     }
 
     /// `aio_return`: the result of a completed request, which is then forgotten.
+    ///
+    /// Its `aiocb` then says -1 to glibc's `aio_error`/`aio_return` (and this library's
+    /// answer EINVAL for it, POSIX's "return status already retrieved"): glibc would
+    /// repeat the result, and ROMIO, which polls completed requests again from
+    /// `MPI_Testall`, would complete its MPI request twice (an MPICH assertion).
     pub fn aio_take(&mut self, cb: usize) -> Option<AioState> {
         let st = self.aio_state(cb)?;
         if let AioState::Done(_) = st {
             self.aio.reqs.remove(&cb);
             self.aio.publish_len();
+            let p = cb as *mut Aiocb;
+            // SAFETY: the caller's aiocb, valid during aio_return.
+            unsafe {
+                (*p).error_code = -1;
+                (*p).return_value = -1;
+            }
         }
         Some(st)
     }
