@@ -534,7 +534,7 @@ impl State {
         Some(st)
     }
 
-    /// Are requests on `fd` (or only `cb`) in progress?
+    /// Are requests on `fd` in progress?
     pub fn aio_fd_busy(&self, fd: c_int) -> bool {
         self.aio.reqs.values().any(|r| r.fd == fd && r.state == AioState::InProgress)
     }
