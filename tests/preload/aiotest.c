@@ -377,6 +377,25 @@ static void test_notify(void) {
     close(fd);
 }
 
+/* close() with requests in progress: they still end (completed or failed), and the
+ * data of a completed write is in the file. */
+static void test_close_pending(void) {
+    const size_t n = 4u << 20;
+    unsigned char *w = malloc(n), *r = malloc(n);
+    fill(w, n, 6, 0);
+    int fd = open(path_in(P, "aio/closed.dat"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    struct aiocb wc, rc;
+    setup(&wc, fd, w, n, 0);
+    setup(&rc, fd, r, n, 0);
+    CHECK(aio_write(&wc) == 0 && aio_read(&rc) == 0 && close(fd) == 0, "close with an aio_write and an aio_read in progress");
+    int ew = poll_done(&wc, NULL), er = poll_done(&rc, NULL);
+    CHECK(ew != EINPROGRESS && er != EINPROGRESS, "both end (write: %s, read: %s)", strerror(ew), strerror(er));
+    ssize_t got = aio_return(&wc);
+    aio_return(&rc);
+    CHECK(ew != 0 || (got == (ssize_t)n && export_equals("aio/closed.dat", w, n)), "a write reported complete is in the file");
+    free(w); free(r);
+}
+
 /* Many requests at once: more than the session has slots. */
 static void test_many(void) {
     enum { N = 300, BLK = 20000 };
@@ -492,6 +511,7 @@ int main(int argc, char **argv) {
         test_fsync_cancel();
         test_errors();
         test_notify();
+        test_close_pending();
         test_many();
         test_local();
     }
