@@ -12,7 +12,10 @@
 #     shared memory, a custom name prefix, bad configuration, each memory mode
 #     (percall, library, cache) with its counters checked, registration cache hits/evictions/invalidations,
 #     and the victim killed under a running job (MPI errors within the deadline);
-#   - MPICH (mpirun.mpich -np 2) with LD_PRELOAD=libdafs_preload.so on a prefix path;
+#   - MPICH (mpirun.mpich -np 2) with LD_PRELOAD=libdafs_preload.so on a prefix path:
+#     independent I/O, views, sizes, and non-blocking I/O (MPI_File_iwrite_at/iread_at +
+#     MPI_Wait/MPI_Testall, also from 4 threads: ROMIO runs it on POSIX AIO, served by
+#     the library's aio_* calls);
 #   - every file the jobs wrote is compared byte for byte with the export directory;
 #   - the MPI-IO benchmark's own correctness test (adapters/ompio/bench/test.sh).
 # Prints "mpi: N passed, N failed" last.
@@ -240,6 +243,14 @@ same_as_expected mpich-vector.dat 3 $((2 * 16 * 3000))
 mpich mpich-subarray 2 subarray "$M/mpich-subarray.dat" 500
 same_as_expected mpich-subarray.dat 4 $((500 * 500 * 2))
 mpich mpich-sizes 2 sizes "$M/mpich-sizes.dat"
+# Non-blocking: ROMIO's aio_write/aio_read/aio_error/aio_suspend on dafs descriptors
+# (without the library's AIO these requests never complete: the time limit fails them).
+mpich mpich-nb 2 nb "$M/mpich-nb.dat" $MiB
+same_as_expected mpich-nb.dat 2 $((2 * 4 * MiB))
+mpich mpich-nb-small 2 nb "$M/mpich-nb-small.dat" 1000
+same_as_expected mpich-nb-small.dat 2 $((2 * 4 * 1000))
+mpich mpich-threads 2 threads "$M/mpich-threads.dat" 300000
+same_as_expected mpich-threads.dat 17 $((2 * 4 * 300000))
 
 # ---------------------------------------------------------------- the MPI-IO benchmark
 # adapters/ompio/bench/test.sh: the seed-004 benchmark under mpirun -np 2 on local files and

@@ -7,6 +7,10 @@
 #     same operations in a local directory, and compares the results byte for byte (and
 #     the server's export directory directly);
 #   - runs tests/preload/fdtest.c (descriptors, dup, fork, exec, locks, stdio, errno);
+#   - runs tests/preload/aiotest.c (POSIX AIO on dafs descriptors: data, EINPROGRESS with
+#     the server stopped, aio_suspend timeouts, lio_listio, aio_fsync, aio_cancel,
+#     notifications, the request limit, a server killed under a request; local files
+#     still through glibc);
 #   - negative tests: server down, paths escaping the prefix, non-prefix paths untouched.
 # Prints "preload: N passed, N failed" last.
 set -euo pipefail
@@ -54,6 +58,7 @@ trap cleanup EXIT
 EXPORT=$WORK/export L=$WORK/local
 mkdir -p "$EXPORT" "$L"
 cc -std=gnu11 -Wall -Wextra -Werror -O1 tests/preload/fdtest.c -o "$WORK/fdtest" -pthread
+cc -std=gnu11 -Wall -Wextra -Werror -O1 tests/preload/aiotest.c -o "$WORK/aiotest" -pthread
 
 start_dafsd main "$EXPORT"
 MAIN_PID=$PID
@@ -316,6 +321,7 @@ echo "==> git (private mmap of dafs files)"
 check "git init/add/commit in a repository under the prefix" dafs bash -c "cd '$M' && git init -q repo && cd repo && cp -r '$P/src' . && git add src && git -c user.email=t@example.invalid -c user.name=t commit -qm one && git log --oneline | grep -q one"
 check "... the server's copy passes git fsck and has the files" bash -c "cd '$EXPORT/repo' && git fsck --strict 2>&1 >/dev/null && git diff --quiet HEAD && test \"\$(git ls-files | sort | tr '\n' ' ')\" = 'src/calc.c src/main.c '"
 
+<<<<<<< HEAD
 # ---------------------------------------------------------------- postmark
 # Debian's stock PostMark, unmodified (stdio buffered I/O; remove(3) for its deletes):
 # the same seed through the library and on a local directory must do exactly the
@@ -334,21 +340,50 @@ check "... the same files created, read, appended, deleted and bytes as on a loc
 check "... and every file it made is gone from the server" test -z "$(ls -A "$EXPORT/pm")"
 
 # ---------------------------------------------------------------- fdtest
+=======
+# ---------------------------------------------------------------- C test programs
+# run_ctest LABEL [VAR=VALUE...] -- PROGRAM ARGS...: run a C test program under the
+# library (VAR=VALUE may override DAFS_MOUNT); its "N passed, N failed" summary line
+# counts (and a crash without one fails).
+run_ctest() {
+    local label=$1; shift
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    local out=$WORK/$label.out rc
+    set +e
+    (cd "$WORK" && env LD_PRELOAD="$LIB" DAFS_MOUNT="$M=dafs://$ADDR/" "${envs[@]}" timeout 120 "$@") > "$out" 2>&1
+    rc=$?
+    set -e
+    grep -v '^ok' "$out" | sed 's/^/    /' || true
+    local line
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -1 || true)
+    if [ -n "$line" ]; then
+        echo "    $label: $line"
+        passed=$((passed + $(echo "$line" | awk '{print $1}')))
+        failed=$((failed + $(echo "$line" | awk '{print $3}')))
+        [ "$rc" -eq 0 ] || [ "$(echo "$line" | awk '{print $3}')" -gt 0 ] || fail "$label exit status $rc"
+    else
+        fail "$label (exit status $rc, no summary: crashed or hung?)"
+    fi
+}
+>>>>>>> paio
 echo "==> tests/preload/fdtest.c (descriptors, dup, fork, exec, locks, stdio, errno)"
-set +e
-(cd "$WORK" && LD_PRELOAD=$LIB DAFS_MOUNT="$M=dafs://$ADDR/" timeout 120 "$WORK/fdtest" "$M" "$L") > "$WORK/fdtest.out" 2>&1
-rc=$?
-set -e
-grep -v '^ok' "$WORK/fdtest.out" | sed 's/^/    /' || true
-line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$WORK/fdtest.out" | tail -1 || true)
-if [ -n "$line" ]; then
-    echo "    fdtest: $line"
-    passed=$((passed + $(echo "$line" | awk '{print $1}')))
-    failed=$((failed + $(echo "$line" | awk '{print $3}')))
-    [ "$rc" -eq 0 ] || [ "$(echo "$line" | awk '{print $3}')" -gt 0 ] || fail "fdtest exit status $rc"
-else
-    fail "fdtest (exit status $rc, no summary: crashed?)"
-fi
+run_ctest fdtest -- "$WORK/fdtest" "$M" "$L"
+echo "==> tests/preload/aiotest.c (POSIX AIO)"
+mkdir -p "$L/aio"
+run_ctest aiotest DAFS_TEST_SERVER_PID="$MAIN_PID" -- "$WORK/aiotest" "$M" "$EXPORT" "$L/aio"
+# A stopped server must never be left behind by a failed run.
+kill -CONT "$MAIN_PID" 2>/dev/null || true
+run_ctest aiotest-limit DAFS_AIO_REQUESTS_MAX=4 -- "$WORK/aiotest" "$M" "$EXPORT" "$L/aio" limit
+# A server killed under a request in progress: the request fails (EIO), nothing hangs.
+mkdir -p "$WORK/victim"
+MAIN_ADDR=$ADDR
+start_dafsd victim "$WORK/victim" --no-shm
+VICTIM_ADDR=$ADDR VICTIM_PID=$PID ADDR=$MAIN_ADDR
+run_ctest aiotest-dead DAFS_MOUNT="/dafs-victim-$$=dafs://$VICTIM_ADDR/" DAFS_REQUEST_DEADLINE_MS=3000 \
+    DAFS_TEST_SERVER_PID="$VICTIM_PID" -- "$WORK/aiotest" "/dafs-victim-$$" "$WORK/victim" "$L/aio" dead
+check "a malformed DAFS_AIO_REQUESTS_MAX is reported (and the default used)" bash -c "DAFS_AIO_REQUESTS_MAX=bogus LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 60 '$WORK/aiotest' '$M' '$EXPORT' '$L/aio' limit 2>&1 | grep -q 'DAFS_AIO_REQUESTS_MAX=\"bogus\" is not a positive number; using 1024'"
 
 # ---------------------------------------------------------------- negative / isolation
 echo "==> isolation and errors"

@@ -32,7 +32,7 @@
 //!   per mount a lazily connected client; descriptors → shared open file descriptions
 //!   (refcounted like the kernel's: `dup` shares the offset); directory streams; the
 //!   virtual working directory. One module per concern under `state/`.
-//! - `exports`: the `#[no_mangle]` functions (about 165 symbols, including the glibc
+//! - `exports`: the `#[no_mangle]` functions (about 180 symbols, including the glibc
 //!   2.36 `64`/`__*_2`/`__xstat` variants real binaries import), one module per family
 //!   of functions under `exports/`; symbols that differ only in their name or C struct
 //!   type are defined once, by `interpose!`.

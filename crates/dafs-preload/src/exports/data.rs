@@ -44,7 +44,12 @@ pub(super) fn do_read(fd: c_int, buf: *mut u8, n: usize, at: Option<i64>) -> Res
     })
 }
 
-fn do_write(fd: c_int, buf: *const u8, n: usize, at: Option<i64>) -> Result<usize, c_int> {
+pub(super) fn do_write(
+    fd: c_int,
+    buf: *const u8,
+    n: usize,
+    at: Option<i64>,
+) -> Result<usize, c_int> {
     with(|st| {
         st.with_ofd(fd, |c, o| {
             if o.kind != Kind::File || o.flags & libc::O_ACCMODE == libc::O_RDONLY {
@@ -332,7 +337,7 @@ interpose! {
     }
 }
 
-fn do_fsync(fd: c_int) -> Result<c_int, c_int> {
+pub(super) fn do_fsync(fd: c_int) -> Result<c_int, c_int> {
     with(|st| {
         st.with_ofd(fd, |c, o| {
             if let Some(f) = &o.file {

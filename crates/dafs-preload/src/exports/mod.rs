@@ -13,6 +13,7 @@
 //! - [`args`]: classifying path and descriptor arguments (shared by every family);
 //! - [`open`]: `open` and its variants, `creat`, `close`; [`tempfile`]: `mkstemp` & co.;
 //! - [`data`]: `read`/`write` and their variants, `lseek`, `fsync`, truncation;
+//!   [`aio`]: POSIX AIO on dafs descriptors, [`aio_notify`] its completion notification;
 //! - [`stat`]: the stat family and `statx`; [`statfs`]: `statfs`/`statvfs`, `pathconf`;
 //! - [`namespace`]: unlink, mkdir, rename, link, symlink, readlink, access; [`tails`]:
 //!   the kernel's rules for trailing slashes and final '.' / '..' they apply;
@@ -31,6 +32,8 @@ use crate::state;
 #[macro_use]
 mod macros;
 
+pub mod aio;
+mod aio_notify;
 mod args;
 pub mod attrs;
 pub mod cwd;
@@ -50,8 +53,8 @@ mod tails;
 pub mod tempfile;
 
 pub use self::{
-    attrs::*, cwd::*, data::*, descriptors::*, dirs::*, exec::*, locks::*, mmap::*, namespace::*,
-    open::*, sockets::*, stat::*, statfs::*, stdio::*, tempfile::*,
+    aio::*, attrs::*, cwd::*, data::*, descriptors::*, dirs::*, exec::*, locks::*, mmap::*,
+    namespace::*, open::*, sockets::*, stat::*, statfs::*, stdio::*, tempfile::*,
 };
 
 /// Runs when the library is loaded (before main): fork handlers, and the descriptors

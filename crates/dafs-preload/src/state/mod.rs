@@ -7,6 +7,7 @@
 //! - [`session`]: per mount a lazily connected client, errors mapped to errno;
 //! - [`ofd`], [`fds`], [`fdmap`]: open file descriptions, the descriptor table, and the
 //!   lock-free bitmaps every fd-taking function tests first;
+//! - [`aio`]: POSIX AIO requests on dafs descriptors;
 //! - [`dirs`]: directory streams; [`cwd`] and [`resolve`]: what a path argument names;
 //! - [`vfork`] and [`handover`]: children that share the parent's memory, and the
 //!   descriptors and working directory an exec hands to the next program.
@@ -20,6 +21,7 @@ use crate::paths;
 
 #[macro_use]
 mod config;
+mod aio;
 mod cred;
 mod cwd;
 mod dirs;
@@ -32,6 +34,7 @@ mod resolve;
 mod session;
 mod vfork;
 
+pub use aio::{aio_requests_max, AioState, Aiocb, Submitted, AIO_ACTIVE};
 pub use config::config;
 pub use cwd::CWD;
 pub use dirs::DirStream;
@@ -76,6 +79,8 @@ pub struct State {
     pub dirs: HashSet<usize>,
     /// The process umask (read at start, tracked through umask()).
     pub umask: u32,
+    /// POSIX AIO requests on dafs descriptors.
+    aio: aio::AioTable,
 }
 
 static G: Locked<Option<State>> = Locked::new(None);
@@ -178,6 +183,7 @@ impl State {
             next_ofd: 1,
             dirs: HashSet::new(),
             umask: read_umask(),
+            aio: aio::AioTable::default(),
         }
     }
 }
