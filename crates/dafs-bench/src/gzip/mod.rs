@@ -87,6 +87,8 @@ pub struct GzipConfig {
     pub processes: Vec<usize>,
     pub level: u32,
     pub ways: Vec<String>,
+    /// Ways named explicitly: one that cannot be set up is an error, not a note.
+    pub ways_explicit: bool,
     pub runs: usize,
     pub dafsd: Option<PathBuf>,
     pub dafs: PathBuf,
@@ -120,6 +122,7 @@ impl GzipConfig {
             processes: a.processes.clone(),
             level: a.level,
             ways,
+            ways_explicit: !a.ways.is_empty(),
             runs: a.runs.unwrap_or(if a.quick { 1 } else { 3 }),
             dafsd: a.dafsd.clone(),
             dafs,
@@ -138,7 +141,8 @@ impl GzipConfig {
         if self.block_bytes < 512 || self.block_bytes > (1 << 20) {
             return Err("--block-size must be 512 B..1 MiB".into());
         }
-        if self.processes.is_empty() || self.processes.iter().any(|&p| p == 0 || p > PROCESSES_MAX) {
+        if self.processes.is_empty() || self.processes.iter().any(|&p| p == 0 || p > PROCESSES_MAX)
+        {
             return Err(format!("--processes: each 1..={PROCESSES_MAX}"));
         }
         if self.level > 9 {
@@ -227,10 +231,21 @@ pub fn run_gzip(cfg: &GzipConfig) -> Result<GzipResults, String> {
         notes: Vec::new(),
         elapsed_s: 0.0,
     };
+    let mut mount = None;
+    let mut ways = Vec::new();
+    for w in &cfg.ways {
+        match setup(cfg, &rig, w, &mut mount) {
+            Ok(()) => ways.push(w.clone()),
+            Err(e) => res.notes.push(format!("{w}: not measured: {e}")),
+        }
+    }
+    let cfg = &GzipConfig { ways, ..cfg.clone() };
+    if cfg.ways_explicit && !res.notes.is_empty() {
+        return Err(res.notes.join("; "));
+    }
     let plan = plan(cfg);
     let mut runs: Vec<Vec<GzipSample>> = vec![Vec::new(); plan.len()];
     let mut errors: Vec<Option<String>> = vec![None; plan.len()];
-    let mut mount = None;
     for _ in 0..cfg.runs {
         for (k, (way, p)) in plan.iter().enumerate() {
             if errors[k].is_some() {
@@ -246,7 +261,8 @@ pub fn run_gzip(cfg: &GzipConfig) -> Result<GzipResults, String> {
     drop(mount);
     for (k, (way, p)) in plan.iter().enumerate() {
         let r = std::mem::take(&mut runs[k]);
-        let med = |f: &dyn Fn(&GzipSample) -> f64| util::median(&r.iter().map(f).collect::<Vec<_>>());
+        let med =
+            |f: &dyn Fn(&GzipSample) -> f64| util::median(&r.iter().map(f).collect::<Vec<_>>());
         res.rows.push(GzipRow {
             way: way.clone(),
             processes: *p,
@@ -261,6 +277,40 @@ pub fn run_gzip(cfg: &GzipConfig) -> Result<GzipResults, String> {
     res.targets = report::targets(&res);
     res.elapsed_s = t0.elapsed().as_secs_f64();
     Ok(res)
+}
+
+/// What `way` needs before it can run: the preload library, the FUSE mount.
+fn setup(
+    cfg: &GzipConfig,
+    rig: &Rig,
+    way: &str,
+    mount: &mut Option<stock::Mount>,
+) -> Result<(), String> {
+    match way {
+        "preload" => match &cfg.preload {
+            Some(p) if p.is_file() => Ok(()),
+            Some(p) => Err(format!("--preload {}: no such file", p.display())),
+            None => Err(
+                "no libdafs_preload.so next to dafs (build dafs-preload, or pass --preload PATH)"
+                    .into(),
+            ),
+        },
+        "fuse" => {
+            *mount =
+                Some(stock::Mount::start(&cfg.dafs, &stock_url(rig)?, &rig.dir().join("mnt"))?);
+            Ok(())
+        }
+        "dafs-shm" | "dafs-tcp" => rig.target(way).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+/// The DAFS URL stock gzip reaches the server by: shared memory when offered.
+fn stock_url(rig: &Rig) -> Result<String, String> {
+    Ok(match rig.target("dafs-shm") {
+        Ok((u, _)) => format!("{}/", u.trim_end_matches('/')),
+        Err(_) => format!("dafs://{}/", rig.target("dafs-tcp")?.0),
+    })
 }
 
 /// One timed compression `way` with `p` processes, its output checked, then removed.
@@ -291,7 +341,12 @@ fn once(
 }
 
 /// The DAFS gzip: `p` worker processes, each a contiguous share of the input.
-fn native(cfg: &GzipConfig, rig: &Rig, way: &str, p: usize) -> Result<(GzipSample, Vec<PathBuf>), String> {
+fn native(
+    cfg: &GzipConfig,
+    rig: &Rig,
+    way: &str,
+    p: usize,
+) -> Result<(GzipSample, Vec<PathBuf>), String> {
     let (url, provider) = rig.target(way)?;
     let bs = cfg.block_bytes as u64;
     // Shares are whole blocks; the last takes the rest.
@@ -314,7 +369,10 @@ fn native(cfg: &GzipConfig, rig: &Rig, way: &str, p: usize) -> Result<(GzipSampl
     for s in &specs {
         let json = serde_json::to_string(s).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(&cfg.dafs);
-        cmd.args(["bench", "gzip", "--worker", &json]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.args(["bench", "gzip", "--worker", &json])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         die_with_parent(&mut cmd);
         kids.push(cmd.spawn().map_err(|e| format!("{}: {e}", cfg.dafs.display()))?);
     }
@@ -322,7 +380,11 @@ fn native(cfg: &GzipConfig, rig: &Rig, way: &str, p: usize) -> Result<(GzipSampl
     for k in kids {
         let out = k.wait_with_output().map_err(|e| e.to_string())?;
         if !out.status.success() {
-            return Err(format!("gzip worker failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+            return Err(format!(
+                "gzip worker failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
         }
         let line = String::from_utf8_lossy(&out.stdout);
         let r: WorkerResult = serde_json::from_str(line.trim().lines().last().unwrap_or(""))
@@ -346,11 +408,7 @@ fn stock_way(
     input: &Path,
     mount: &mut Option<stock::Mount>,
 ) -> Result<(GzipSample, Vec<PathBuf>), String> {
-    // The DAFS URL stock gzip reaches the server by: shared memory when offered.
-    let url = match rig.target("dafs-shm") {
-        Ok((u, _)) => format!("{}/", u.trim_end_matches('/')),
-        Err(_) => format!("dafs://{}/", rig.target("dafs-tcp")?.0),
-    };
+    let url = stock_url(rig)?;
     let out_name = format!("gzip-{way}.gz");
     let (inp, out, env) = match way {
         "local" => {
@@ -367,14 +425,12 @@ fn stock_way(
             (Path::new(&prefix).join(INPUT), Path::new(&prefix).join(&out_name), env)
         }
         _ => {
-            if mount.is_none() {
-                *mount = Some(stock::Mount::mount(&cfg.dafs, &url, &rig.dir().join("mnt"))?);
-            }
-            let dir = &mount.as_ref().unwrap().dir;
+            let dir = &mount.as_ref().ok_or("not mounted")?.dir;
             (dir.join(INPUT), dir.join(&out_name), vec![])
         }
     };
-    let (secs, cpu_s) = stock::run_gzip(&inp.to_string_lossy(), &out.to_string_lossy(), cfg.level, &env)?;
+    let (secs, cpu_s) =
+        stock::run_gzip(&inp.to_string_lossy(), &out.to_string_lossy(), cfg.level, &env)?;
     let part = if way == "local" { out } else { rig.export.join(&out_name) };
     Ok((GzipSample { secs, cpu_s, ..Default::default() }, vec![part]))
 }
@@ -396,8 +452,11 @@ pub fn run(a: &GzipArgs) -> Result<(), String> {
     apps::write_outputs(&a.out, &md, &res)?;
     println!("{md}");
     eprintln!("dafs bench gzip: wrote {}/report.md and results.json", a.out.display());
-    let failed: Vec<String> =
-        res.rows.iter().filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.way))).collect();
+    let failed: Vec<String> = res
+        .rows
+        .iter()
+        .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.way)))
+        .collect();
     if failed.is_empty() {
         Ok(())
     } else {

@@ -5,7 +5,7 @@
 
 use dafs_client::{CgId, Client, File as DFile, IoBuf, RegionId};
 
-use super::engine::{Stop, Streams};
+use super::engine::{MergeFn, Stop, Streams};
 use crate::backends::WAIT_TIMEOUT;
 
 struct Input {
@@ -102,9 +102,7 @@ impl<'c> DafsStreams<'c> {
     /// Reap one completion (any request of the group).
     fn reap(&mut self) -> Result<(), String> {
         let d = self.c.wait_one(self.cg, Some(WAIT_TIMEOUT)).map_err(|e| format!("wait: {e}"))?;
-        let d = d.ok_or_else(|| {
-            format!("no completion within {} s", WAIT_TIMEOUT.as_secs())
-        })?;
+        let d = d.ok_or_else(|| format!("no completion within {} s", WAIT_TIMEOUT.as_secs()))?;
         let ud = d.user_data as usize;
         let n = d.result.map_err(|e| format!("asynchronous I/O {ud} failed: {e}"))?;
         let outs = self.ins.len() * self.qd;
@@ -190,10 +188,7 @@ impl Streams for DafsStreams<'_> {
         Ok(())
     }
 
-    fn with_blocks(
-        &mut self,
-        f: &mut dyn FnMut(&[&[u8]], &mut [u8]) -> Stop,
-    ) -> Result<Stop, String> {
+    fn with_blocks(&mut self, f: &mut MergeFn) -> Result<Stop, String> {
         let mut raw: Vec<(*const u8, usize)> = Vec::with_capacity(self.ins.len());
         for inp in &self.ins {
             if inp.taken == 0 || inp.taken > inp.blocks {
