@@ -12,7 +12,7 @@ const FONT_PATHS: [&str; 2] =
 
 /// Register a sans-serif font; false if none could be loaded (plots are then drawn
 /// without text).
-fn load_font() -> bool {
+pub(crate) fn load_font() -> bool {
     for p in FONT_PATHS {
         if let Ok(bytes) = std::fs::read(p) {
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
@@ -36,11 +36,11 @@ fn color(name: &str) -> RGBColor {
     }
 }
 
-type Series = Vec<(String, Vec<(f64, f64)>)>;
+pub(crate) type Series = Vec<(String, Vec<(f64, f64)>)>;
 
 /// A line plot, one line per series: x (bytes) on a log2 axis labelled with sizes,
 /// y on a log10 axis.
-fn line_plot(
+pub(crate) fn line_plot(
     path: &Path,
     title: &str,
     xdesc: &str,

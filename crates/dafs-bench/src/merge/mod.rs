@@ -298,7 +298,15 @@ pub fn run(a: &MergeArgs) -> Result<(), String> {
     let md = markdown(&res, &std::env::args().collect::<Vec<_>>().join(" "));
     apps::write_outputs(&a.out, &md, &res)?;
     println!("{md}");
-    eprintln!("dafs bench merge: wrote {}/report.md and results.json", a.out.display());
+    let plots = report::plots(&res, &a.out).unwrap_or_else(|e| {
+        eprintln!("dafs bench merge: no plots: {e}");
+        vec![]
+    });
+    eprintln!(
+        "dafs bench merge: wrote {}/report.md, results.json {}",
+        a.out.display(),
+        plots.join(" ")
+    );
     let failed: Vec<String> = res
         .rows
         .iter()
