@@ -24,6 +24,7 @@
 mod apps;
 mod backends;
 pub mod gzip;
+mod libnfs;
 pub mod merge;
 mod nfs;
 mod plot;

@@ -11,7 +11,7 @@
 
 mod dafs_io;
 mod engine;
-mod libnfs;
+mod libnfs_io;
 pub mod records;
 mod report;
 mod systems;

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::dafs_io::DafsStreams;
-use super::libnfs::{LibNfs, NfsSession};
 use super::records::{Checksum, Generator, Verifier};
 use super::threaded::{BlockIo, LocalIo, Threaded};
 use super::{engine, MergeConfig, MergeSample};
 use crate::apps::Rig;
+use crate::libnfs::{LibNfs, NfsSession};
 use crate::nfs as nfs_baseline;
 use crate::util::{self, cpu_self, proc_cpu};
 

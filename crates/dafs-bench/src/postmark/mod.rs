@@ -11,28 +11,36 @@
 //! Entry point for other reports: [`run_postmark`] returns [`PostmarkResults`].
 
 pub mod engine;
+mod nfs_fs;
 pub mod report;
 pub mod stock;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use dafs_client::{Client, ClientConfig, Provider};
 use serde::Serialize;
 
+use crate::libnfs::LibNfs;
+use crate::nfs as nfs_baseline;
 use crate::server::{find_dafsd, Dafsd};
 use crate::util::{self, median};
 use engine::{DafsFs, LocalFs, PmCounts, PmParams};
+use nfs_fs::NfsFs;
 use stock::StockTarget;
 
-/// Why the NFS baseline (NFS-Ganesha + libnfs) has no PostMark figure.
-pub const NFS_WHY_NOT: &str = "PostMark needs a mounted file system: this machine has no kernel NFS client (no nfs in /proc/filesystems), and Debian's libnfs packages ship no LD_PRELOAD shim (libnfs13 has only libnfs.so, libnfs-utils only nfs-cat/nfs-cp/nfs-ls; ld_nfs.so is an unpackaged example of the libnfs sources)";
+/// Why the NFS baseline (NFS-Ganesha + libnfs) has no figure for the stock program (the
+/// native engine runs on it: `native-nfs`).
+pub const NFS_WHY_NOT: &str = "the stock PostMark program needs a mounted file system: this machine has no kernel NFS client (no nfs in /proc/filesystems), and Debian's libnfs packages ship no LD_PRELOAD shim (libnfs13 has only libnfs.so, libnfs-utils only nfs-cat/nfs-cp/nfs-ls; ld_nfs.so is an unpackaged example of the libnfs sources)";
 
 /// Every target, in report order.
-pub const ALL_TARGETS: [&str; 6] = [
+pub const ALL_TARGETS: [&str; 7] = [
     "native-local",
     "native-tcp",
     "native-shm",
+    "native-nfs",
     "postmark-local",
     "postmark-preload",
     "postmark-fuse",
@@ -76,7 +84,7 @@ pub struct PostmarkArgs {
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
     /// Targets, comma separated (default all): native-local, native-tcp, native-shm,
-    /// postmark-local, postmark-preload, postmark-fuse.
+    /// native-nfs, postmark-local, postmark-preload, postmark-fuse.
     #[arg(long, value_delimiter = ',')]
     pub targets: Vec<String>,
     /// Mean file sizes of the I/O-boundedness sweep (comma separated). Default
@@ -115,6 +123,10 @@ pub struct PostmarkArgs {
     /// Server busy-poll budget, passed to dafsd --spin-us.
     #[arg(long, default_value_t = 50)]
     pub server_spin_us: u64,
+    /// NFS URL for native-nfs (default: the loopback baseline, when something listens on
+    /// 127.0.0.1:2049; start it with SERVE_ONLY=1 shared/peers/nfs/run_baseline.sh).
+    #[arg(long)]
+    pub nfs_url: Option<String>,
 }
 
 /// Everything a run needs (what [`PostmarkArgs`] resolves to).
@@ -134,6 +146,7 @@ pub struct PostmarkConfig {
     pub postmark: Option<PathBuf>,
     pub tmpdir: Option<PathBuf>,
     pub server_spin_us: u64,
+    pub nfs_url: Option<String>,
 }
 
 /// `dafs bench postmark ARGS...` as a parser, for callers without a command line.
@@ -209,6 +222,7 @@ impl PostmarkConfig {
             sweep_files: a.sweep_files,
             sweep_transactions: a.sweep_transactions.unwrap_or(if a.quick { 300 } else { 30_000 }),
             sweep_block_bytes: a.sweep_block as usize,
+            nfs_url: a.nfs_url.clone(),
             dafsd: a.dafsd.clone(),
             preload_lib: a.preload_lib.clone(),
             postmark: a.postmark.clone(),
@@ -317,6 +331,8 @@ struct Rig {
     postmark: Option<PathBuf>,
     /// Why a target is unavailable.
     missing: Vec<(String, String)>,
+    /// libnfs and the URL of the NFS baseline, for native-nfs.
+    nfs: Option<(Arc<LibNfs>, String)>,
 }
 
 /// A `dafs mount` in the background, unmounted on drop.
@@ -329,6 +345,18 @@ impl Drop for Mount {
     fn drop(&mut self) {
         let _ = std::process::Command::new(&self.dafs).arg("umount").arg(&self.dir).status();
     }
+}
+
+/// libnfs and the baseline's URL, or why native-nfs cannot run.
+fn detect_nfs(cfg: &PostmarkConfig) -> Result<(Arc<LibNfs>, String), String> {
+    let url = match &cfg.nfs_url {
+        Some(u) => u.clone(),
+        None if nfs_baseline::listening("127.0.0.1:2049") => nfs_baseline::DEFAULT_URL.into(),
+        None => {
+            return Err(format!("the NFS baseline is not running ({})", nfs_baseline::HOW_TO_START))
+        }
+    };
+    Ok((LibNfs::load()?, url))
 }
 
 fn next_to_exe(name: &str) -> Option<PathBuf> {
@@ -351,7 +379,7 @@ pub fn run_postmark(cfg: &PostmarkConfig) -> Result<PostmarkResults, String> {
         main: vec![],
         sweep: vec![],
         checks: vec![],
-        notes: vec![format!("nfs: not measured: {NFS_WHY_NOT}")],
+        notes: vec![format!("postmark-nfs: not measured: {NFS_WHY_NOT}")],
         elapsed_s: 0.0,
     };
     for (t, why) in &rig.missing {
@@ -415,8 +443,15 @@ impl Rig {
             preload_lib: None,
             postmark: None,
             missing: vec![],
+            nfs: None,
             tmp,
         };
+        if want("native-nfs") {
+            match detect_nfs(cfg) {
+                Ok(n) => rig.nfs = Some(n),
+                Err(e) => rig.missing.push(("native-nfs".into(), e)),
+            }
+        }
         let needs_srv = ALL_TARGETS[1..].iter().any(|t| *t != "postmark-local" && want(t));
         if needs_srv {
             let bin = find_dafsd(cfg.dafsd.as_deref())?;
@@ -533,6 +568,11 @@ impl Rig {
                 "local" => {
                     r.via = format!("{} (std::fs)", self.local.display());
                     engine::run(&mut LocalFs { root: self.local.clone() }, dir, p)?
+                }
+                "nfs" => {
+                    let (lib, url) = self.nfs.as_ref().ok_or("no NFS baseline")?;
+                    r.via = format!("{url} (libnfs)");
+                    engine::run(&mut NfsFs::mount(lib, url)?, dir, p)?
                 }
                 _ => {
                     let srv = self.srv.as_ref().ok_or("no dafsd")?;

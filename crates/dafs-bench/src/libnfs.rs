@@ -1,14 +1,12 @@
-//! The NFS baseline's client for the merge: libnfs (the library the peer's nfsbench
-//! uses), loaded at run time with dlopen so that building dafs needs no libnfs and a
-//! machine without it simply reports NFS as unavailable. Its blocking calls
-//! (nfs_pread/nfs_pwrite) run in the merge's read-ahead and write-behind threads, one
-//! NFS context per thread (a context is not thread-safe), exactly as local files run
-//! pread/pwrite there.
+//! The NFS baseline's client for the application benchmarks (merge, PostMark): libnfs
+//! (the library the peer's nfsbench uses), loaded at run time with dlopen so that
+//! building dafs needs no libnfs and a machine without it simply reports NFS as
+//! unavailable. Its calls are blocking; one NFS context per thread (a context is not
+//! thread-safe): the merge runs them in its read-ahead and write-behind threads, exactly
+//! as local files run pread/pwrite there.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::Arc;
-
-use super::threaded::BlockIo;
 
 /// The libnfs library names tried, newest ABI first (Debian 12 ships libnfs13).
 const LIBNFS_NAMES: [&str; 3] = ["libnfs.so.13", "libnfs.so.14", "libnfs.so"];
@@ -36,6 +34,9 @@ struct Api {
     pwrite: unsafe extern "C" fn(*mut Ctx, *mut Fh, u64, u64, *const c_void) -> c_int,
     close: unsafe extern "C" fn(*mut Ctx, *mut Fh) -> c_int,
     unlink: unsafe extern "C" fn(*mut Ctx, *const c_char) -> c_int,
+    mkdir: unsafe extern "C" fn(*mut Ctx, *const c_char) -> c_int,
+    rmdir: unsafe extern "C" fn(*mut Ctx, *const c_char) -> c_int,
+    lseek: unsafe extern "C" fn(*mut Ctx, *mut Fh, i64, c_int, *mut u64) -> c_int,
     get_error: unsafe extern "C" fn(*mut Ctx) -> *mut c_char,
 }
 
@@ -84,6 +85,9 @@ impl LibNfs {
             pwrite: sym(lib, "nfs_pwrite")?,
             close: sym(lib, "nfs_close")?,
             unlink: sym(lib, "nfs_unlink")?,
+            mkdir: sym(lib, "nfs_mkdir")?,
+            rmdir: sym(lib, "nfs_rmdir")?,
+            lseek: sym(lib, "nfs_lseek")?,
             get_error: sym(lib, "nfs_get_error")?,
         };
         Ok(Arc::new(LibNfs { api }))
@@ -158,8 +162,128 @@ impl NfsSession {
         if r != 0 || fh.is_null() {
             return Err(format!("open {name} over NFS: {}", self.error()));
         }
-        self.files.push(fh);
-        Ok(self.files.len() - 1)
+        Ok(self.keep(fh))
+    }
+
+    /// Open an existing `name` with `flags` (O_RDONLY, O_WRONLY, ...).
+    pub fn open_existing(&mut self, name: &str, flags: c_int) -> Result<usize, String> {
+        let p = Self::path(name)?;
+        let mut fh = std::ptr::null_mut();
+        // SAFETY: a live context, a NUL-terminated path and a place for the handle.
+        let r = unsafe { (self.lib.api.open)(self.ctx, p.as_ptr(), flags, &mut fh) };
+        if r != 0 || fh.is_null() {
+            return Err(format!("open {name} over NFS: {}", self.error()));
+        }
+        Ok(self.keep(fh))
+    }
+
+    /// Create `name`, which must not exist (O_EXCL), for writing.
+    pub fn create_new(&mut self, name: &str, mode: c_int) -> Result<usize, String> {
+        let p = Self::path(name)?;
+        let mut fh = std::ptr::null_mut();
+        let flags = libc::O_WRONLY | libc::O_EXCL;
+        // SAFETY: a live context, a NUL-terminated path and a place for the handle.
+        let r = unsafe { (self.lib.api.create)(self.ctx, p.as_ptr(), flags, mode, &mut fh) };
+        if r != 0 || fh.is_null() {
+            return Err(format!("create {name} over NFS: {}", self.error()));
+        }
+        Ok(self.keep(fh))
+    }
+
+    /// A slot for `fh`: a closed one again, so that a long run of open/close (PostMark)
+    /// keeps the table as small as the files open at once.
+    fn keep(&mut self, fh: *mut Fh) -> usize {
+        match self.files.iter().position(|f| f.is_null()) {
+            Some(i) => {
+                self.files[i] = fh;
+                i
+            }
+            None => {
+                self.files.push(fh);
+                self.files.len() - 1
+            }
+        }
+    }
+
+    /// Close one file (for a written file: the COMMIT that makes its data stable).
+    pub fn close(&mut self, file: usize) -> Result<(), String> {
+        let fh = std::mem::replace(&mut self.files[file], std::ptr::null_mut());
+        assert!(!fh.is_null(), "closing a closed NFS file");
+        // SAFETY: a handle this context opened, closed once (its slot is now null).
+        if unsafe { (self.lib.api.close)(self.ctx, fh) } != 0 {
+            return Err(format!("close over NFS: {}", self.error()));
+        }
+        Ok(())
+    }
+
+    /// The file's size (an lseek to its end, which asks the server).
+    pub fn size(&mut self, file: usize) -> Result<u64, String> {
+        let mut end = 0u64;
+        // SAFETY: a live context and handle, and a place for the offset.
+        let r = unsafe {
+            (self.lib.api.lseek)(self.ctx, self.files[file], 0, libc::SEEK_END, &mut end)
+        };
+        if r < 0 {
+            return Err(format!("lseek over NFS: {}", self.error()));
+        }
+        Ok(end)
+    }
+
+    /// Read up to `buf.len()` bytes at `off`; 0 at the end of the file.
+    pub fn read_some(&mut self, file: usize, buf: &mut [u8], off: u64) -> Result<usize, String> {
+        // SAFETY: a live context and handle; buf is writable for its length.
+        let r = unsafe {
+            (self.lib.api.pread)(
+                self.ctx,
+                self.files[file],
+                off,
+                buf.len() as u64,
+                buf.as_mut_ptr().cast(),
+            )
+        };
+        if r < 0 {
+            return Err(format!("nfs_pread at {off}: {}", self.error()));
+        }
+        Ok(r as usize)
+    }
+
+    /// Write up to `buf.len()` bytes at `off`; returns how many were written.
+    pub fn write_some(&mut self, file: usize, buf: &[u8], off: u64) -> Result<usize, String> {
+        // SAFETY: a live context and handle; buf is readable for its length.
+        let r = unsafe {
+            (self.lib.api.pwrite)(
+                self.ctx,
+                self.files[file],
+                off,
+                buf.len() as u64,
+                buf.as_ptr().cast(),
+            )
+        };
+        if r <= 0 {
+            return Err(format!("nfs_pwrite at {off}: {}", self.error()));
+        }
+        Ok(r as usize)
+    }
+
+    /// Make directory `name`; with `exist_ok`, one that exists already is no error.
+    pub fn mkdir(&mut self, name: &str, exist_ok: bool) -> Result<(), String> {
+        let p = Self::path(name)?;
+        // SAFETY: a live context and a NUL-terminated path.
+        let r = unsafe { (self.lib.api.mkdir)(self.ctx, p.as_ptr()) };
+        // libnfs's synchronous calls return -errno.
+        if r != 0 && !(exist_ok && r == -libc::EEXIST) {
+            return Err(format!("mkdir {name} over NFS: {}", self.error()));
+        }
+        Ok(())
+    }
+
+    pub fn rmdir(&mut self, name: &str) -> Result<(), String> {
+        let p = Self::path(name)?;
+        // SAFETY: a live context and a NUL-terminated path.
+        if unsafe { (self.lib.api.rmdir)(self.ctx, p.as_ptr()) } != 0 {
+            return Err(format!("rmdir {name} over NFS: {}", self.error()));
+        }
+        Ok(())
     }
 
     pub fn unlink(&mut self, name: &str) -> Result<(), String> {
@@ -174,60 +298,13 @@ impl NfsSession {
     /// Close every file (for written files: the COMMIT that makes the data stable).
     pub fn close_all(&mut self) -> Result<(), String> {
         let mut first_err = Ok(());
-        for fh in std::mem::take(&mut self.files) {
+        for fh in std::mem::take(&mut self.files).into_iter().filter(|f| !f.is_null()) {
             // SAFETY: a handle this context opened, closed once.
             if unsafe { (self.lib.api.close)(self.ctx, fh) } != 0 && first_err.is_ok() {
                 first_err = Err(format!("close over NFS: {}", self.error()));
             }
         }
         first_err
-    }
-}
-
-impl BlockIo for NfsSession {
-    fn read_at(&mut self, file: usize, buf: &mut [u8], off: u64) -> Result<(), String> {
-        let mut done = 0usize;
-        while done < buf.len() {
-            let rest = &mut buf[done..];
-            // SAFETY: a live context and handle; rest is writable for its length.
-            let r = unsafe {
-                (self.lib.api.pread)(
-                    self.ctx,
-                    self.files[file],
-                    off + done as u64,
-                    rest.len() as u64,
-                    rest.as_mut_ptr().cast(),
-                )
-            };
-            if r <= 0 {
-                let why = if r == 0 { "end of file".to_string() } else { self.error() };
-                return Err(format!("nfs_pread at {}: {why}", off + done as u64));
-            }
-            done += r as usize;
-        }
-        Ok(())
-    }
-
-    fn write_at(&mut self, file: usize, buf: &[u8], off: u64) -> Result<(), String> {
-        let mut done = 0usize;
-        while done < buf.len() {
-            let rest = &buf[done..];
-            // SAFETY: a live context and handle; rest is readable for its length.
-            let r = unsafe {
-                (self.lib.api.pwrite)(
-                    self.ctx,
-                    self.files[file],
-                    off + done as u64,
-                    rest.len() as u64,
-                    rest.as_ptr().cast(),
-                )
-            };
-            if r <= 0 {
-                return Err(format!("nfs_pwrite at {}: {}", off + done as u64, self.error()));
-            }
-            done += r as usize;
-        }
-        Ok(())
     }
 }
 
