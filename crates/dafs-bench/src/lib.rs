@@ -475,6 +475,12 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         Some(BenchCmd::Seeds(s)) => return seeds::run(s),
         None => {}
     }
+    bench(a).map(|_| ())
+}
+
+/// The microbenchmarks of `dafs bench` (no subcommand): measures, writes OUT/report.md,
+/// OUT/results.json and the plots, and returns the results (`dafs bench seeds` reads them).
+pub fn bench(a: &BenchArgs) -> Result<Results, String> {
     let t_start = Instant::now();
     let cfg = resolve(a)?;
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
@@ -942,7 +948,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         res.plots.len(),
         res.info.elapsed_s
     ));
-    Ok(())
+    Ok(res)
 }
 
 #[allow(clippy::too_many_arguments)]
