@@ -12,7 +12,7 @@ const FONT_PATHS: [&str; 2] =
 
 /// Register a sans-serif font; false if none could be loaded (plots are then drawn
 /// without text).
-fn load_font() -> bool {
+pub(crate) fn load_font() -> bool {
     for p in FONT_PATHS {
         if let Ok(bytes) = std::fs::read(p) {
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
@@ -32,15 +32,28 @@ fn color(name: &str) -> RGBColor {
         "nfs" => RGBColor(44, 160, 44),
         "tcp direct" => RGBColor(23, 190, 207),
         "shm direct" => RGBColor(227, 119, 194),
-        _ => RGBColor(127, 127, 127),
+        // Other names (the seeds report's labels): a fixed palette picked by the name, so
+        // the lines of one plot differ and a name keeps its colour across plots.
+        _ => {
+            const PALETTE: [RGBColor; 6] = [
+                RGBColor(148, 103, 189),
+                RGBColor(255, 127, 14),
+                RGBColor(140, 86, 75),
+                RGBColor(188, 189, 34),
+                RGBColor(23, 190, 207),
+                RGBColor(127, 127, 127),
+            ];
+            let h = name.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+            PALETTE[h % PALETTE.len()]
+        }
     }
 }
 
-type Series = Vec<(String, Vec<(f64, f64)>)>;
+pub(crate) type Series = Vec<(String, Vec<(f64, f64)>)>;
 
 /// A line plot, one line per series: x (bytes) on a log2 axis labelled with sizes,
 /// y on a log10 axis.
-fn line_plot(
+pub(crate) fn line_plot(
     path: &Path,
     title: &str,
     xdesc: &str,
