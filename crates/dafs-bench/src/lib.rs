@@ -98,6 +98,9 @@ pub struct BenchArgs {
     /// Parent directory of the temporary export (default: $TMPDIR or /tmp).
     #[arg(long)]
     pub tmpdir: Option<PathBuf>,
+    /// Write the report to OUT only, not to stdout (dafs bench seeds prints its own).
+    #[arg(long, hide = true)]
+    pub no_print: bool,
 }
 
 /// `dafs bench SUBCOMMAND`: the seeds' application experiments.
@@ -935,7 +938,9 @@ pub fn bench(a: &BenchArgs) -> Result<Results, String> {
     }
     util::stop_watchdog();
     let md = report::markdown(&res);
-    println!("{md}");
+    if !a.no_print {
+        println!("{md}");
+    }
     let md_path = a.out.join("report.md");
     std::fs::write(&md_path, &md).map_err(|e| format!("{}: {e}", md_path.display()))?;
     let json_path = a.out.join("results.json");

@@ -74,7 +74,9 @@ fn find_repo(a: &SeedsArgs) -> Option<PathBuf> {
 /// The microbenchmarks through `crate::bench`, their report under OUT/bench.
 fn run_bench(a: &SeedsArgs) -> (ExperimentRun, Measured) {
     let out = a.out.join("bench");
-    let mut argv: Vec<String> = vec!["bench".into(), "--out".into(), out.display().to_string()];
+    // The seeds report is the one printed: the microbenchmarks' own stays in OUT/bench.
+    let mut argv: Vec<String> =
+        vec!["bench".into(), "--out".into(), out.display().to_string(), "--no-print".into()];
     if a.quick {
         // One run of each: the quick report is indicative, and the budget is 5 minutes.
         argv.extend(["--quick", "--runs", "1"].map(String::from));
@@ -96,6 +98,15 @@ fn run_bench(a: &SeedsArgs) -> (ExperimentRun, Measured) {
     match res {
         Ok(r) => {
             run.notes.push(format!("nfs: {}", r.info.nfs));
+            if let Some(l) = &r.latency {
+                // A fit with a slope <= 0 (noise on a loaded machine) gives no rate.
+                for f in l.fits.iter().filter(|f| f.slope_ns_per_byte <= 0.0) {
+                    run.notes.push(format!(
+                        "latency fit {} {}: slope {:.3} ns/byte (r2 {:.2}) is not positive, so no transfer rate",
+                        f.transport, f.mode, f.slope_ns_per_byte, f.r2
+                    ));
+                }
+            }
             run.notes.extend(r.errors.iter().take(5).map(|e| format!("error: {e}")));
             let m = measure::from_bench(&r);
             run.series = m.series.len();

@@ -28,10 +28,19 @@ pub struct Child {
     pub cwd: Option<PathBuf>,
 }
 
-/// Last non-empty line of a log file (the child's reason for failing).
-fn last_line(path: &Path) -> String {
+/// The child's reason for failing: its first line saying "error", else its last
+/// non-empty line (clap ends with "For more information, try '--help'.").
+fn reason(path: &Path) -> String {
     let s = std::fs::read_to_string(path).unwrap_or_default();
-    s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().chars().take(300).collect()
+    let err = s.lines().find(|l| l.to_ascii_lowercase().contains("error"));
+    let last = || s.lines().rev().find(|l| !l.trim().is_empty());
+    err.or_else(last).unwrap_or("").trim().chars().take(300).collect()
+}
+
+/// A failure that only says the experiment is not there yet (a skeleton subcommand,
+/// or one that does not take --quick/--out).
+fn is_absent(why: &str) -> bool {
+    why.contains("not built yet") || why.contains("unexpected argument")
 }
 
 fn kill_group(pid: u32, sig: libc::c_int) {
@@ -114,10 +123,10 @@ pub fn run_child(c: &Child) -> (ExperimentRun, Measured) {
         Err(e) => format!("not available: {e}"),
         Ok(None) => format!("failed: over its budget of {} s, stopped", c.budget.as_secs()),
         Ok(Some(0)) => "ran".into(),
-        Ok(Some(EXIT_SKIP)) => format!("not available: {}", last_line(&err_log)),
+        Ok(Some(EXIT_SKIP)) => format!("not available: {}", reason(&err_log)),
         Ok(Some(code)) => {
-            let why = last_line(&err_log);
-            if why.contains("not built yet") {
+            let why = reason(&err_log);
+            if is_absent(&why) {
                 format!("not available: {why}")
             } else {
                 format!("failed (exit {code}): {why}")

@@ -319,6 +319,10 @@ fn runner_collects_points_and_reports_skips_failures_and_timeouts() {
     assert_eq!(run.status, "not available: libfoo-dev missing");
     let (run, _) = runner::run_child(&child(d.path(), "echo boom >&2; exit 3", 20));
     assert_eq!(run.status, "failed (exit 3): boom");
+    // A subcommand that does not take --quick yet: clap's error line, not its last line.
+    let clap = "printf \"error: unexpected argument '--quick' found\\n\\nFor more information, try '--help'.\\n\" >&2; exit 2";
+    let (run, _) = runner::run_child(&child(d.path(), clap, 20));
+    assert_eq!(run.status, "not available: error: unexpected argument '--quick' found");
     let t0 = std::time::Instant::now();
     let (run, _) = runner::run_child(&child(d.path(), "sleep 30", 1));
     assert!(run.status.starts_with("failed: over its budget"), "{}", run.status);
