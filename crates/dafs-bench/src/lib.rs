@@ -21,6 +21,7 @@
 // `x % n == 0` rather than `is_multiple_of` (workspace rust-version 1.82).
 #![allow(clippy::manual_is_multiple_of)]
 
+mod apps;
 mod backends;
 pub mod gzip;
 pub mod merge;

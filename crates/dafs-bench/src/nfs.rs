@@ -31,7 +31,7 @@ pub struct Nfs {
 
 type Kv = HashMap<String, String>;
 
-fn listening(addr: &str) -> bool {
+pub(crate) fn listening(addr: &str) -> bool {
     addr.parse::<SocketAddr>()
         .map(|a| TcpStream::connect_timeout(&a, Duration::from_millis(300)).is_ok())
         .unwrap_or(false)
