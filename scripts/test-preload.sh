@@ -25,6 +25,7 @@ command -v dd >/dev/null 2>&1 || need+=(coreutils)
 command -v find >/dev/null 2>&1 || need+=(findutils)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v sed >/dev/null 2>&1 || need+=(sed)
+command -v postmark >/dev/null 2>&1 || need+=(postmark)
 if [ ${#need[@]} -gt 0 ]; then
     echo "==> installing Debian packages: ${need[*]}"
     $SUDO apt-get update -qq
@@ -314,6 +315,23 @@ check "... same output" same "$L/calc.out" "$L/calc-dafs2.out"
 echo "==> git (private mmap of dafs files)"
 check "git init/add/commit in a repository under the prefix" dafs bash -c "cd '$M' && git init -q repo && cd repo && cp -r '$P/src' . && git add src && git -c user.email=t@example.invalid -c user.name=t commit -qm one && git log --oneline | grep -q one"
 check "... the server's copy passes git fsck and has the files" bash -c "cd '$EXPORT/repo' && git fsck --strict 2>&1 >/dev/null && git diff --quiet HEAD && test \"\$(git ls-files | sort | tr '\n' ' ')\" = 'src/calc.c src/main.c '"
+
+# ---------------------------------------------------------------- postmark
+# Debian's stock PostMark, unmodified (stdio buffered I/O; remove(3) for its deletes):
+# the same seed through the library and on a local directory must do exactly the
+# same work, and leave no file behind.
+echo "==> stock PostMark"
+pm_cfg() { printf 'set location %s\nset number 60\nset transactions 400\nset size 500 20000\nset read 4096\nset write 4096\nset seed 5\nrun\nquit\n' "$1" > "$2"; }
+pm_work() { sed -n '/^Files:/,$p' "$1" | sed 's/ (.*//'; } # counts and bytes, no rates
+mkdir -p "$EXPORT/pm" "$L/pm"
+pm_cfg "$M/pm" "$WORK/pm-dafs.cfg"
+pm_cfg "$L/pm" "$WORK/pm-local.cfg"
+(cd "$WORK" && timeout 120 postmark pm-local.cfg > pm-local.out 2>&1) || true
+check "postmark through the library: exit 0, no error lines" bash -c "cd '$WORK' && LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 120 postmark pm-dafs.cfg > pm-dafs.out 2>&1 && ! grep -q Error pm-dafs.out && grep -q 'created' pm-dafs.out"
+pm_work "$WORK/pm-local.out" > "$WORK/pm-local.work"
+pm_work "$WORK/pm-dafs.out" > "$WORK/pm-dafs.work" 2>/dev/null || true
+check "... the same files created, read, appended, deleted and bytes as on a local directory" bash -c "grep -q created '$WORK/pm-local.work' && cmp '$WORK/pm-local.work' '$WORK/pm-dafs.work'"
+check "... and every file it made is gone from the server" test -z "$(ls -A "$EXPORT/pm")"
 
 # ---------------------------------------------------------------- fdtest
 echo "==> tests/preload/fdtest.c (descriptors, dup, fork, exec, locks, stdio, errno)"

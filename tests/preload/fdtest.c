@@ -75,6 +75,13 @@ static void test_basic(void) {
     CHECK(mkdir(pp("fd"), 0755) == -1 && errno == EEXIST, "mkdir existing: EEXIST");
     CHECK(rmdir(pp("fd")) == -1 && errno == ENOTEMPTY, "rmdir non-empty: ENOTEMPTY");
     CHECK(unlink(pp("fd")) == -1 && (errno == EISDIR || errno == EPERM), "unlink a directory: EISDIR");
+    /* remove(3): glibc's calls an internal unlinkat the interposer cannot see. */
+    fd = open(pp("fd/removed.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0 && close(fd) == 0 && remove(pp("fd/removed.txt")) == 0 && access(pp("fd/removed.txt"), F_OK) == -1 && errno == ENOENT,
+          "remove a file");
+    CHECK(mkdir(pp("fd/rmdir-me"), 0755) == 0 && remove(pp("fd/rmdir-me")) == 0 && access(pp("fd/rmdir-me"), F_OK) == -1, "remove an empty directory");
+    CHECK(remove(pp("fd/removed.txt")) == -1 && errno == ENOENT, "remove a missing file: ENOENT");
+    CHECK(remove(pp("fd")) == -1 && errno == ENOTEMPTY, "remove a non-empty directory: ENOTEMPTY");
     char lp[PATH_MAX]; snprintf(lp, sizeof lp, "%s/xdev", L);
     CHECK(rename(pp("fd/basic.txt"), lp) == -1 && errno == EXDEV, "rename out of the prefix: EXDEV");
     CHECK(access(pp("fd/basic.txt"), R_OK | W_OK) == 0 && access(pp("fd/nope"), F_OK) == -1 && errno == ENOENT, "access");

@@ -110,7 +110,7 @@ pub enum BenchCmd {
     /// TPIE-style n-way merge of sorted record files (seed 000, Fig. 5).
     Merge(merge::MergeArgs),
     /// The PostMark small-file workload (seed 000 Fig. 6, seed 003 Fig. 6).
-    Postmark(postmark::PostmarkArgs),
+    Postmark(Box<postmark::PostmarkArgs>),
     /// Compress a large file in 16 KiB blocks with asynchronous I/O (seed 001).
     Gzip(gzip::GzipArgs),
     /// Every seed experiment, one report beside the papers' published values.

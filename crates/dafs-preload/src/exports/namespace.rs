@@ -33,6 +33,20 @@ pub unsafe extern "C" fn unlinkat(dirfd: c_int, path: *const c_char, flags: c_in
         }
     }
 }
+/// remove(3), as glibc does it: unlink, and rmdir when that says EISDIR. It must be
+/// exported here because glibc's own `remove` calls its internal unlinkat, which no
+/// interposer sees: without it `remove` of a dafs path went to the kernel (ENOENT), and
+/// stock PostMark could delete none of its files.
+#[no_mangle]
+pub unsafe extern "C" fn remove(path: *const c_char) -> c_int {
+    // SAFETY: the caller's NUL-terminated path (or null: unlinkat reports EFAULT/ENOENT).
+    let r = unsafe { unlinkat(libc::AT_FDCWD, path, 0) };
+    if r == 0 || crate::real::errno() != libc::EISDIR {
+        return r;
+    }
+    // SAFETY: as above.
+    unsafe { unlinkat(libc::AT_FDCWD, path, libc::AT_REMOVEDIR) }
+}
 /// unlink (`dir` false) or rmdir of a dafs path, after the kernel's path-tail rules.
 fn unlink_dafs(c: &mut Client, p: &str, tail: Tail, dir: bool) -> FR<c_int> {
     if dir {
