@@ -512,6 +512,49 @@ DAFS_API int dafs_truncate(dafs_client_t *client, const char *path, uint64_t siz
  * (-ENOTDIR, -ENOENT, ...) if the listing failed (then `fn` was not called). */
 DAFS_API int dafs_readdir(dafs_client_t *client, const char *path, dafs_readdir_fn fn, void *arg);
 
+/* ---------------------------------------------------------------------------------- */
+/* Open modes: create-unlinked, delete-on-close, open keys                            */
+/* ---------------------------------------------------------------------------------- */
+
+/* dafs_open_ex_t.flags */
+#define DAFS_OX_UNLINKED        1u /* create-unlinked: the file is created without a name
+                                      (invisible to every other open and to listings)
+                                      and gets `path` only at dafs_publish; closing it
+                                      (or the session ending) unpublished discards it
+                                      and its data. Implies DAFS_O_CREAT and write
+                                      access; not with DAFS_O_TRUNC or DAFS_O_APPEND. */
+#define DAFS_OX_DELETE_ON_CLOSE 2u /* remove the name `path` when the last open of the
+                                      file (by any client) closes. Not with
+                                      DAFS_OX_UNLINKED. */
+
+/* Extra options of dafs_open_ex. A zero-initialised struct (or NULL) means none. */
+typedef struct dafs_open_ex_t {
+    uint32_t flags;       /* DAFS_OX_* */
+    uint32_t key_len;     /* 0..64 bytes of open key at `key`; 0 = no key */
+    const void *key;      /* open key: the first open of a file sets it; while any open
+                             of the file lasts, every other open must present the same
+                             key or fails with -EACCES. Once the last open closes the
+                             key is forgotten (it is not stored with the file). An open
+                             with a key needs a writable export (-EROFS otherwise). */
+    uint64_t reserved[4]; /* must be zero */
+} dafs_open_ex_t;
+
+/* dafs_open with the DAFS open modes of `ex` (NULL = none, same as dafs_open). `flags`
+ * and `mode` as for dafs_open. Returns 0 or -errno: -EINVAL for unknown DAFS_OX_* bits,
+ * non-zero reserved fields, key_len > 64 or a NULL key with key_len > 0, and the
+ * combinations refused above (nothing is sent); -EACCES wrong key; -ENOENT the
+ * directory of `path` does not exist. */
+DAFS_API int dafs_open_ex(dafs_client_t *client, const char *path, int flags, uint32_t mode,
+                          const dafs_open_ex_t *ex, dafs_file_t **out);
+
+/* Give a file opened with DAFS_OX_UNLINKED its name (the `path` it was opened with),
+ * atomically: other clients see either no file or the whole file as written so far.
+ * Never replaces an entry: -EEXIST if the name exists by then (the file stays open and
+ * unnamed: close it to discard it, or keep using it). -EINVAL if the file was not
+ * opened with DAFS_OX_UNLINKED or is published already. The open continues as an
+ * ordinary open of the named file. Returns 0 or -errno. */
+DAFS_API int dafs_publish(dafs_client_t *client, dafs_file_t *file);
+
 #ifdef __cplusplus
 }
 #endif

@@ -37,12 +37,14 @@ use dafs_proto::Attr;
 mod async_io;
 mod io;
 mod namespace;
+mod open_ext;
 #[cfg(test)]
 mod tests;
 
 pub use async_io::*;
 pub use io::*;
 pub use namespace::*;
+pub use open_ext::*;
 
 // ---------------------------------------------------------------------------------------
 // C types (mirrored in include/dafs.h; layout checked by the C tests' static asserts)
