@@ -555,6 +555,55 @@ DAFS_API int dafs_open_ex(dafs_client_t *client, const char *path, int flags, ui
  * ordinary open of the named file. Returns 0 or -errno. */
 DAFS_API int dafs_publish(dafs_client_t *client, dafs_file_t *file);
 
+/* ---------------------------------------------------------------------------------- */
+/* Byte-range locks                                                                   */
+/* ---------------------------------------------------------------------------------- */
+
+/* Locks are advisory (I/O is never blocked by them) and belong to the client's SESSION,
+ * with POSIX fcntl semantics between sessions: shared locks of different sessions
+ * coexist, an exclusive one excludes every other session's lock on an overlapping
+ * range. A session's own locks never conflict with each other: a new lock replaces the
+ * overlapping parts of its existing ones (upgrade shared -> exclusive and downgrade in
+ * place), and an unlock may cover any range, splitting locks it partly covers. All of
+ * a session's locks are released when the session ends (dafs_disconnect, an
+ * administrator's kill, or -- after a crash of the client -- when the server's lease
+ * runs out: dafsd --lease-secs, 90 s by default). `len` 0 means "to the end of the
+ * 64-bit range". The server holds at most 4096 locks per file (all sessions
+ * together); beyond that a lock fails with -EMFILE. Regular files only (-EISDIR,
+ * -EINVAL otherwise). */
+
+/* A conflicting lock of another session (dafs_test_lock). */
+typedef struct dafs_lock_info_t {
+    uint64_t offset;
+    uint64_t len;        /* 0 = to the end of the 64-bit range */
+    uint64_t owner;      /* the owning session's id (as `dafs admin sessions` shows) */
+    uint32_t exclusive;  /* 1 = exclusive, 0 = shared */
+    uint32_t reserved;
+} dafs_lock_info_t;
+
+/* Take a shared (exclusive == 0) or exclusive lock on [offset, offset + len) without
+ * waiting. Returns 0, or -EAGAIN if another session holds a conflicting lock (as
+ * fcntl F_SETLK), or -errno. */
+DAFS_API int dafs_lock(dafs_client_t *client, dafs_file_t *file, uint64_t offset, uint64_t len,
+                       int exclusive);
+
+/* Like dafs_lock, but while the range is held by another session retry with a backoff
+ * from 100 us to 10 ms for up to `timeout_ms` (negative: up to a day). Returns 0, or
+ * -ETIMEDOUT if the conflict outlasted the timeout, or -errno. The client is busy for
+ * the whole wait (one thread at a time, see Threads). */
+DAFS_API int dafs_lock_wait(dafs_client_t *client, dafs_file_t *file, uint64_t offset,
+                            uint64_t len, int exclusive, int timeout_ms);
+
+/* Would a shared (exclusive == 0) or exclusive lock on the range conflict with another
+ * session's lock? Takes nothing. Returns 0 (no conflict), 1 (conflict; the first
+ * conflicting lock is stored in *out unless out is NULL), or -errno. */
+DAFS_API int dafs_test_lock(dafs_client_t *client, dafs_file_t *file, uint64_t offset,
+                            uint64_t len, int exclusive, dafs_lock_info_t *out);
+
+/* Release this session's locks over [offset, offset + len) (ranges it does not hold
+ * are ignored). Returns 0 or -errno. */
+DAFS_API int dafs_unlock(dafs_client_t *client, dafs_file_t *file, uint64_t offset, uint64_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,9 +27,10 @@ if [ "$status" -ne 0 ]; then
 fi
 # Adapter suites (C API + fio engine, Python package, preload library, FUSE mount, the
 # POSIX conformance of the last two against ext4, MPI-IO: Open MPI OMPIO components,
-# MPICH through the preload library; Berkeley DB; the ODM library): each script installs
-# what it needs, runs real programs against a real dafsd, and prints "N passed, N failed".
-for extra in scripts/test-c.sh scripts/test-python.sh scripts/test-preload.sh scripts/test-fuse.sh scripts/test-posix.sh scripts/test-mpi.sh scripts/test-bdb.sh scripts/test-odm.sh; do
+# MPICH through the preload library; Berkeley DB; the ODM library; the SQLite VFS): each
+# script installs what it needs, runs real programs against a real dafsd, and prints
+# "N passed, N failed".
+for extra in scripts/test-c.sh scripts/test-python.sh scripts/test-preload.sh scripts/test-fuse.sh scripts/test-posix.sh scripts/test-mpi.sh scripts/test-bdb.sh scripts/test-odm.sh scripts/test-sqlite.sh; do
     if [ -x "$extra" ]; then
         echo "==> $extra"
         out=$("$extra" 2>&1) || { echo "$out" | tail -60; echo "==> FAILED: $extra"; exit 1; }

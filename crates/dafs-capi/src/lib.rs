@@ -36,6 +36,7 @@ use dafs_proto::Attr;
 
 mod async_io;
 mod io;
+mod locks;
 mod namespace;
 mod open_ext;
 #[cfg(test)]
@@ -43,6 +44,7 @@ mod tests;
 
 pub use async_io::*;
 pub use io::*;
+pub use locks::*;
 pub use namespace::*;
 pub use open_ext::*;
 

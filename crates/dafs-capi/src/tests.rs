@@ -137,6 +137,7 @@ fn struct_layouts_match_the_header() {
     assert_eq!(size_of::<super::dafs_file_seg_t>(), 16);
     assert_eq!(size_of::<super::dafs_mem_seg_t>(), 24);
     assert_eq!(size_of::<super::dafs_batch_io_t>(), 48);
+    assert_eq!(size_of::<super::dafs_lock_info_t>(), 32);
 }
 
 #[test]
