@@ -102,9 +102,7 @@ impl<'c> DafsStreams<'c> {
     /// Reap one completion (any request of the group).
     fn reap(&mut self) -> Result<(), String> {
         let d = self.c.wait_one(self.cg, Some(WAIT_TIMEOUT)).map_err(|e| format!("wait: {e}"))?;
-        let d = d.ok_or_else(|| {
-            format!("no completion within {} s", WAIT_TIMEOUT.as_secs())
-        })?;
+        let d = d.ok_or_else(|| format!("no completion within {} s", WAIT_TIMEOUT.as_secs()))?;
         let ud = d.user_data as usize;
         let n = d.result.map_err(|e| format!("asynchronous I/O {ud} failed: {e}"))?;
         let outs = self.ins.len() * self.qd;

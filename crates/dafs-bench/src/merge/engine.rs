@@ -16,8 +16,10 @@ pub trait Streams {
     fn finish(&mut self, fill: usize) -> Result<(), String>;
     /// Run `f` over the current input blocks (an empty slice for an input with none) and
     /// the current output block.
-    fn with_blocks(&mut self, f: &mut dyn FnMut(&[&[u8]], &mut [u8]) -> Stop)
-        -> Result<Stop, String>;
+    fn with_blocks(
+        &mut self,
+        f: &mut dyn FnMut(&[&[u8]], &mut [u8]) -> Stop,
+    ) -> Result<Stop, String>;
 }
 
 /// Why [`merge_some`] returned.

@@ -270,13 +270,9 @@ pub fn run_merge(cfg: &MergeConfig) -> Result<MergeResults, String> {
     Ok(res)
 }
 
-fn summarize(
-    system: &str,
-    rec: usize,
-    runs: Vec<MergeSample>,
-    error: Option<String>,
-) -> MergeRow {
-    let med = |f: &dyn Fn(&MergeSample) -> f64| util::median(&runs.iter().map(f).collect::<Vec<_>>());
+fn summarize(system: &str, rec: usize, runs: Vec<MergeSample>, error: Option<String>) -> MergeRow {
+    let med =
+        |f: &dyn Fn(&MergeSample) -> f64| util::median(&runs.iter().map(f).collect::<Vec<_>>());
     let gb = |s: &MergeSample| s.bytes as f64 / 1e9;
     MergeRow {
         system: system.into(),
@@ -303,8 +299,11 @@ pub fn run(a: &MergeArgs) -> Result<(), String> {
     apps::write_outputs(&a.out, &md, &res)?;
     println!("{md}");
     eprintln!("dafs bench merge: wrote {}/report.md and results.json", a.out.display());
-    let failed: Vec<String> =
-        res.rows.iter().filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.system))).collect();
+    let failed: Vec<String> = res
+        .rows
+        .iter()
+        .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.system)))
+        .collect();
     if failed.is_empty() {
         Ok(())
     } else {

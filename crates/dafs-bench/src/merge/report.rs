@@ -23,11 +23,8 @@ fn ratios(res: &MergeResults, a: &str, b: &str) -> Vec<(usize, Option<f64>)> {
 fn target(res: &MergeResults, against: &str, want: f64) -> MergeTarget {
     let rs = ratios(res, "dafs-shm", against);
     let name = format!("merge on dafs-shm >= {want}x {against} at every record size");
-    let detail = rs
-        .iter()
-        .map(|(r, x)| format!("{r} B: {}", fmt_ratio(*x)))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let detail =
+        rs.iter().map(|(r, x)| format!("{r} B: {}", fmt_ratio(*x))).collect::<Vec<_>>().join(", ");
     let status = if rs.iter().any(|(_, x)| x.is_none()) {
         format!("n/a (not measured on both dafs-shm and {against} at every record size)")
     } else if rs.iter().all(|(_, x)| x.unwrap() >= want) {
@@ -92,7 +89,8 @@ pub fn markdown(res: &MergeResults, command: &str) -> String {
         .rows
         .iter()
         .filter_map(|r| {
-            r.srv_cpu_s_per_gb.map(|s| vec![r.system.clone(), format!("{} B", r.record_bytes), format!("{s:.2}")])
+            r.srv_cpu_s_per_gb
+                .map(|s| vec![r.system.clone(), format!("{} B", r.record_bytes), format!("{s:.2}")])
         })
         .collect();
     if !srv.is_empty() {
@@ -100,13 +98,18 @@ pub fn markdown(res: &MergeResults, command: &str) -> String {
         md += &table(&["system", "record size", "server CPU s/GB"], &srv);
     }
     md += "\n## Targets\n\n";
-    let t: Vec<Vec<String>> =
-        res.targets.iter().map(|t| vec![t.name.clone(), t.status.clone(), t.detail.clone()]).collect();
+    let t: Vec<Vec<String>> = res
+        .targets
+        .iter()
+        .map(|t| vec![t.name.clone(), t.status.clone(), t.detail.clone()])
+        .collect();
     md += &table(&["target", "status", "ratios measured"], &t);
     let errs: Vec<String> = res
         .rows
         .iter()
-        .filter_map(|r| r.error.as_ref().map(|e| format!("- {} at {} B: {e}", r.system, r.record_bytes)))
+        .filter_map(|r| {
+            r.error.as_ref().map(|e| format!("- {} at {} B: {e}", r.system, r.record_bytes))
+        })
         .chain(res.notes.iter().map(|n| format!("- {n}")))
         .collect();
     if !errs.is_empty() {

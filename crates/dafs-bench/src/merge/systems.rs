@@ -53,7 +53,8 @@ impl Systems {
     pub fn start(cfg: &MergeConfig, notes: &mut Vec<String>) -> Result<Systems, String> {
         let want = |s: &str| cfg.systems.iter().any(|x| x == s);
         let serve = want("dafs-tcp") || want("dafs-shm");
-        let rig = Rig::start(cfg.tmpdir.as_deref(), cfg.dafsd.as_deref(), cfg.server_spin_us, serve)?;
+        let rig =
+            Rig::start(cfg.tmpdir.as_deref(), cfg.dafsd.as_deref(), cfg.server_spin_us, serve)?;
         let mut names = Vec::new();
         let mut nfs = None;
         for s in &cfg.systems {

@@ -1,12 +1,15 @@
 //! `dafs bench seeds`: every experiment of the seeds that the tree can run, in one
 //! report beside the papers' published values.
 //!
-//! Order: the `dafs bench` microbenchmarks in this process (bandwidth and CPU vs block
-//! size, latency inline vs direct, overlap), then the application experiments as child
-//! processes with a time budget each (`dafs bench merge|postmark|gzip`, then the adapters'
-//! `bench.sh` for MPI-IO, Berkeley DB and ODM). Output: OUT/seeds.md, OUT/seeds.json,
+//! Order: in this process, through their Rust entry points, the `dafs bench`
+//! microbenchmarks (bandwidth and CPU vs block size, latency inline vs direct, overlap),
+//! `merge::run_merge` and `postmark::run_postmark`; then as child processes with a time
+//! budget each, `dafs bench gzip` and the adapters' `bench.sh` for MPI-IO, Berkeley DB and
+//! ODM. Output: OUT/seeds.md, OUT/seeds.json,
 //! OUT/seeds-*.png, and each experiment's own output under OUT/<name>/.
 
+mod convert;
+mod inproc;
 mod markdown;
 pub mod measure;
 pub mod paper;
@@ -123,7 +126,7 @@ fn child_for(name: &str, a: &SeedsArgs, repo: &Option<PathBuf>, budget: Duration
     let out_dir = a.out.join(name);
     let mut args: Vec<String> = Vec::new();
     let (program, cwd) = match name {
-        "merge" | "postmark" | "gzip" => {
+        "gzip" => {
             let exe = a.dafs.clone().or_else(|| std::env::current_exe().ok()).unwrap_or_default();
             args.extend(["bench".to_string(), name.to_string()]);
             (exe, None)
@@ -138,7 +141,27 @@ fn child_for(name: &str, a: &SeedsArgs, repo: &Option<PathBuf>, budget: Duration
         args.push("--quick".into());
     }
     args.extend(["--out".to_string(), out_dir.display().to_string()]);
-    runner::Child { name: name.into(), program, args, out_dir, budget, cwd }
+    let mut env = vec![("DAFS_PROFILE".to_string(), profile())];
+    if name == "bdb" {
+        // bdb/bench.sh takes no --out: its JSON goes where BDB_BENCH_JSON says.
+        env.push(("BDB_BENCH_JSON".into(), out_dir.join("bdb-fig7.json").display().to_string()));
+    }
+    runner::Child { name: name.into(), program, args, out_dir, budget, cwd, env }
+}
+
+/// The build profile the adapters' scripts should use: $DAFS_PROFILE, else the one this
+/// executable comes from (target/<profile>/dafs), so a script does not start a release
+/// build of the workspace under a debug run.
+fn profile() -> String {
+    if let Ok(p) = std::env::var("DAFS_PROFILE") {
+        return p;
+    }
+    let exe = std::env::current_exe().ok();
+    let dir = exe.as_deref().and_then(|e| e.parent()).and_then(|d| d.file_name());
+    match dir.and_then(|d| d.to_str()) {
+        Some("release") => "release".into(),
+        _ => "debug".into(),
+    }
 }
 
 fn selected(a: &SeedsArgs) -> Result<Vec<String>, String> {
@@ -183,10 +206,11 @@ pub fn run(a: &SeedsArgs) -> Result<(), String> {
     let mut runs = Vec::new();
     for name in &which {
         eprintln!("[dafs bench seeds] {name} ...");
-        let (run, m) = if name == "bench" {
-            run_bench(a)
-        } else {
-            runner::run_child(&child_for(name, a, &repo, budget))
+        let (run, m) = match name.as_str() {
+            "bench" => run_bench(a),
+            "merge" => inproc::run_merge(a),
+            "postmark" => inproc::run_postmark(a),
+            _ => runner::run_child(&child_for(name, a, &repo, budget)),
         };
         eprintln!(
             "[dafs bench seeds] {name}: {} ({:.0} s, {} series)",

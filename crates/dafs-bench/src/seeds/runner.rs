@@ -26,6 +26,8 @@ pub struct Child {
     pub budget: Duration,
     /// Working directory (the repository root for scripts).
     pub cwd: Option<PathBuf>,
+    /// Extra environment (e.g. DAFS_PROFILE, where a script writes its JSON).
+    pub env: Vec<(String, String)>,
 }
 
 /// The child's reason for failing: its first line saying "error", else its last
@@ -94,7 +96,11 @@ pub fn collect(dir: &Path) -> (Measured, Vec<String>) {
         let doc = std::fs::read_to_string(&f)
             .map_err(|e| e.to_string())
             .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).map_err(|e| e.to_string()))
-            .and_then(|d| measure::from_json(&d));
+            .and_then(|d| {
+                let mut x = measure::from_json(&d)?;
+                x.merge(super::convert::from_doc(&d));
+                Ok(x)
+            });
         match doc {
             Ok(x) => m.merge(x),
             Err(e) => notes.push(format!("{}: {e}", f.display())),
@@ -161,6 +167,7 @@ fn spawn_and_wait(c: &Child) -> Result<Option<i32>, String> {
     if let Some(d) = &c.cwd {
         cmd.current_dir(d);
     }
+    cmd.envs(c.env.iter().map(|(k, v)| (k, v)));
     let mut ch = cmd.spawn().map_err(|e| format!("{}: {e}", c.program.display()))?;
     wait_budget(&mut ch, c.budget)
 }

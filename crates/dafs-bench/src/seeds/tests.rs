@@ -303,16 +303,18 @@ fn child(dir: &std::path::Path, body: &str, budget_s: u64) -> runner::Child {
         out_dir,
         budget: std::time::Duration::from_secs(budget_s),
         cwd: None,
+        env: vec![("SEEDS_TEST_VAR".into(), "x1".into())],
     }
 }
 
 #[test]
 fn runner_collects_points_and_reports_skips_failures_and_timeouts() {
     let d = tempfile::tempdir().unwrap();
-    let ok = r#"echo '{"seed_points":[{"series":"odm.bw.seqread.dafs","x":4096,"value":12.5}]}' > "$2/r.json""#;
+    let ok = r#"[ "$SEEDS_TEST_VAR" = x1 ] || exit 9
+echo '{"seed_points":[{"series":"mpiio.bw.read.dafs","x":4096,"value":12.5}]}' > "$2/r.json""#;
     let (run, m) = runner::run_child(&child(d.path(), ok, 20));
     assert_eq!(run.status, "ran");
-    assert_eq!(m.at("odm.bw.seqread.dafs", Some(&"min".into())), Some((4096.0, 12.5)));
+    assert_eq!(m.at("mpiio.bw.read.dafs", Some(&"min".into())), Some((4096.0, 12.5)));
 
     let (run, _) =
         runner::run_child(&child(d.path(), "echo 'libfoo-dev missing' >&2; exit 77", 20));
@@ -354,4 +356,103 @@ fn unknown_experiment_is_refused() {
         dafs: None,
     };
     assert!(super::selected(&a).unwrap_err().contains("unknown experiment"));
+}
+
+/// The adapters' own JSON rows (as odmblast and bdb/bench.sh print them) become series;
+/// a row of another shape adds nothing.
+#[test]
+fn adapter_json_rows_become_series() {
+    let odm = serde_json::json!([
+        {"setup": "dafs-shm", "backend": "dafs", "provider": "shm", "test": "seqread", "block_bytes": 16384, "mb_per_s": 812.5, "ios": 10, "file_bytes": 1, "outstanding": 32},
+        {"setup": "local", "backend": "local", "provider": "none", "test": "seqread", "block_bytes": 16384, "mb_per_s": 1600.0, "ios": 10, "file_bytes": 1, "outstanding": 32},
+        {"setup": "local", "test": "mix", "block_bytes": 4096, "mb_per_s": -1.0}
+    ]);
+    let m = super::convert::from_doc(&odm);
+    assert_eq!(m.at("odm.bw.seqread.dafs-shm", None), Some((16384.0, 812.5)));
+    assert!(m.get("odm.bw.mix.local").is_none());
+    let bdb = serde_json::json!([
+        {"mode": "local", "db_target_mib": 16, "db_file_mib": 16.5, "seconds": 1.0, "reads_per_s": 90000, "cache_hits": 1, "cache_misses": 2},
+        {"mode": "shm", "db_target_mib": 16, "db_file_mib": 16.5, "seconds": 1.0, "reads_per_s": 60000, "cache_hits": 1, "cache_misses": 2}
+    ]);
+    let m = super::convert::from_doc(&bdb);
+    assert_eq!(m.at("bdb.tps.shm", None), Some((17301504.0, 60000.0)));
+    assert!(super::convert::from_doc(&serde_json::json!([{"mode": "x"}])).series.is_empty());
+}
+
+/// What `dafs bench merge` and `dafs bench postmark` return becomes the paper table's
+/// series (unverified merges and failed targets are left out).
+#[test]
+fn merge_and_postmark_results_become_series() {
+    use crate::merge::{MergeArgs, MergeConfig, MergeResults, MergeRow, MergeSample};
+    use crate::postmark::{
+        PostmarkArgs, PostmarkConfig, PostmarkResults, SweepPoint, TargetResult,
+    };
+    #[derive(clap::Parser)]
+    struct M {
+        #[command(flatten)]
+        a: MergeArgs,
+    }
+    #[derive(clap::Parser)]
+    struct P {
+        #[command(flatten)]
+        a: PostmarkArgs,
+    }
+    use clap::Parser;
+    let row = |system: &str, rec: usize, mbps: f64, verified: bool| MergeRow {
+        system: system.into(),
+        record_bytes: rec,
+        runs: vec![MergeSample { secs: 1.0, bytes: 1, cpu_s: 0.1, srv_cpu_s: None }],
+        verified,
+        error: None,
+        mbps,
+        cpu_s_per_gb: 0.5,
+        srv_cpu_s_per_gb: None,
+    };
+    let mr = MergeResults {
+        date: String::new(),
+        host_load_avg_at_start: String::new(),
+        config: MergeConfig::from_args(&M::parse_from(["x", "--quick"]).a).unwrap(),
+        input_checksums: vec![],
+        rows: vec![
+            row("dafs-shm", 16, 300.0, true),
+            row("nfs", 16, 200.0, true),
+            row("nfs", 4096, 9.0, false),
+        ],
+        targets: vec![],
+        notes: vec![],
+        elapsed_s: 1.0,
+    };
+    let m = super::inproc::from_merge(&mr);
+    assert_eq!(m.at("merge.mbps.dafs-shm", Some(&16.into())), Some((16.0, 300.0)));
+    assert!(m.at("merge.mbps.nfs", Some(&4096.into())).is_none(), "unverified output counted");
+    let t = |target: &str, tps: Option<f64>, error: Option<&str>| TargetResult {
+        target: target.into(),
+        tx_per_s_wall: tps,
+        error: error.map(String::from),
+        ..Default::default()
+    };
+    let pr = PostmarkResults {
+        date: String::new(),
+        command: String::new(),
+        config: PostmarkConfig::from_args(&P::parse_from(["x", "--quick"]).a).unwrap(),
+        local_fs: "ext4".into(),
+        main: vec![],
+        sweep: vec![SweepPoint {
+            mean_size_bytes: 4096,
+            size_min_bytes: 2048,
+            size_max_bytes: 6144,
+            results: vec![
+                t("postmark-preload", Some(500.0), None),
+                t("postmark-local", Some(800.0), None),
+                t("native-shm", Some(900.0), Some("boom")),
+            ],
+        }],
+        checks: vec![],
+        notes: vec![],
+        elapsed_s: 1.0,
+    };
+    let m = super::inproc::from_postmark(&pr);
+    assert_eq!(m.at("postmark.tps.preload", None), Some((4096.0, 500.0)));
+    assert_eq!(m.at("postmark.tps.local", None), Some((4096.0, 800.0)));
+    assert!(m.get("postmark.tps.dafs-shm").is_none(), "a failed target counted");
 }
