@@ -1,0 +1,117 @@
+//! The application experiments of `dafs bench` (merge, gzip) on small sizes: every
+//! system's output must be correct (the merge sorted with the inputs' checksum; the
+//! gzip stream valid and decompressing to the input), through the same entry points
+//! `dafs bench merge|gzip` and `dafs bench seeds` use.
+
+use std::path::PathBuf;
+
+use dafs_bench::gzip::{run_gzip, GzipConfig};
+use dafs_bench::merge::{run_merge, MergeConfig};
+
+fn merge_cfg(systems: &[&str], record_sizes: Vec<usize>) -> MergeConfig {
+    MergeConfig {
+        quick: true,
+        systems: systems.iter().map(|s| s.to_string()).collect(),
+        systems_explicit: true,
+        inputs: 8,
+        record_sizes,
+        // Uneven in time: 8 blocks per input, QD 4 deep, so read-ahead wraps twice.
+        total_input_bytes: 2 << 20,
+        block_bytes: 32 << 10,
+        qd: 4,
+        runs: 1,
+        nfs_url: None,
+        dafsd: Some(PathBuf::from(env!("CARGO_BIN_EXE_dafsd"))),
+        tmpdir: None,
+        server_spin_us: 50,
+    }
+}
+
+#[test]
+fn merge_output_is_sorted_and_checksummed_on_local_tcp_and_shm() {
+    let cfg = merge_cfg(&["local", "dafs-tcp", "dafs-shm"], vec![16, 4096]);
+    let res = run_merge(&cfg).unwrap();
+    assert!(res.notes.is_empty(), "{:?}", res.notes);
+    assert_eq!(res.rows.len(), 6);
+    for r in &res.rows {
+        assert_eq!(r.error, None, "{} at {} B", r.system, r.record_bytes);
+        assert!(r.verified);
+        assert_eq!(r.runs.len(), 1);
+        assert_eq!(r.runs[0].bytes, 2 * (2 << 20));
+        assert!(r.mbps > 0.0 && r.cpu_s_per_gb > 0.0);
+    }
+    // Both record sizes had their own inputs.
+    assert_eq!(res.input_checksums.len(), 2);
+    assert_eq!(res.input_checksums[0].1.records, (2 << 20) / 16);
+    assert_eq!(res.input_checksums[1].1.records, (2 << 20) / 4096);
+    let md = dafs_bench::merge::markdown(&res, "test");
+    assert!(md.contains("| 16 B |") && md.contains("dafs-shm / local"));
+}
+
+#[test]
+fn merge_with_shallow_queues_and_many_records_per_block() {
+    // QD 1 (no read-ahead beyond the current block) and the smallest records: the
+    // most completions per byte and the most drained-input events.
+    let mut cfg = merge_cfg(&["local", "dafs-shm"], vec![24]);
+    cfg.block_bytes = 4096 * 3;
+    cfg.qd = 1;
+    cfg.total_input_bytes = 8 * 5 * 4096 * 3;
+    let res = run_merge(&cfg).unwrap();
+    for r in &res.rows {
+        assert_eq!(r.error, None, "{}", r.system);
+    }
+}
+
+#[test]
+fn merge_refuses_bad_configurations() {
+    let mut c = merge_cfg(&["local"], vec![48]); // 48 does not divide 32 KiB
+    assert!(run_merge(&c).unwrap_err().contains("record size 48"));
+    c.record_sizes = vec![16];
+    c.qd = 0;
+    assert!(run_merge(&c).unwrap_err().contains("--qd"));
+    c.qd = 4;
+    c.total_input_bytes = 1000;
+    assert!(run_merge(&c).unwrap_err().contains("too small"));
+}
+
+fn gzip_cfg(ways: &[&str], size: u64) -> GzipConfig {
+    GzipConfig {
+        quick: true,
+        input_bytes: size,
+        block_bytes: 16 << 10,
+        processes: vec![1, 2, 3],
+        level: 6,
+        ways: ways.iter().map(|s| s.to_string()).collect(),
+        runs: 1,
+        dafsd: Some(PathBuf::from(env!("CARGO_BIN_EXE_dafsd"))),
+        dafs: PathBuf::from(env!("CARGO_BIN_EXE_dafs")),
+        preload: None,
+        tmpdir: None,
+        server_spin_us: 50,
+    }
+}
+
+#[test]
+fn gzip_round_trips_on_dafs_with_one_two_and_three_processes() {
+    // Not a whole number of blocks, and not divisible by the process counts.
+    let size = (1 << 20) + 12_345;
+    let res = run_gzip(&gzip_cfg(&["dafs-shm", "dafs-tcp", "local"], size)).unwrap();
+    assert_eq!(res.rows.len(), 7);
+    for r in &res.rows {
+        assert_eq!(r.error, None, "{} with {} processes", r.way, r.processes);
+        assert!(r.verified);
+        // Text-like input: compressible, not trivially.
+        assert!(r.ratio > 2.0 && r.ratio < 10.0, "ratio {}", r.ratio);
+    }
+    let md = dafs_bench::gzip::markdown(&res, "test");
+    assert!(md.contains("DAFS gzip, dafs-shm | 2 |"));
+}
+
+#[test]
+fn gzip_of_a_file_smaller_than_a_block_split_among_more_processes() {
+    // The second process gets an empty share: an empty gzip member is still valid.
+    let mut cfg = gzip_cfg(&["dafs-shm"], 100);
+    cfg.processes = vec![2];
+    let res = run_gzip(&cfg).unwrap();
+    assert_eq!(res.rows[0].error, None);
+}
