@@ -26,9 +26,12 @@ pub(crate) fn load_font() -> bool {
 
 fn color(name: &str) -> RGBColor {
     match name {
-        "local" => RGBColor(0, 0, 0),
-        "dafs-tcp" | "tcp inline" => RGBColor(31, 119, 180),
-        "dafs-shm" | "shm inline" => RGBColor(214, 39, 40),
+        "local" | "native-local" => RGBColor(0, 0, 0),
+        "dafs-tcp" | "tcp inline" | "native-tcp" => RGBColor(31, 119, 180),
+        "dafs-shm" | "shm inline" | "native-shm" => RGBColor(214, 39, 40),
+        "postmark-local" => RGBColor(140, 86, 75),
+        "postmark-preload" => RGBColor(255, 127, 14),
+        "postmark-fuse" => RGBColor(148, 103, 189),
         "nfs" => RGBColor(44, 160, 44),
         "tcp direct" => RGBColor(23, 190, 207),
         "shm direct" => RGBColor(227, 119, 194),

@@ -269,6 +269,11 @@ pub fn run(a: &PostmarkArgs) -> Result<(), String> {
     let json_path = a.out.join("postmark.json");
     let json = serde_json::to_string_pretty(&res).map_err(|e| e.to_string())?;
     std::fs::write(&json_path, json).map_err(|e| format!("{}: {e}", json_path.display()))?;
+    match report::sweep_plot(&res, &a.out) {
+        Ok(Some(f)) => progress(&format!("plot: {}", a.out.join(f).display())),
+        Ok(None) => {}
+        Err(e) => progress(&format!("no sweep plot: {e}")),
+    }
     progress(&format!("wrote {} and {}", md_path.display(), json_path.display()));
     let failed: Vec<String> = res
         .main

@@ -199,3 +199,31 @@ pub fn markdown(res: &PostmarkResults) -> String {
     let _ = writeln!(out, "\nElapsed: {:.0} s.", res.elapsed_s);
     out
 }
+
+/// The sweep as a PNG (tx/s vs mean file size, one line per target); the file name.
+pub fn sweep_plot(res: &PostmarkResults, out: &Path) -> Result<Option<String>, String> {
+    let Some(first) = res.sweep.first() else { return Ok(None) };
+    let series: crate::plot::Series = first
+        .results
+        .iter()
+        .map(|r| {
+            let pts = res
+                .sweep
+                .iter()
+                .filter_map(|pt| Some((pt.mean_size_bytes as f64, tps(&pt.results, &r.target)?)))
+                .collect();
+            (r.target.clone(), pts)
+        })
+        .collect();
+    let name = "postmark_sweep.png";
+    let text = crate::plot::load_font();
+    crate::plot::line_plot(
+        &out.join(name),
+        "PostMark: effect of I/O-boundedness (seed 000 Fig. 6)",
+        "mean file size",
+        "transactions/s",
+        &series,
+        text,
+    )?;
+    Ok(Some(name.to_string()))
+}
