@@ -138,7 +138,8 @@ impl GzipConfig {
         if self.block_bytes < 512 || self.block_bytes > (1 << 20) {
             return Err("--block-size must be 512 B..1 MiB".into());
         }
-        if self.processes.is_empty() || self.processes.iter().any(|&p| p == 0 || p > PROCESSES_MAX) {
+        if self.processes.is_empty() || self.processes.iter().any(|&p| p == 0 || p > PROCESSES_MAX)
+        {
             return Err(format!("--processes: each 1..={PROCESSES_MAX}"));
         }
         if self.level > 9 {
@@ -246,7 +247,8 @@ pub fn run_gzip(cfg: &GzipConfig) -> Result<GzipResults, String> {
     drop(mount);
     for (k, (way, p)) in plan.iter().enumerate() {
         let r = std::mem::take(&mut runs[k]);
-        let med = |f: &dyn Fn(&GzipSample) -> f64| util::median(&r.iter().map(f).collect::<Vec<_>>());
+        let med =
+            |f: &dyn Fn(&GzipSample) -> f64| util::median(&r.iter().map(f).collect::<Vec<_>>());
         res.rows.push(GzipRow {
             way: way.clone(),
             processes: *p,
@@ -291,7 +293,12 @@ fn once(
 }
 
 /// The DAFS gzip: `p` worker processes, each a contiguous share of the input.
-fn native(cfg: &GzipConfig, rig: &Rig, way: &str, p: usize) -> Result<(GzipSample, Vec<PathBuf>), String> {
+fn native(
+    cfg: &GzipConfig,
+    rig: &Rig,
+    way: &str,
+    p: usize,
+) -> Result<(GzipSample, Vec<PathBuf>), String> {
     let (url, provider) = rig.target(way)?;
     let bs = cfg.block_bytes as u64;
     // Shares are whole blocks; the last takes the rest.
@@ -314,7 +321,10 @@ fn native(cfg: &GzipConfig, rig: &Rig, way: &str, p: usize) -> Result<(GzipSampl
     for s in &specs {
         let json = serde_json::to_string(s).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(&cfg.dafs);
-        cmd.args(["bench", "gzip", "--worker", &json]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.args(["bench", "gzip", "--worker", &json])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         die_with_parent(&mut cmd);
         kids.push(cmd.spawn().map_err(|e| format!("{}: {e}", cfg.dafs.display()))?);
     }
@@ -322,7 +332,11 @@ fn native(cfg: &GzipConfig, rig: &Rig, way: &str, p: usize) -> Result<(GzipSampl
     for k in kids {
         let out = k.wait_with_output().map_err(|e| e.to_string())?;
         if !out.status.success() {
-            return Err(format!("gzip worker failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+            return Err(format!(
+                "gzip worker failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
         }
         let line = String::from_utf8_lossy(&out.stdout);
         let r: WorkerResult = serde_json::from_str(line.trim().lines().last().unwrap_or(""))
@@ -374,7 +388,8 @@ fn stock_way(
             (dir.join(INPUT), dir.join(&out_name), vec![])
         }
     };
-    let (secs, cpu_s) = stock::run_gzip(&inp.to_string_lossy(), &out.to_string_lossy(), cfg.level, &env)?;
+    let (secs, cpu_s) =
+        stock::run_gzip(&inp.to_string_lossy(), &out.to_string_lossy(), cfg.level, &env)?;
     let part = if way == "local" { out } else { rig.export.join(&out_name) };
     Ok((GzipSample { secs, cpu_s, ..Default::default() }, vec![part]))
 }
@@ -396,8 +411,11 @@ pub fn run(a: &GzipArgs) -> Result<(), String> {
     apps::write_outputs(&a.out, &md, &res)?;
     println!("{md}");
     eprintln!("dafs bench gzip: wrote {}/report.md and results.json", a.out.display());
-    let failed: Vec<String> =
-        res.rows.iter().filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.way))).collect();
+    let failed: Vec<String> = res
+        .rows
+        .iter()
+        .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.way)))
+        .collect();
     if failed.is_empty() {
         Ok(())
     } else {

@@ -10,7 +10,8 @@ pub const TARGET_2P_SPEEDUP: f64 = 1.8;
 
 pub fn targets(res: &GzipResults) -> Vec<MergeTarget> {
     let name = format!("gzip with 2 processes on dafs-shm >= {TARGET_2P_SPEEDUP}x one process");
-    let r = res.row("dafs-shm", 2).zip(res.row("dafs-shm", 1)).and_then(|(a, b)| ratio(a.mbps, b.mbps));
+    let r =
+        res.row("dafs-shm", 2).zip(res.row("dafs-shm", 1)).and_then(|(a, b)| ratio(a.mbps, b.mbps));
     let status = match r {
         None => "n/a (dafs-shm not measured with 1 and 2 processes)".to_string(),
         Some(_) if res.cpus < 2 => "n/a (fewer than 2 CPUs)".into(),
@@ -58,17 +59,30 @@ pub fn markdown(res: &GzipResults, command: &str) -> String {
         })
         .collect();
     md += &table(
-        &["run", "processes", "seconds", "input MB/s", "CPU s", "compression ratio", "vs DAFS gzip 1 process"],
+        &[
+            "run",
+            "processes",
+            "seconds",
+            "input MB/s",
+            "CPU s",
+            "compression ratio",
+            "vs DAFS gzip 1 process",
+        ],
         &rows,
     );
     md += "\n## Targets\n\n";
-    let t: Vec<Vec<String>> =
-        res.targets.iter().map(|t| vec![t.name.clone(), t.status.clone(), t.detail.clone()]).collect();
+    let t: Vec<Vec<String>> = res
+        .targets
+        .iter()
+        .map(|t| vec![t.name.clone(), t.status.clone(), t.detail.clone()])
+        .collect();
     md += &table(&["target", "status", "measured"], &t);
     let errs: Vec<String> = res
         .rows
         .iter()
-        .filter_map(|r| r.error.as_ref().map(|e| format!("- {} ({} processes): {e}", r.way, r.processes)))
+        .filter_map(|r| {
+            r.error.as_ref().map(|e| format!("- {} ({} processes): {e}", r.way, r.processes))
+        })
         .chain(res.notes.iter().map(|n| format!("- {n}")))
         .collect();
     if !errs.is_empty() {

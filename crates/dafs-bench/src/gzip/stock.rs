@@ -12,10 +12,38 @@ use crate::util::Rng;
 /// Words of the generated input: text-like data that deflate shrinks about 3x, not a
 /// repeated pattern it would shrink 100x.
 const WORDS: [&str; 32] = [
-    "the", "of", "file", "server", "client", "direct", "access", "memory", "transfer",
-    "block", "request", "response", "asynchronous", "registered", "buffer", "network",
-    "latency", "bandwidth", "storage", "record", "merge", "compress", "page", "cache",
-    "kernel", "user", "level", "protocol", "session", "completion", "queue", "data",
+    "the",
+    "of",
+    "file",
+    "server",
+    "client",
+    "direct",
+    "access",
+    "memory",
+    "transfer",
+    "block",
+    "request",
+    "response",
+    "asynchronous",
+    "registered",
+    "buffer",
+    "network",
+    "latency",
+    "bandwidth",
+    "storage",
+    "record",
+    "merge",
+    "compress",
+    "page",
+    "cache",
+    "kernel",
+    "user",
+    "level",
+    "protocol",
+    "session",
+    "completion",
+    "queue",
+    "data",
 ];
 
 /// Write `size` bytes of generated text to `path`.
@@ -83,7 +111,9 @@ pub fn verify(parts: &[PathBuf], input: &Path) -> Result<(), String> {
         }
         if n != m || a[..n] != b[..m] {
             let _ = d.kill();
-            return Err(format!("decompressed output differs from the input at or after byte {off}"));
+            return Err(format!(
+                "decompressed output differs from the input at or after byte {off}"
+            ));
         }
         off += n as u64;
     }

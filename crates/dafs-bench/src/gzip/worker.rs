@@ -112,7 +112,9 @@ pub fn compress(spec: &WorkerSpec) -> Result<WorkerResult, String> {
     let bs = spec.block_bytes;
     let cpu0 = cpu_self();
     let t0 = Instant::now();
-    let input = c.open(&spec.input, OpenOptions::read()).map_err(|e| format!("open {}: {e}", spec.input))?;
+    let input = c
+        .open(&spec.input, OpenOptions::read())
+        .map_err(|e| format!("open {}: {e}", spec.input))?;
     let out = c
         .open(&spec.output, OpenOptions::read_write().create(true).truncate(true))
         .map_err(|e| format!("create {}: {e}", spec.output))?;

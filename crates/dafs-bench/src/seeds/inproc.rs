@@ -1,6 +1,6 @@
 //! The application experiments with a Rust entry point, run in this process:
-//! `merge::run_merge` (seed 000 Fig. 5) and `postmark::run_postmark` (000 Fig. 6, 003
-//! Fig. 6). Each is configured by parsing its own command line (`--quick --out DIR`), so
+//! `merge::run_merge` (seed 000 Fig. 5), `postmark::run_postmark` (000 Fig. 6, 003
+//! Fig. 6) and `gzip::run_gzip` (001; its workers are processes of the dafs binary). Each is configured by parsing its own command line (`--quick --out DIR`), so
 //! its defaults stay its own; its results are written to OUT/<name>/results.json and
 //! turned into the series the paper table names.
 
@@ -12,6 +12,7 @@ use clap::Parser;
 use super::measure::Measured;
 use super::report::ExperimentRun;
 use super::SeedsArgs;
+use crate::gzip::{self, GzipResults};
 use crate::merge::{self, MergeResults};
 use crate::postmark::{self, PostmarkResults};
 
@@ -19,6 +20,12 @@ use crate::postmark::{self, PostmarkResults};
 struct MergeCli {
     #[command(flatten)]
     args: merge::MergeArgs,
+}
+
+#[derive(Parser, Debug)]
+struct GzipCli {
+    #[command(flatten)]
+    args: gzip::GzipArgs,
 }
 
 #[derive(Parser, Debug)]
@@ -61,6 +68,15 @@ pub fn from_postmark(r: &PostmarkResults) -> Measured {
                 m.add(&format!("postmark.tps.{name}"), p.mean_size_bytes as f64, v);
             }
         }
+    }
+    m
+}
+
+/// Compression throughput (input MB/s) per way and process count, verified runs only.
+pub fn from_gzip(r: &GzipResults) -> Measured {
+    let mut m = Measured::default();
+    for row in r.rows.iter().filter(|x| x.error.is_none() && x.verified && !x.runs.is_empty()) {
+        m.add(&format!("gzip.mbps.{}.p{}", row.way, row.processes), 0.0, row.mbps);
     }
     m
 }
@@ -155,4 +171,30 @@ pub fn run_postmark(a: &SeedsArgs) -> (ExperimentRun, Measured) {
             Ok((from_postmark(&r), notes))
         });
     finish("postmark", &out, t0, res)
+}
+
+/// `dafs bench gzip` through `gzip::run_gzip`.
+pub fn run_gzip(a: &SeedsArgs) -> (ExperimentRun, Measured) {
+    let out = a.out.join("gzip");
+    let t0 = Instant::now();
+    let res = GzipCli::try_parse_from(argv(a, &out))
+        .map_err(|e| e.to_string())
+        .and_then(|c| gzip::GzipConfig::from_args(&c.args))
+        .and_then(|cfg| {
+            crate::util::start_watchdog(std::time::Duration::from_secs(300));
+            let r = gzip::run_gzip(&cfg);
+            crate::util::stop_watchdog();
+            r
+        })
+        .and_then(|r| {
+            write_json(&out, &r)?;
+            let md = gzip::markdown(&r, "dafs bench seeds (gzip)");
+            let _ = std::fs::write(out.join("report.md"), md);
+            let mut notes = r.notes.clone();
+            notes.extend(
+                r.rows.iter().filter_map(|x| x.error.as_ref().map(|e| format!("{}: {e}", x.way))),
+            );
+            Ok((from_gzip(&r), notes))
+        });
+    finish("gzip", &out, t0, res)
 }

@@ -3,8 +3,8 @@
 //!
 //! Order: in this process, through their Rust entry points, the `dafs bench`
 //! microbenchmarks (bandwidth and CPU vs block size, latency inline vs direct, overlap),
-//! `merge::run_merge` and `postmark::run_postmark`; then as child processes with a time
-//! budget each, `dafs bench gzip` and the adapters' `bench.sh` for MPI-IO, Berkeley DB and
+//! `merge::run_merge`, `postmark::run_postmark` and `gzip::run_gzip`; then as child
+//! processes with a time budget each, the adapters' `bench.sh` for MPI-IO, Berkeley DB and
 //! ODM. Output: OUT/seeds.md, OUT/seeds.json,
 //! OUT/seeds-*.png, and each experiment's own output under OUT/<name>/.
 
@@ -50,9 +50,6 @@ pub struct SeedsArgs {
     /// directory, then from this executable).
     #[arg(long)]
     pub repo: Option<PathBuf>,
-    /// The `dafs` binary for the subcommand experiments (default: this executable).
-    #[arg(long)]
-    pub dafs: Option<PathBuf>,
 }
 
 /// Parse `dafs bench` arguments for the microbenchmarks (the same parser the CLI uses).
@@ -125,18 +122,9 @@ fn run_bench(a: &SeedsArgs) -> (ExperimentRun, Measured) {
 fn child_for(name: &str, a: &SeedsArgs, repo: &Option<PathBuf>, budget: Duration) -> runner::Child {
     let out_dir = a.out.join(name);
     let mut args: Vec<String> = Vec::new();
-    let (program, cwd) = match name {
-        "gzip" => {
-            let exe = a.dafs.clone().or_else(|| std::env::current_exe().ok()).unwrap_or_default();
-            args.extend(["bench".to_string(), name.to_string()]);
-            (exe, None)
-        }
-        _ => {
-            let dir = if name == "mpiio" { "ompio" } else { name };
-            let root = repo.clone().unwrap_or_else(|| PathBuf::from("."));
-            (root.join("adapters").join(dir).join("bench.sh"), Some(root))
-        }
-    };
+    let dir = if name == "mpiio" { "ompio" } else { name };
+    let root = repo.clone().unwrap_or_else(|| PathBuf::from("."));
+    let (program, cwd) = (root.join("adapters").join(dir).join("bench.sh"), Some(root));
     if a.quick {
         args.push("--quick".into());
     }
@@ -210,6 +198,7 @@ pub fn run(a: &SeedsArgs) -> Result<(), String> {
             "bench" => run_bench(a),
             "merge" => inproc::run_merge(a),
             "postmark" => inproc::run_postmark(a),
+            "gzip" => inproc::run_gzip(a),
             _ => runner::run_child(&child_for(name, a, &repo, budget)),
         };
         eprintln!(

@@ -353,7 +353,6 @@ fn unknown_experiment_is_refused() {
         only: vec!["tpc".into()],
         budget_s: None,
         repo: None,
-        dafs: None,
     };
     assert!(super::selected(&a).unwrap_err().contains("unknown experiment"));
 }
