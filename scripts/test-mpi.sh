@@ -13,7 +13,8 @@
 #     (percall, library, cache) with its counters checked, registration cache hits/evictions/invalidations,
 #     and the victim killed under a running job (MPI errors within the deadline);
 #   - MPICH (mpirun.mpich -np 2) with LD_PRELOAD=libdafs_preload.so on a prefix path;
-#   - every file the jobs wrote is compared byte for byte with the export directory.
+#   - every file the jobs wrote is compared byte for byte with the export directory;
+#   - the MPI-IO benchmark's own correctness test (adapters/ompio/bench/test.sh).
 # Prints "mpi: N passed, N failed" last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -239,6 +240,25 @@ same_as_expected mpich-vector.dat 3 $((2 * 16 * 3000))
 mpich mpich-subarray 2 subarray "$M/mpich-subarray.dat" 500
 same_as_expected mpich-subarray.dat 4 $((500 * 500 * 2))
 mpich mpich-sizes 2 sizes "$M/mpich-sizes.dat"
+
+# ---------------------------------------------------------------- the MPI-IO benchmark
+# adapters/ompio/bench/test.sh: the seed-004 benchmark under mpirun -np 2 on local files and
+# dafs (and NFS when its baseline runs), every read checked; its own dafsd. Its lines count.
+echo "==> the MPI-IO benchmark checks what it reads (adapters/ompio/bench/test.sh)"
+set +e
+adapters/ompio/bench/test.sh >"$WORK/mpibench.out" 2>&1
+rc=$?
+set -e
+grep -E '^(ok|FAIL|note:) ' "$WORK/mpibench.out" | sed 's/^\(ok\|FAIL\) */&[mpibench] /' || true
+line=$(grep -E '^mpibench: [0-9]+ passed, [0-9]+ failed$' "$WORK/mpibench.out" | tail -1 || true)
+if [ -n "$line" ]; then
+    passed=$((passed + $(echo "$line" | awk '{print $2}')))
+    failed=$((failed + $(echo "$line" | awk '{print $4}')))
+    [ "$rc" -eq 0 ] || [ "$(echo "$line" | awk '{print $4}')" -gt 0 ] || fail "[mpibench] exit status $rc"
+else
+    fail "[mpibench] no summary (exit status $rc)"
+    tail -25 "$WORK/mpibench.out" | sed 's/^/    | /'
+fi
 
 if ! kill -0 "${pids[0]}" 2>/dev/null; then
     fail "dafsd died during the tests"

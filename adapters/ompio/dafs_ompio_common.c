@@ -29,7 +29,9 @@ struct dafs_ompio_config dafs_ompio_cfg = {
 };
 struct dafs_ompio_stats dafs_ompio_st;
 
-/* Recursive: the fbtl's blocking path calls helpers that lock again. */
+/* Recursive: MPI calls made while it is held (the MPI_COMM_SELF attribute set at connect)
+ * may run opal_progress, and so fbtl_dafs's progress, in the same thread; that is safe
+ * because no dafs_* call is in progress at those points. */
 static pthread_mutex_t lock;
 static pthread_once_t lock_once = PTHREAD_ONCE_INIT;
 static dafs_client_t *client;

@@ -3,9 +3,10 @@
 # Shared by adapters/ompio/bench.sh and the benchmark's correctness test (sourced, not run).
 #
 #   mpibench_deps                 apt packages (Open MPI, python3, libnfs-dev), idempotent
-#   mpibench_build DIR            libdafs (DAFS_PROFILE) into DIR/prefix, the OMPIO
-#                                 components, mpiio_bench and the NFS preload shim into DIR;
-#                                 sets REL, BENCH, MPIRUN, COMPONENT_DIR, NFS_SHIM
+#   mpibench_build DIR            libdafs (DAFS_PROFILE) and the OMPIO components into
+#                                 DIR/prefix (scripts/install-ompio.sh), mpiio_bench and the
+#                                 NFS preload shim into DIR; sets REL, BENCH, MPIRUN,
+#                                 COMPONENT_PATH, NFS_SHIM
 #   mpibench_name BACKEND KIND    the MPI-IO file name of KIND (data, wdata) on BACKEND
 #   mpibench_env BACKEND MODE CMD...  runs CMD with the environment of BACKEND (and the
 #                                 memory MODE of fbtl_dafs: percall, library, cache)
@@ -43,9 +44,14 @@ mpibench_build() {
     mkdir -p "$dir"
     local prefix=$dir/prefix
     rm -rf "$prefix"
-    (cd "$ROOT" && DAFS_NO_BUILD=1 scripts/install-capi.sh "$prefix" >/dev/null)
+    # The project's installer: libdafs, the OMPIO components and env.sh with the component
+    # path a user would source.
+    (cd "$ROOT" && DAFS_NO_BUILD=1 scripts/install-ompio.sh "$prefix" >"$dir/install.log" 2>&1) ||
+        { cat "$dir/install.log" >&2; return 1; }
     export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-    mpibench_build_component "$dir" "$prefix"
+    COMPONENT_PATH=$(sed -n 's/^export OMPI_MCA_mca_base_component_path="\(.*\)"$/\1/p' \
+        "$prefix/lib/dafs-ompio/env.sh")
+    [ -n "$COMPONENT_PATH" ] || { echo "error: no component path in $prefix/lib/dafs-ompio/env.sh" >&2; return 1; }
     local cflags="-std=c11 -O2 -Wall -Wextra -Werror"
     BENCH=$dir/mpiio_bench
     # shellcheck disable=SC2086
@@ -55,18 +61,6 @@ mpibench_build() {
     cc $cflags -shared -fPIC -o "$NFS_SHIM" "$MPIBENCH_DIR/nfs_preload.c" \
         $(pkg-config --cflags --libs libnfs) -ldl
     MPIRUN=mpirun.openmpi
-}
-
-# The fs_dafs/fbtl_dafs components of adapters/ompio (built by that directory's own build).
-mpibench_build_component() {
-    local dir=$1 prefix=$2
-    COMPONENT_DIR=$dir/components
-    if [ ! -f "$ROOT/adapters/ompio/Makefile" ]; then
-        COMPONENT_DIR=""
-        echo "==> adapters/ompio/Makefile missing: no fs_dafs/fbtl_dafs, dafs backends skipped" >&2
-        return 0
-    fi
-    make -s -C "$ROOT/adapters/ompio" OUT="$COMPONENT_DIR" >&2
 }
 
 mpibench_name() {
@@ -88,26 +82,13 @@ mpibench_env() {
     dafs-shm | dafs-tcp)
         local target=$DAFS_ADDR provider=tcp
         if [ "$backend" = dafs-shm ]; then target=$DAFS_SHM provider=auto; fi
-        env+=("OMPI_MCA_mca_base_component_path=$(mpibench_default_component_path):$COMPONENT_DIR"
+        env+=("OMPI_MCA_mca_base_component_path=$COMPONENT_PATH"
             "OMPI_MCA_fs_dafs_server=$target" "OMPI_MCA_fs_dafs_provider=$provider"
             "OMPI_MCA_fbtl_dafs_mem=$mode" OMPI_MCA_fbtl_dafs_verbose_stats=1)
         ;;
     nfs) env+=("LD_PRELOAD=$NFS_SHIM") ;;
     esac
     env "${env[@]}" "$@"
-}
-
-# Open MPI's own component directories: setting mca_base_component_path replaces the default,
-# so they must be named again. Only those that exist: Open MPI 4.1 stops at a missing one
-# (the default names ~/.openmpi/components) and never reaches the directories after it.
-mpibench_default_component_path() {
-    local path d out=""
-    path=$(ompi_info --param mca base --level 9 --parsable 2>/dev/null |
-        sed -n 's/^mca:mca:base:param:mca_base_component_path:value:"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' | head -1)
-    for d in ${path//:/ }; do
-        [ -d "$d" ] && out=${out:+$out:}$d
-    done
-    echo "$out"
 }
 
 mpibench_nfs_setup() {
@@ -131,6 +112,7 @@ mpibench_nfs_setup() {
     fi
     if ! timeout 5 nfs-ls "${NFS_URL_BASE:-nfs://127.0.0.1/export}${NFS_URL_OPTS:-?version=3&nfsport=2049&mountport=20048}" >/dev/null 2>&1; then
         NFS_STATUS="not running (start with: sudo SERVE_ONLY=1 shared/peers/nfs/run_baseline.sh, or pass --start-nfs)"
-        [ -n "$NFS_PID" ] && { tail -5 "$WORK/nfs.log" >&2 || true; }
+        if [ -n "$NFS_PID" ]; then tail -5 "$WORK/nfs.log" >&2 || true; fi
     fi
+    return 0
 }

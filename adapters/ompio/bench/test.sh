@@ -101,7 +101,7 @@ if bench dafs-tcp cache delete && [ ! -e "$WORK/export/mpiio.data" ] && [ ! -e "
 else
     fail "dafs-tcp: MPI_File_delete"
 fi
-[ -z "$NFS_STATUS" ] && bench nfs cache delete
+if [ -z "$NFS_STATUS" ]; then bench nfs cache delete || fail "nfs: MPI_File_delete"; fi
 
 # The report: every figure's table and the JSON with the ratios.
 if python3 adapters/ompio/bench/report.py --raw "$WORK/raw.jsonl" --json "$WORK/r.json" --md "$WORK/r.md" \
