@@ -144,6 +144,18 @@ else echo "$out" | sed 's/^/    /'; fail "second process refused while the envir
 kill -9 "$CRASH_PID" 2>/dev/null || true; wait "$CRASH_PID" 2>/dev/null || true; CRASH_PID=
 run recover "$WORK/recover.out" "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" recover "$PFX/txn" 50
 verify txn/txn.db
+# Debian's own utilities, unmodified, preloaded like the application.
+set +e; out=$(timeout 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" db5.3_recover -h "$PFX/txn" 2>&1); rc=$?; set -e
+if [ "$rc" -eq 0 ]; then pass "db5.3_recover (Debian's binary) preloaded"; else echo "$out" | sed 's/^/    /'; fail "db5.3_recover preloaded (exit $rc)"; fi
+set +e; out=$(timeout 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" db5.3_dump -p -h "$PFX/txn" txn.db 2>&1); rc=$?; set -e
+if [ "$rc" -eq 0 ] && echo "$out" | grep -q '^ c000049' && ! echo "$out" | grep -q '^ u0000'; then
+    pass "db5.3_dump (Debian's binary) preloaded: committed records, no uncommitted ones"
+else echo "$out" | tail -5 | sed 's/^/    /'; fail "db5.3_dump preloaded (exit $rc)"; fi
+
+echo "==> DB_REGISTER ends with a clear error instead of looping"
+set +e; out=$(timeout 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" register "$PFX/txn" 2>&1); rc=$?; set -e
+if [ "$rc" -eq 0 ] && echo "$out" | grep -q 'DB_REGISTER and hot backup are not supported'; then pass "DB_REGISTER refused with a message ($(echo "$out" | grep "^register:"))"
+else echo "$out" | sed 's/^/    /'; fail "DB_REGISTER refused with a message (exit $rc)"; fi
 
 echo "==> cache pages placed directly into registered memory"
 run cache "$WORK/cache.out" env EXPECT_DIRECT=1 DAFS_BDB_SERVER="$SHM" DAFS_BDB_PREFIX="$PFX" LD_PRELOAD="$LIB" "$T" cache "$PFX/cache"

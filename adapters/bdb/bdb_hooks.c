@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,13 +25,69 @@
 #define DAFS_IOSIZE_BYTES 4096u
 
 /* Open the placeholder `local` (creating it and its directories): the descriptor
- * number we hand to Berkeley DB, and the inode __os_fileid's stat() sees. */
+ * number we hand to Berkeley DB, and the inode __os_fileid's stat() sees. Read-write
+ * when allowed, because DB_REGISTER takes fcntl write locks on this descriptor. */
 static int placeholder_open(const char *local)
 {
-    int fd = open(local, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(local, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0 && errno == ENOENT && bdb_mkdir_parent(local) == 0)
+        fd = open(local, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && (errno == EACCES || errno == EROFS || errno == EISDIR))
         fd = open(local, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
     return fd < 0 ? -errno : fd;
+}
+
+/* Descriptors whose last read() hit end of file (bitmap; descriptors beyond
+ * EOF_FDS_MAX are not tracked). A second such read in a row, with no seek or write in
+ * between, means a caller is reading until end of file (DB_REGISTER's registry scan,
+ * hot backup): zeros would make it loop for ever, so that read fails instead. */
+#define EOF_FDS_MAX 65536
+static unsigned char eof_bits[EOF_FDS_MAX / 8];
+
+/* Set or clear fd's bit (bdb.mu held); returns whether it was set. */
+static int eof_mark(int fd, int set)
+{
+    if (fd < 0 || fd >= EOF_FDS_MAX)
+        return 0;
+    unsigned char bit = (unsigned char)(1u << (fd % 8));
+    int was = (eof_bits[fd / 8] & bit) != 0;
+    if (set)
+        eof_bits[fd / 8] |= bit;
+    else
+        eof_bits[fd / 8] &= (unsigned char)~bit;
+    return was;
+}
+
+void bdb_eof_clear(int fd)
+{
+    pthread_mutex_lock(&bdb.mu);
+    eof_mark(fd, 0);
+    pthread_mutex_unlock(&bdb.mu);
+}
+
+/* A read() that returned n < len bytes: zero-fill (returns len) or, the second time in
+ * a row on this descriptor, -EIO. */
+static ssize_t short_read(int fd, void *buf, size_t len, ssize_t n)
+{
+    static int warned;
+    pthread_mutex_lock(&bdb.mu);
+    int again = eof_mark(fd, 1);
+    if (!again)
+        bdb.stats.reads_zero_filled++;
+    pthread_mutex_unlock(&bdb.mu);
+    if (again) {
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            fprintf(stderr, "dafs_bdb: read past end of file twice in a row (fd %d): Berkeley DB's "
+                            "read hook cannot report end of file; DB_REGISTER and hot backup are "
+                            "not supported with libdafs_bdb\n", fd);
+        return -EIO;
+    }
+    /* Berkeley DB 5.3's __os_read takes any count but `len` from the read hook as an
+     * error (its own read loop would accept end of file). Past end of file we give
+     * zeros, as a preallocated file would: its log code reads a zero header as "not yet
+     * written", and pages past the end are zero. */
+    memset((char *)buf + n, 0, len - (size_t)n);
+    return (ssize_t)len;
 }
 
 static int h_open(const char *path, int flags, ...)
@@ -44,8 +101,12 @@ static int h_open(const char *path, int flags, ...)
     }
     char local[PATH_MAX], remote[PATH_MAX];
     int m = bdb_map(path, local, remote);
-    if (m == 0)
-        return open(path, flags, mode);
+    if (m == 0) {
+        int fd = open(path, flags, mode);
+        if (fd >= 0)
+            bdb_eof_clear(fd); /* a reused descriptor number starts afresh */
+        return fd;
+    }
     int rc = m;
     if (m > 0) {
         pthread_mutex_lock(&bdb.mu);
@@ -68,6 +129,7 @@ static int h_open(const char *path, int flags, ...)
             e->f = f;
             e->pos_bytes = 0;
             e->dsync = (flags & (O_DSYNC | O_SYNC)) != 0;
+            eof_mark(fd, 0);
             rc = fd;
         }
         pthread_mutex_unlock(&bdb.mu);
@@ -82,6 +144,7 @@ static int h_open(const char *path, int flags, ...)
 static int h_close(int fd)
 {
     pthread_mutex_lock(&bdb.mu);
+    eof_mark(fd, 0);
     struct bdb_file *e = bdb_file_of(fd);
     int rc = 0;
     if (e != NULL) {
@@ -166,17 +229,10 @@ static ssize_t h_rw(int fd, void *buf, size_t len, off_t pos, int is_write)
             return write(fd, buf, len);
         n = read_full(fd, buf, len);
     }
-    if (pos < 0 && !is_write && n >= 0 && (size_t)n < len) {
-        /* Berkeley DB 5.3's __os_read takes any count but `len` from the read hook as
-         * an error (its own read loop would accept end of file). Past end of file we
-         * give zeros, as a preallocated file would: its log code reads a zero header as
-         * "not yet written", and pages past the end are zero. Counted. */
-        memset((char *)buf + n, 0, len - (size_t)n);
-        pthread_mutex_lock(&bdb.mu);
-        bdb.stats.reads_zero_filled++;
-        pthread_mutex_unlock(&bdb.mu);
-        n = (ssize_t)len;
-    }
+    if (pos < 0 && !is_write && n >= 0 && (size_t)n < len)
+        n = short_read(fd, buf, len, n);
+    else if (pos < 0 && n >= 0)
+        bdb_eof_clear(fd); /* a full read or a write: the next end of file is news */
     if (n < 0) {
         errno = (int)-n;
         return -1;
@@ -226,6 +282,7 @@ static int h_seek(int fd, off_t off, int whence)
         if (rc == 0)
             e->pos_bytes = (uint64_t)(base + off);
     }
+    eof_mark(fd, 0);
     pthread_mutex_unlock(&bdb.mu);
     if (e == NULL)
         return lseek(fd, off, whence) == -1 ? errno : 0;

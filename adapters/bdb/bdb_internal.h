@@ -66,6 +66,9 @@ struct bdb_file *bdb_file_of(int fd);
 /* The registered region holding [buf, buf + len), or NULL (bdb.mu held). */
 struct bdb_region *bdb_region_of(const void *buf, size_t len);
 
+/* Forget that fd's last read hit end of file (bdb.mu NOT held). */
+void bdb_eof_clear(int fd);
+
 /* Install every hook into Berkeley DB. 0 or -errno. */
 int bdb_install_hooks(void);
 int bdb_install_region_hooks(void);
