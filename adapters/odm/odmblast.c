@@ -164,39 +164,87 @@ static void usage(void) {
     exit(2);
 }
 
+static const char *const TESTS[] = {"seqread", "seqwrite", "randread", "randwrite", "mix"};
+
+/* Options into *o, block sizes into sizes[] (returns how many; *max_bs the largest). */
+static int parse_args(struct opts *o, int argc, char **argv, size_t *sizes, size_t *max_bs) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--verify")) { o->verify = 1; continue; }
+        if (!v) usage();
+        i++;
+        if (!strcmp(a, "--backend")) o->cfg.backend = !strcmp(v, "local") ? ODM_BACKEND_LOCAL : ODM_BACKEND_DAFS;
+        else if (!strcmp(a, "--target")) o->cfg.target = v;
+        else if (!strcmp(a, "--provider")) o->cfg.provider = !strcmp(v, "tcp") ? ODM_PROVIDER_TCP : ODM_PROVIDER_AUTO;
+        else if (!strcmp(a, "--dir")) o->dir = v;
+        else if (!strcmp(a, "--file-bytes")) o->file_bytes = strtoull(v, NULL, 0);
+        else if (!strcmp(a, "--bs")) o->bs = v;
+        else if (!strcmp(a, "--tests")) o->tests = v;
+        else if (!strcmp(a, "--batch")) o->batch = (unsigned)atoi(v);
+        else if (!strcmp(a, "--label")) o->label = v;
+        else if (!strcmp(a, "--json")) o->json = v;
+        else usage();
+    }
+    if (!o->cfg.target || !o->batch || o->batch > 64 || o->file_bytes < (1u << 20) ||
+        o->file_bytes % SECTOR)
+        usage();
+    int n = 0;
+    char l[512];
+    snprintf(l, sizeof l, "%s", o->bs);
+    for (char *s = strtok(l, ","); s && n < 32; s = strtok(NULL, ",")) {
+        sizes[n] = strtoull(s, NULL, 0);
+        if (!sizes[n] || sizes[n] % SECTOR || sizes[n] > o->file_bytes) usage();
+        if (sizes[n] > *max_bs) *max_bs = sizes[n];
+        n++;
+    }
+    snprintf(l, sizeof l, "%s", o->tests);
+    for (char *t = strtok(l, ","); t; t = strtok(NULL, ",")) {
+        int known = 0;
+        for (size_t k = 0; k < sizeof TESTS / sizeof TESTS[0]; k++) known |= !strcmp(t, TESTS[k]);
+        if (!known) usage();
+    }
+    return n;
+}
+
+/* Every test at every block size: a table row (and a JSON object) each. */
+static int run_tests(struct run *R, const odm_info_t *info, const size_t *sizes, int nsizes) {
+    const struct opts *o = R->o;
+    FILE *js = o->json ? fopen(o->json, "w") : NULL;
+    if (js) fprintf(js, "[\n");
+    printf("| setup | test | block bytes | MB/s | I/Os |\n|---|---|---:|---:|---:|\n");
+    char tl[256];
+    snprintf(tl, sizeof tl, "%s", o->tests);
+    int rows = 0, rc = 0;
+    for (char *t = strtok(tl, ","); t; t = strtok(NULL, ",")) {
+        for (int k = 0; k < nsizes; k++) {
+            uint64_t ios = 0;
+            double mbs = blast(R, t, sizes[k], &ios);
+            if (mbs < 0) rc = 1;
+            printf("| %s | %s | %zu | %.1f | %llu |\n", o->label, t, sizes[k], mbs,
+                   (unsigned long long)ios);
+            fflush(stdout);
+            if (js)
+                fprintf(js, "%s  {\"setup\": \"%s\", \"backend\": \"%s\", \"provider\": \"%s\", "
+                        "\"test\": \"%s\", \"block_bytes\": %zu, \"mb_per_s\": %.2f, \"ios\": %llu, "
+                        "\"file_bytes\": %llu, \"outstanding\": %u}",
+                        rows++ ? ",\n" : "", o->label, info->backend, info->provider, t, sizes[k],
+                        mbs, (unsigned long long)ios, (unsigned long long)o->file_bytes,
+                        o->outstanding);
+        }
+    }
+    if (js) {
+        fprintf(js, "\n]\n");
+        fclose(js);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     struct opts o = {.dir = "", .label = "", .bs = "4096,16384,65536,262144,1048576",
                      .tests = "seqread,seqwrite,randread,randwrite,mix",
-                     .file_bytes = 256u << 20, .outstanding = 32, .batch = 16};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--verify")) { o.verify = 1; continue; }
-        if (!v) usage();
-        i++;
-        if (!strcmp(a, "--backend")) o.cfg.backend = !strcmp(v, "local") ? ODM_BACKEND_LOCAL : ODM_BACKEND_DAFS;
-        else if (!strcmp(a, "--target")) o.cfg.target = v;
-        else if (!strcmp(a, "--provider")) o.cfg.provider = !strcmp(v, "tcp") ? ODM_PROVIDER_TCP : ODM_PROVIDER_AUTO;
-        else if (!strcmp(a, "--dir")) o.dir = v;
-        else if (!strcmp(a, "--file-bytes")) o.file_bytes = strtoull(v, NULL, 0);
-        else if (!strcmp(a, "--bs")) o.bs = v;
-        else if (!strcmp(a, "--tests")) o.tests = v;
-        else if (!strcmp(a, "--batch")) o.batch = (unsigned)atoi(v);
-        else if (!strcmp(a, "--label")) o.label = v;
-        else if (!strcmp(a, "--json")) o.json = v;
-        else usage();
-    }
-    if (!o.cfg.target || !o.batch || o.batch > 64 || o.file_bytes < (1u << 20) || o.file_bytes % SECTOR)
-        usage();
+                     .file_bytes = 256u << 20, .batch = 16};
     size_t sizes[32], max_bs = 0;
-    int nsizes = 0;
-    char bsl[512];
-    snprintf(bsl, sizeof bsl, "%s", o.bs);
-    for (char *s = strtok(bsl, ","); s && nsizes < 32; s = strtok(NULL, ",")) {
-        sizes[nsizes] = strtoull(s, NULL, 0);
-        if (!sizes[nsizes] || sizes[nsizes] % SECTOR || sizes[nsizes] > o.file_bytes) usage();
-        if (sizes[nsizes] > max_bs) max_bs = sizes[nsizes];
-        nsizes++;
-    }
+    int nsizes = parse_args(&o, argc, argv, sizes, &max_bs);
     o.outstanding = 2 * o.batch; /* the seed's loop: submit one batch, wait for the other */
     o.cfg.max_outstanding = o.outstanding;
     struct run R = {.o = &o};
@@ -205,55 +253,22 @@ int main(int argc, char **argv) {
         fprintf(stderr, "odmblast: odm_init %s: %s\n", o.cfg.target, odm_strerror(r));
         return 1;
     }
-    R.q = calloc(o.outstanding, sizeof *R.q);
-    R.buf = odm_alloc(R.c, o.outstanding * max_bs);
-    if (!R.q || !R.buf || setup_files(&R, max_bs)) {
-        fprintf(stderr, "odmblast: setup failed\n");
-        odm_fini(R.c);
-        return 1;
-    }
     odm_info_t info;
     odm_info(R.c, &info);
     fprintf(stderr, "odmblast: backend %s, provider %s, inline threshold %llu, largest I/O %llu\n",
             info.backend, info.provider, (unsigned long long)info.inline_threshold_bytes,
             (unsigned long long)info.max_io_bytes);
+    R.q = calloc(o.outstanding, sizeof *R.q);
+    R.buf = odm_alloc(R.c, o.outstanding * max_bs);
+    uint64_t warm_ios = 0;
     /* Warm-up (untimed): one sequential read pass at the largest block size, so that the
      * first test does not pay for first-touch costs the others do not. */
-    uint64_t warm_ios = 0;
-    if (blast(&R, "seqread", max_bs, &warm_ios) < 0) {
-        fprintf(stderr, "odmblast: warm-up failed\n");
+    if (!R.q || !R.buf || setup_files(&R, max_bs) || blast(&R, "seqread", max_bs, &warm_ios) < 0) {
+        fprintf(stderr, "odmblast: setup failed\n");
         odm_fini(R.c);
         return 1;
     }
-    FILE *js = o.json ? fopen(o.json, "w") : NULL;
-    if (js) fprintf(js, "[\n");
-    printf("| setup | test | block bytes | MB/s | I/Os |\n|---|---|---:|---:|---:|\n");
-    char tl[256];
-    snprintf(tl, sizeof tl, "%s", o.tests);
-    int rows = 0, rc = 0;
-    for (char *t = strtok(tl, ","); t; t = strtok(NULL, ",")) {
-        char test[32];
-        snprintf(test, sizeof test, "%s", t);
-        for (int k = 0; k < nsizes; k++) {
-            uint64_t ios = 0;
-            double mbs = blast(&R, test, sizes[k], &ios);
-            if (mbs < 0) rc = 1;
-            printf("| %s | %s | %zu | %.1f | %llu |\n", o.label, test, sizes[k], mbs,
-                   (unsigned long long)ios);
-            fflush(stdout);
-            if (js)
-                fprintf(js, "%s  {\"setup\": \"%s\", \"backend\": \"%s\", \"provider\": \"%s\", "
-                        "\"test\": \"%s\", \"block_bytes\": %zu, \"mb_per_s\": %.2f, \"ios\": %llu, "
-                        "\"file_bytes\": %llu, \"outstanding\": %u}",
-                        rows++ ? ",\n" : "", o.label, info.backend, info.provider, test, sizes[k],
-                        mbs, (unsigned long long)ios, (unsigned long long)o.file_bytes,
-                        o.outstanding);
-        }
-    }
-    if (js) {
-        fprintf(js, "\n]\n");
-        fclose(js);
-    }
+    int rc = run_tests(&R, &info, sizes, nsizes);
     for (int f = 0; f < NFILES; f++) odm_abort(R.c, R.fid[f]);
     odm_fini(R.c);
     if (R.errors || R.bad_data) {

@@ -59,141 +59,179 @@ static void usage(void) {
     exit(2);
 }
 
-int main(int argc, char **argv) {
+/* One run: its options, context, file and results. */
+struct lat {
     odm_config_t cfg;
-    memset(&cfg, 0, sizeof cfg);
-    const char *dir = "", *label = "", *json = NULL, *sizes_arg = NULL;
-    int iters = 1000;
+    const char *dir, *label, *json, *sizes_arg;
+    int iters, local;
+    odm_ctx_t *c;
+    odm_info_t info;
+    odm_fid_t fid;
+    unsigned char *buf;
+    uint64_t span;
+    struct point pts[MAXS];
+    int n;
+    double treq;
+    double a[2][2], b[2][2]; /* [inline=0/direct=1][read=0/write=1] fit */
+    int ok[2][2];
+};
+
+static void parse_args(struct lat *L, int argc, char **argv) {
+    L->dir = L->label = "";
+    L->iters = 1000;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
-        if (!strcmp(a, "--backend")) cfg.backend = !strcmp(v, "local") ? ODM_BACKEND_LOCAL : ODM_BACKEND_DAFS;
-        else if (!strcmp(a, "--target")) cfg.target = v;
-        else if (!strcmp(a, "--provider")) cfg.provider = !strcmp(v, "tcp") ? ODM_PROVIDER_TCP : ODM_PROVIDER_AUTO;
-        else if (!strcmp(a, "--dir")) dir = v;
-        else if (!strcmp(a, "--iters")) iters = atoi(v);
-        else if (!strcmp(a, "--sizes")) sizes_arg = v;
-        else if (!strcmp(a, "--label")) label = v;
-        else if (!strcmp(a, "--json")) json = v;
+        if (!strcmp(a, "--backend")) L->cfg.backend = !strcmp(v, "local") ? ODM_BACKEND_LOCAL : ODM_BACKEND_DAFS;
+        else if (!strcmp(a, "--target")) L->cfg.target = v;
+        else if (!strcmp(a, "--provider")) L->cfg.provider = !strcmp(v, "tcp") ? ODM_PROVIDER_TCP : ODM_PROVIDER_AUTO;
+        else if (!strcmp(a, "--dir")) L->dir = v;
+        else if (!strcmp(a, "--iters")) L->iters = atoi(v);
+        else if (!strcmp(a, "--sizes")) L->sizes_arg = v;
+        else if (!strcmp(a, "--label")) L->label = v;
+        else if (!strcmp(a, "--json")) L->json = v;
         else usage();
     }
-    if (argc % 2 == 0 || !cfg.target || iters < 2) usage();
-    cfg.max_outstanding = 1;
-    odm_ctx_t *c = NULL;
-    int r = odm_init(&cfg, &c);
-    if (r) {
-        fprintf(stderr, "odmlat: odm_init %s: %s\n", cfg.target, odm_strerror(r));
-        return 1;
-    }
-    odm_info_t info;
-    odm_info(c, &info);
-    size_t thr = info.inline_threshold_bytes;
-    struct point pts[MAXS];
-    int n = 0;
-    if (sizes_arg) {
+    if (argc % 2 == 0 || !L->cfg.target || L->iters < 2) usage();
+}
+
+/* The sizes: given, or 1/8..1x and 2x..16x of the inline threshold. Returns the largest. */
+static size_t pick_sizes(struct lat *L) {
+    if (L->sizes_arg) {
         char l[512];
-        snprintf(l, sizeof l, "%s", sizes_arg);
-        for (char *s = strtok(l, ","); s && n < MAXS; s = strtok(NULL, ","))
-            pts[n++].size = strtoull(s, NULL, 0);
+        snprintf(l, sizeof l, "%s", L->sizes_arg);
+        for (char *s = strtok(l, ","); s && L->n < MAXS; s = strtok(NULL, ","))
+            L->pts[L->n++].size = strtoull(s, NULL, 0);
     } else {
-        size_t base = thr ? thr : 16384;
+        size_t base = L->info.inline_threshold_bytes ? L->info.inline_threshold_bytes : 16384;
         size_t mult[] = {0, 0, 0, 0, 2, 4, 8, 16};
-        for (int i = 0; i < 8; i++) pts[n++].size = mult[i] ? base * mult[i] : base >> (3 - i);
+        for (int i = 0; i < 8; i++) L->pts[L->n++].size = mult[i] ? base * mult[i] : base >> (3 - i);
     }
     size_t maxs = 0;
-    for (int i = 0; i < n; i++) {
-        if (!pts[i].size) usage();
-        if (pts[i].size > maxs) maxs = pts[i].size;
+    for (int i = 0; i < L->n; i++) {
+        if (!L->pts[i].size) usage();
+        if (L->pts[i].size > maxs) maxs = L->pts[i].size;
     }
-    /* One file holding `span` bytes; offsets increase and wrap. */
-    uint64_t span = (uint64_t)maxs * 64;
+    return maxs;
+}
+
+/* Mean microseconds of `iters` single I/Os of point k, at increasing offsets. */
+static int measure(struct lat *L, int k, int op) {
+    struct point *pt = &L->pts[k];
+    odm_info_t before, after;
+    odm_info(L->c, &before);
+    odm_ioreq_t q;
+    memset(&q, 0, sizeof q);
+    q.op = (uint32_t)op, q.fid = L->fid, q.buf = L->buf, q.len = pt->size;
+    odm_ioreq_t *s[1] = {&q};
+    uint64_t off = 0;
+    double t0 = now_us();
+    for (int i = 0; i < L->iters; i++) {
+        q.offset = off;
+        off = off + 2 * pt->size > L->span ? 0 : off + pt->size;
+        int e = odm_io(L->c, s, 1, s, 1, NULL, 0, 0, NULL, -1);
+        if (e || q.result != (int64_t)q.len) {
+            fprintf(stderr, "odmlat: I/O of %zu failed: %s\n", q.len,
+                    odm_strerror(e ? e : (int)q.result));
+            return -1;
+        }
+    }
+    pt->us[op == ODM_READ ? 0 : 1] = (now_us() - t0) / L->iters;
+    odm_info(L->c, &after);
+    /* direct if most of this size's backend I/Os went direct (the client's counters) */
+    pt->direct = after.direct_ios - before.direct_ios > after.inline_ios - before.inline_ios;
+    return 0;
+}
+
+#define RATE(ok, b) ((ok) && (b) > 0 ? 1.0 / (b) : 0.0) /* 1/slope: bytes/us = MB/s */
+
+static void print_tables(const struct lat *L) {
+    const char *lb = L->label;
+    printf("%s: backend %s, provider %s, inline threshold %llu bytes, %d iterations per point\n\n",
+           lb, L->info.backend, L->info.provider,
+           (unsigned long long)L->info.inline_threshold_bytes, L->iters);
+    printf("| setup | size bytes | path | read us | write us |\n|---|---:|---|---:|---:|\n");
+    for (int k = 0; k < L->n; k++)
+        printf("| %s | %zu | %s | %.1f | %.1f |\n", lb, L->pts[k].size,
+               L->local ? "local" : L->pts[k].direct ? "direct" : "inline", L->pts[k].us[0],
+               L->pts[k].us[1]);
+    double tdisk[2], trdma[2];
+    for (int op = 0; op < 2; op++) {
+        tdisk[op] = L->ok[0][op] ? L->a[0][op] - L->treq : 0;
+        trdma[op] = L->ok[0][op] && L->ok[1][op] ? L->a[1][op] - L->a[0][op] : 0;
+    }
+    printf("\n| setup | component | read | write | seed 002 read | seed 002 write |\n"
+           "|---|---|---:|---:|---:|---:|\n");
+    printf("| %s | Treq (us) | %.1f | %.1f | 90 | 90 |\n", lb, L->treq, L->treq);
+    printf("| %s | Tdisk (us) | %.1f | %.1f | 519 | 535 |\n", lb, tdisk[0], tdisk[1]);
+    printf("| %s | Trdma (us) | %.1f | %.1f | 372 | 446 |\n", lb, trdma[0], trdma[1]);
+    printf("| %s | Rinline (MB/s) | %.1f | %.1f | 47.4 | 44.4 |\n", lb,
+           RATE(L->ok[0][0], L->b[0][0]), RATE(L->ok[0][1], L->b[0][1]));
+    printf("| %s | Rdirect (MB/s) | %.1f | %.1f | 48.8 | 43.5 |\n", lb,
+           RATE(L->ok[1][0], L->b[1][0]), RATE(L->ok[1][1], L->b[1][1]));
+}
+
+static void write_json(const struct lat *L) {
+    FILE *f = fopen(L->json, "w");
+    if (!f) {
+        perror(L->json);
+        return;
+    }
+    fprintf(f, "{\"setup\": \"%s\", \"backend\": \"%s\", \"provider\": \"%s\", "
+               "\"inline_threshold_bytes\": %llu, \"iters\": %d, \"points\": [",
+            L->label, L->info.backend, L->info.provider,
+            (unsigned long long)L->info.inline_threshold_bytes, L->iters);
+    for (int k = 0; k < L->n; k++)
+        fprintf(f, "%s{\"size_bytes\": %zu, \"path\": \"%s\", \"read_us\": %.2f, \"write_us\": %.2f}",
+                k ? ", " : "", L->pts[k].size,
+                L->local ? "local" : L->pts[k].direct ? "direct" : "inline", L->pts[k].us[0],
+                L->pts[k].us[1]);
+    fprintf(f, "], \"treq_us\": %.2f, \"fit\": {", L->treq);
+    for (int d = 0; d < 2; d++)
+        fprintf(f, "%s\"%s\": {\"read\": [%.3f, %.3f], \"write\": [%.3f, %.3f]}", d ? ", " : "",
+                d ? "direct" : "inline", L->a[d][0], RATE(L->ok[d][0], L->b[d][0]), L->a[d][1],
+                RATE(L->ok[d][1], L->b[d][1]));
+    fprintf(f, "}}\n");
+    fclose(f);
+}
+
+int main(int argc, char **argv) {
+    static struct lat L;
+    parse_args(&L, argc, argv);
+    L.cfg.max_outstanding = 1;
+    int r = odm_init(&L.cfg, &L.c);
+    if (r) {
+        fprintf(stderr, "odmlat: odm_init %s: %s\n", L.cfg.target, odm_strerror(r));
+        return 1;
+    }
+    odm_info(L.c, &L.info);
+    L.local = !strcmp(L.info.backend, "local");
+    size_t maxs = pick_sizes(&L);
+    /* One file holding `span` bytes; offsets increase and wrap. Never committed. */
+    L.span = (uint64_t)maxs * 64;
     char p[512];
-    snprintf(p, sizeof p, "%s/odmlat-%d.dat", dir, (int)getpid());
-    odm_fid_t fid = 0;
-    unsigned char *buf = odm_alloc(c, maxs);
-    if (!buf || (r = odm_create(c, p, span, 1, "odmlat", 6, &fid))) {
+    snprintf(p, sizeof p, "%s/odmlat-%d.dat", L.dir, (int)getpid());
+    L.buf = odm_alloc(L.c, maxs);
+    if (!L.buf || (r = odm_create(L.c, p, L.span, 1, "odmlat", 6, &L.fid))) {
         fprintf(stderr, "odmlat: setup %s: %s\n", p, odm_strerror(r ? r : -ENOMEM));
         return 1;
     }
-    memset(buf, 0x5a, maxs);
-    /* Treq: zero-byte round trips. */
+    memset(L.buf, 0x5a, maxs);
+    /* Treq: zero-byte request/response round trips (none for the local backend). */
     double t0 = now_us();
-    for (int i = 0; i < iters; i++)
-        if ((r = odm_null(c))) return fprintf(stderr, "odmlat: null: %s\n", odm_strerror(r)), 1;
-    double treq = (now_us() - t0) / iters;
+    for (int i = 0; i < L.iters && !L.local; i++)
+        if ((r = odm_null(L.c))) return fprintf(stderr, "odmlat: null: %s\n", odm_strerror(r)), 1;
+    L.treq = L.local ? 0 : (now_us() - t0) / L.iters;
     int rc = 0;
-    for (int op = 0; op < 2; op++) {
-        /* writes first: the reads then read data that exists */
-        int which = op == 0 ? ODM_WRITE : ODM_READ;
-        for (int k = 0; k < n; k++) {
-            odm_info_t before, after;
-            odm_info(c, &before);
-            odm_ioreq_t q;
-            memset(&q, 0, sizeof q);
-            q.op = (uint32_t)which, q.fid = fid, q.buf = buf, q.len = pts[k].size;
-            odm_ioreq_t *s[1] = {&q};
-            uint64_t off = 0;
-            t0 = now_us();
-            for (int i = 0; i < iters; i++) {
-                q.offset = off;
-                off = off + pts[k].size + pts[k].size > span ? 0 : off + pts[k].size;
-                if (odm_io(c, s, 1, s, 1, NULL, 0, 0, NULL, -1) || q.result != (int64_t)q.len) {
-                    fprintf(stderr, "odmlat: I/O of %zu failed: %s\n", q.len,
-                            odm_strerror((int)q.result));
-                    rc = 1;
-                    break;
-                }
-            }
-            pts[k].us[which == ODM_READ ? 0 : 1] = (now_us() - t0) / iters;
-            odm_info(c, &after);
-            /* direct if most of this size's backend I/Os went direct */
-            pts[k].direct = after.direct_ios - before.direct_ios > after.inline_ios - before.inline_ios;
-        }
-    }
-    printf("%s: backend %s, provider %s, inline threshold %zu bytes, %d iterations per point\n\n",
-           label, info.backend, info.provider, thr, iters);
-    printf("| setup | size bytes | path | read us | write us |\n|---|---:|---|---:|---:|\n");
-    for (int k = 0; k < n; k++)
-        printf("| %s | %zu | %s | %.1f | %.1f |\n", label, pts[k].size,
-               !strcmp(info.backend, "local") ? "local" : pts[k].direct ? "direct" : "inline",
-               pts[k].us[0], pts[k].us[1]);
-    double ai[2] = {0}, bi[2] = {0}, ad[2] = {0}, bd[2] = {0};
-    int oki[2], okd[2];
-    for (int op = 0; op < 2; op++) {
-        oki[op] = fit(pts, n, 0, op, &ai[op], &bi[op]) == 0;
-        okd[op] = fit(pts, n, 1, op, &ad[op], &bd[op]) == 0;
-    }
-    int local = !strcmp(info.backend, "local");
-#define RATE(ok, b) ((ok) && (b) > 0 ? 1.0 / (b) : 0.0) /* bytes/us = MB/s */
-    printf("\n| setup | component | read | write | seed 002 read | seed 002 write |\n"
-           "|---|---|---:|---:|---:|---:|\n");
-    printf("| %s | Treq (us) | %.1f | %.1f | 90 | 90 |\n", label, local ? 0.0 : treq, local ? 0.0 : treq);
-    printf("| %s | Tdisk (us) | %.1f | %.1f | 519 | 535 |\n", label,
-           oki[0] ? ai[0] - (local ? 0 : treq) : 0, oki[1] ? ai[1] - (local ? 0 : treq) : 0);
-    printf("| %s | Trdma (us) | %.1f | %.1f | 372 | 446 |\n", label,
-           oki[0] && okd[0] ? ad[0] - ai[0] : 0, oki[1] && okd[1] ? ad[1] - ai[1] : 0);
-    printf("| %s | Rinline (MB/s) | %.1f | %.1f | 47.4 | 44.4 |\n", label, RATE(oki[0], bi[0]),
-           RATE(oki[1], bi[1]));
-    printf("| %s | Rdirect (MB/s) | %.1f | %.1f | 48.8 | 43.5 |\n", label, RATE(okd[0], bd[0]),
-           RATE(okd[1], bd[1]));
-    if (json) {
-        FILE *f = fopen(json, "w");
-        if (f) {
-            fprintf(f, "{\"setup\": \"%s\", \"backend\": \"%s\", \"provider\": \"%s\", "
-                       "\"inline_threshold_bytes\": %zu, \"iters\": %d, \"points\": [",
-                    label, info.backend, info.provider, thr, iters);
-            for (int k = 0; k < n; k++)
-                fprintf(f, "%s{\"size_bytes\": %zu, \"path\": \"%s\", \"read_us\": %.2f, \"write_us\": %.2f}",
-                        k ? ", " : "", pts[k].size, local ? "local" : pts[k].direct ? "direct" : "inline",
-                        pts[k].us[0], pts[k].us[1]);
-            fprintf(f, "], \"treq_us\": %.2f, \"fit\": {\"inline\": {\"read\": [%.3f, %.3f], \"write\": [%.3f, %.3f]}, "
-                       "\"direct\": {\"read\": [%.3f, %.3f], \"write\": [%.3f, %.3f]}}}\n",
-                    local ? 0.0 : treq, ai[0], RATE(oki[0], bi[0]), ai[1], RATE(oki[1], bi[1]),
-                    ad[0], RATE(okd[0], bd[0]), ad[1], RATE(okd[1], bd[1]));
-            fclose(f);
-        }
-    }
-    odm_abort(c, fid);
-    odm_free(c, buf);
-    odm_fini(c);
-    return rc;
+    /* writes first: the reads then read data that exists */
+    for (int k = 0; k < L.n && !rc; k++) rc = measure(&L, k, ODM_WRITE);
+    for (int k = 0; k < L.n && !rc; k++) rc = measure(&L, k, ODM_READ);
+    for (int d = 0; d < 2; d++)
+        for (int op = 0; op < 2; op++)
+            L.ok[d][op] = fit(L.pts, L.n, d, op, &L.a[d][op], &L.b[d][op]) == 0;
+    print_tables(&L);
+    if (L.json) write_json(&L);
+    odm_abort(L.c, L.fid);
+    odm_free(L.c, L.buf);
+    odm_fini(L.c);
+    return rc ? 1 : 0;
 }

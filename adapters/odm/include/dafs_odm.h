@@ -37,7 +37,9 @@
  *           threads of a process: its files, and for the DAFS backend one DAFS client
  *           (one session) used under a mutex, so a file created (not yet committed) or
  *           identified by one thread is usable by all. Each thread gets its own
- *           completion group and completion list the first time it calls odm_io.
+ *           completion group and completion list the first time it calls odm_io. A
+ *           thread should reap its I/O before it exits; what it leaves in flight is
+ *           finished (and discarded) by odm_fini.
  * Files.    Paths are relative to the backend's root (the DAFS export, or the local
  *           directory). An ODM file starts with a header of ODM_HEADER_BYTES holding its
  *           type and key; ODM offsets and sizes count from the end of the header (ODM

@@ -71,7 +71,7 @@ static void thread_drop(odm_ctx_t *c, struct odm_thread *t) {
             break;
         }
     }
-    c->nthreads--;
+    __atomic_fetch_sub(&c->nthreads, 1, __ATOMIC_RELAXED); /* read unlocked by odm_io */
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cv);
     free(t);
@@ -123,7 +123,7 @@ struct odm_thread *odm_thread_get(odm_ctx_t *c, int *err) {
     }
     t->next_in_ctx = c->threads;
     c->threads = t;
-    c->nthreads++;
+    __atomic_fetch_add(&c->nthreads, 1, __ATOMIC_RELAXED);
     pthread_setspecific(c->tkey, t);
     pthread_mutex_unlock(&c->mu);
     return t;

@@ -34,10 +34,11 @@ struct odm_req_priv {
     uint64_t done_bytes;
     int32_t err;              /* first error of a part */
     uint32_t parts_inflight;
-    uint32_t flags;           /* REQ_* below */
+    uint32_t flags;           /* REQ_ALL_SUBMITTED, REQ_EOF: guarded by ctx->mu */
     int32_t fd;               /* LOCAL: the file's descriptor */
     int32_t alloc_idx;        /* odm_alloc buffer of `buf`, or -1 */
-    uint32_t pad;
+    uint32_t lflags;          /* REQ_IN_DONE_LIST, REQ_WAITED: guarded by the owner's mu
+                                 (LOCAL workers complete requests while the owner waits) */
 };
 _Static_assert(sizeof(struct odm_req_priv) <= sizeof(((odm_ioreq_t *)0)->priv), "priv");
 #define REQ_ALL_SUBMITTED 1u /* no part left to submit */

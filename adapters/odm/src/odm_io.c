@@ -13,18 +13,18 @@ static void done_push(struct odm_thread *t, odm_ioreq_t *r) {
     if (t->done_tail) rp(t->done_tail)->next = r;
     else t->done_head = r;
     t->done_tail = r;
-    p->flags |= REQ_IN_DONE_LIST;
+    p->lflags |= REQ_IN_DONE_LIST;
 }
 
 static void done_remove(struct odm_thread *t, odm_ioreq_t *r) {
     struct odm_req_priv *p = rp(r);
-    assert(p->flags & REQ_IN_DONE_LIST);
+    assert(p->lflags & REQ_IN_DONE_LIST);
     if (p->prev) rp(p->prev)->next = p->next;
     else t->done_head = p->next;
     if (p->next) rp(p->next)->prev = p->prev;
     else t->done_tail = p->prev;
     p->next = p->prev = NULL;
-    p->flags &= ~REQ_IN_DONE_LIST;
+    p->lflags &= ~REQ_IN_DONE_LIST;
 }
 
 /* Caller holds ctx->mu (the file and buffer in-flight counts are guarded by it). */
@@ -64,7 +64,7 @@ static int validate(odm_ctx_t *c, struct odm_thread *t, odm_ioreq_t *const sub[]
         if (!r || (r->op != ODM_READ && r->op != ODM_WRITE) || !r->buf || !r->len ||
             r->reserved0 || r->offset > (uint64_t)INT64_MAX - ODM_HEADER_BYTES - r->len)
             return -EINVAL;
-        if (r->state == ODM_REQ_PENDING || (rp(r)->flags & REQ_IN_DONE_LIST)) return -EBUSY;
+        if (r->state == ODM_REQ_PENDING || (rp(r)->lflags & REQ_IN_DONE_LIST)) return -EBUSY;
         if (!odm_file_of(c, r->fid)) return -EBADF;
         for (unsigned j = 0; j < i; j++)
             if (sub[j] == r) return -EBUSY; /* the same request twice */
@@ -134,7 +134,7 @@ static bool gather(struct odm_thread *t, odm_ioreq_t *const wait[], unsigned nw,
     odm_ioreq_t *r = t->done_head;
     while (r && *n < max) {
         odm_ioreq_t *next = rp(r)->next;
-        if (!(rp(r)->flags & REQ_WAITED)) {
+        if (!(rp(r)->lflags & REQ_WAITED)) {
             done_remove(t, r);
             out[(*n)++] = r;
         }
@@ -161,7 +161,7 @@ int odm_io(odm_ctx_t *c, odm_ioreq_t *const submit[], unsigned ns, odm_ioreq_t *
     if (err) return err;
     for (unsigned i = 0; i < ns; i++) submit_one(c, t, submit[i]);
     pthread_mutex_lock(&t->mu);
-    for (unsigned i = 0; i < nw; i++) rp(wait[i])->flags |= REQ_WAITED;
+    for (unsigned i = 0; i < nw; i++) rp(wait[i])->lflags |= REQ_WAITED;
     pthread_mutex_unlock(&t->mu);
 
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : odm_now_ms() + timeout_ms;
@@ -188,7 +188,7 @@ int odm_io(odm_ctx_t *c, odm_ioreq_t *const submit[], unsigned ns, odm_ioreq_t *
         }
         /* With other threads sharing the DAFS client, wait in short slices so that
          * they get the client in between. */
-        int slice = c->nthreads > 1 ? 1 : 100;
+        int slice = __atomic_load_n(&c->nthreads, __ATOMIC_RELAXED) > 1 ? 1 : 10;
         c->be->progress(c, t, seen, left <= 0 ? 0 : left < slice ? (int)left : slice);
         progressed = true;
     }
@@ -196,8 +196,8 @@ int odm_io(odm_ctx_t *c, odm_ioreq_t *const submit[], unsigned ns, odm_ioreq_t *
     pthread_mutex_lock(&t->mu);
     for (unsigned i = 0; i < nw; i++) {
         struct odm_req_priv *p = rp(wait[i]);
-        p->flags &= ~REQ_WAITED;
-        if (p->flags & REQ_IN_DONE_LIST) done_remove(t, wait[i]);
+        p->lflags &= ~REQ_WAITED;
+        if (p->lflags & REQ_IN_DONE_LIST) done_remove(t, wait[i]);
     }
     pthread_mutex_unlock(&t->mu);
     if (ncomplete_out) *ncomplete_out = n;

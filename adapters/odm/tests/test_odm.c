@@ -349,6 +349,7 @@ static int t_io_semantics(void) {
     CHECK(ur == -EBUSY || ur == 0);
     if (ur == -EBUSY) OK(odm_abort(c, fid));
     if (fr == -EBUSY) OK(odm_free(c, w));
+    OK(odm_null(c)); /* a round trip (DAFS NULL; nothing locally) */
     odm_info_t info;
     OK(odm_info(c, &info));
     CHECK(info.ios >= 15);
