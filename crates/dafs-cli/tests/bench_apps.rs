@@ -82,6 +82,7 @@ fn gzip_cfg(ways: &[&str], size: u64) -> GzipConfig {
         processes: vec![1, 2, 3],
         level: 6,
         ways: ways.iter().map(|s| s.to_string()).collect(),
+        ways_explicit: true,
         runs: 1,
         dafsd: Some(PathBuf::from(env!("CARGO_BIN_EXE_dafsd"))),
         dafs: PathBuf::from(env!("CARGO_BIN_EXE_dafs")),

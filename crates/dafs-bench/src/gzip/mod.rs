@@ -87,6 +87,8 @@ pub struct GzipConfig {
     pub processes: Vec<usize>,
     pub level: u32,
     pub ways: Vec<String>,
+    /// Ways named explicitly: one that cannot be set up is an error, not a note.
+    pub ways_explicit: bool,
     pub runs: usize,
     pub dafsd: Option<PathBuf>,
     pub dafs: PathBuf,
@@ -120,6 +122,7 @@ impl GzipConfig {
             processes: a.processes.clone(),
             level: a.level,
             ways,
+            ways_explicit: !a.ways.is_empty(),
             runs: a.runs.unwrap_or(if a.quick { 1 } else { 3 }),
             dafsd: a.dafsd.clone(),
             dafs,
@@ -228,10 +231,21 @@ pub fn run_gzip(cfg: &GzipConfig) -> Result<GzipResults, String> {
         notes: Vec::new(),
         elapsed_s: 0.0,
     };
+    let mut mount = None;
+    let mut ways = Vec::new();
+    for w in &cfg.ways {
+        match setup(cfg, &rig, w, &mut mount) {
+            Ok(()) => ways.push(w.clone()),
+            Err(e) => res.notes.push(format!("{w}: not measured: {e}")),
+        }
+    }
+    let cfg = &GzipConfig { ways, ..cfg.clone() };
+    if cfg.ways_explicit && !res.notes.is_empty() {
+        return Err(res.notes.join("; "));
+    }
     let plan = plan(cfg);
     let mut runs: Vec<Vec<GzipSample>> = vec![Vec::new(); plan.len()];
     let mut errors: Vec<Option<String>> = vec![None; plan.len()];
-    let mut mount = None;
     for _ in 0..cfg.runs {
         for (k, (way, p)) in plan.iter().enumerate() {
             if errors[k].is_some() {
@@ -263,6 +277,40 @@ pub fn run_gzip(cfg: &GzipConfig) -> Result<GzipResults, String> {
     res.targets = report::targets(&res);
     res.elapsed_s = t0.elapsed().as_secs_f64();
     Ok(res)
+}
+
+/// What `way` needs before it can run: the preload library, the FUSE mount.
+fn setup(
+    cfg: &GzipConfig,
+    rig: &Rig,
+    way: &str,
+    mount: &mut Option<stock::Mount>,
+) -> Result<(), String> {
+    match way {
+        "preload" => match &cfg.preload {
+            Some(p) if p.is_file() => Ok(()),
+            Some(p) => Err(format!("--preload {}: no such file", p.display())),
+            None => Err(
+                "no libdafs_preload.so next to dafs (build dafs-preload, or pass --preload PATH)"
+                    .into(),
+            ),
+        },
+        "fuse" => {
+            *mount =
+                Some(stock::Mount::start(&cfg.dafs, &stock_url(rig)?, &rig.dir().join("mnt"))?);
+            Ok(())
+        }
+        "dafs-shm" | "dafs-tcp" => rig.target(way).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+/// The DAFS URL stock gzip reaches the server by: shared memory when offered.
+fn stock_url(rig: &Rig) -> Result<String, String> {
+    Ok(match rig.target("dafs-shm") {
+        Ok((u, _)) => format!("{}/", u.trim_end_matches('/')),
+        Err(_) => format!("dafs://{}/", rig.target("dafs-tcp")?.0),
+    })
 }
 
 /// One timed compression `way` with `p` processes, its output checked, then removed.
@@ -360,11 +408,7 @@ fn stock_way(
     input: &Path,
     mount: &mut Option<stock::Mount>,
 ) -> Result<(GzipSample, Vec<PathBuf>), String> {
-    // The DAFS URL stock gzip reaches the server by: shared memory when offered.
-    let url = match rig.target("dafs-shm") {
-        Ok((u, _)) => format!("{}/", u.trim_end_matches('/')),
-        Err(_) => format!("dafs://{}/", rig.target("dafs-tcp")?.0),
-    };
+    let url = stock_url(rig)?;
     let out_name = format!("gzip-{way}.gz");
     let (inp, out, env) = match way {
         "local" => {
@@ -381,10 +425,7 @@ fn stock_way(
             (Path::new(&prefix).join(INPUT), Path::new(&prefix).join(&out_name), env)
         }
         _ => {
-            if mount.is_none() {
-                *mount = Some(stock::Mount::mount(&cfg.dafs, &url, &rig.dir().join("mnt"))?);
-            }
-            let dir = &mount.as_ref().unwrap().dir;
+            let dir = &mount.as_ref().ok_or("not mounted")?.dir;
             (dir.join(INPUT), dir.join(&out_name), vec![])
         }
     };

@@ -186,7 +186,7 @@ pub struct Mount {
 }
 
 impl Mount {
-    pub fn mount(dafs: &Path, url: &str, dir: &Path) -> Result<Mount, String> {
+    pub fn start(dafs: &Path, url: &str, dir: &Path) -> Result<Mount, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let out = Command::new(dafs)
             .arg("mount")

@@ -5,7 +5,7 @@
 
 use dafs_client::{CgId, Client, File as DFile, IoBuf, RegionId};
 
-use super::engine::{Stop, Streams};
+use super::engine::{MergeFn, Stop, Streams};
 use crate::backends::WAIT_TIMEOUT;
 
 struct Input {
@@ -188,10 +188,7 @@ impl Streams for DafsStreams<'_> {
         Ok(())
     }
 
-    fn with_blocks(
-        &mut self,
-        f: &mut dyn FnMut(&[&[u8]], &mut [u8]) -> Stop,
-    ) -> Result<Stop, String> {
+    fn with_blocks(&mut self, f: &mut MergeFn) -> Result<Stop, String> {
         let mut raw: Vec<(*const u8, usize)> = Vec::with_capacity(self.ins.len());
         for inp in &self.ins {
             if inp.taken == 0 || inp.taken > inp.blocks {

@@ -4,6 +4,9 @@
 
 use super::records::key;
 
+/// The merge step run over the current blocks (inputs, output).
+pub type MergeFn<'a> = dyn FnMut(&[&[u8]], &mut [u8]) -> Stop + 'a;
+
 /// Block streams of one merge: input blocks in file order, output blocks in turn.
 pub trait Streams {
     /// Give input `i`'s current block back (its buffer is refilled ahead) and make its
@@ -16,10 +19,7 @@ pub trait Streams {
     fn finish(&mut self, fill: usize) -> Result<(), String>;
     /// Run `f` over the current input blocks (an empty slice for an input with none) and
     /// the current output block.
-    fn with_blocks(
-        &mut self,
-        f: &mut dyn FnMut(&[&[u8]], &mut [u8]) -> Stop,
-    ) -> Result<Stop, String>;
+    fn with_blocks(&mut self, f: &mut MergeFn) -> Result<Stop, String>;
 }
 
 /// Why [`merge_some`] returned.
@@ -128,10 +128,7 @@ mod tests {
             self.done.extend_from_slice(&self.out[..fill]);
             Ok(())
         }
-        fn with_blocks(
-            &mut self,
-            f: &mut dyn FnMut(&[&[u8]], &mut [u8]) -> Stop,
-        ) -> Result<Stop, String> {
+        fn with_blocks(&mut self, f: &mut MergeFn) -> Result<Stop, String> {
             let ins: Vec<&[u8]> = self.cur.iter().map(|c| c.as_deref().unwrap_or(&[])).collect();
             if self.out.len() != self.out_bs {
                 self.out = vec![0; self.out_bs];

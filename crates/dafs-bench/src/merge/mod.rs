@@ -139,7 +139,7 @@ impl MergeConfig {
             return Err("--runs must be at least 1".into());
         }
         let bs = self.block_bytes;
-        if bs < 4096 || bs > (1 << 20) || bs % 8 != 0 {
+        if !(4096..=(1 << 20)).contains(&bs) || bs % 8 != 0 {
             return Err(format!("--block-size {bs}: must be 4 KiB..1 MiB, a multiple of 8"));
         }
         for &r in &self.record_sizes {

@@ -229,13 +229,16 @@ fn local_files(dir: &Path, n: usize, out: &str) -> Result<(LocalIo, LocalIo), St
     Ok((LocalIo(ins), LocalIo(vec![open(&dir.join(out), true)?])))
 }
 
+/// Reads `buf.len()` bytes of the output at an offset.
+type ReadFn<'a> = dyn FnMut(&mut [u8], u64) -> Result<(), String> + 'a;
+
 /// Read back an output of `len` bytes and check it: sorted, the inputs' checksum.
 fn verify(
     rec: usize,
     sum: &Checksum,
     len: u64,
     bs: usize,
-    read: &mut dyn FnMut(&mut [u8], u64) -> Result<(), String>,
+    read: &mut ReadFn,
 ) -> Result<(), String> {
     let mut v = Verifier::new(rec);
     let mut buf = vec![0u8; bs];

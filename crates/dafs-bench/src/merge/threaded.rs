@@ -8,7 +8,7 @@
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
-use super::engine::{Stop, Streams};
+use super::engine::{MergeFn, Stop, Streams};
 
 /// Blocking access to a set of files (one per thread: an NFS context is not shared).
 pub trait BlockIo: Send {
@@ -173,10 +173,7 @@ impl Streams for Threaded {
         Ok(())
     }
 
-    fn with_blocks(
-        &mut self,
-        f: &mut dyn FnMut(&[&[u8]], &mut [u8]) -> Stop,
-    ) -> Result<Stop, String> {
+    fn with_blocks(&mut self, f: &mut MergeFn) -> Result<Stop, String> {
         let ins: Vec<&[u8]> = self.cur.iter().map(|c| c.as_deref().unwrap_or(&[])).collect();
         Ok(f(&ins, &mut self.out))
     }
