@@ -11,7 +11,7 @@
 //! Entry point for other reports: [`run_postmark`] returns [`PostmarkResults`].
 
 pub mod engine;
-mod report;
+pub mod report;
 pub mod stock;
 
 use std::path::{Path, PathBuf};
@@ -136,7 +136,24 @@ pub struct PostmarkConfig {
     pub server_spin_us: u64,
 }
 
+/// `dafs bench postmark ARGS...` as a parser, for callers without a command line.
+#[derive(clap::Parser, Debug)]
+#[command(name = "postmark")]
+struct ArgsOnly {
+    #[command(flatten)]
+    a: PostmarkArgs,
+}
+
 impl PostmarkConfig {
+    /// The configuration `dafs bench postmark ARGS...` would run, e.g.
+    /// `PostmarkConfig::from_cli(&["--quick"])` (for `dafs bench seeds`).
+    pub fn from_cli(args: &[&str]) -> Result<PostmarkConfig, String> {
+        use clap::Parser;
+        let all = std::iter::once("postmark").chain(args.iter().copied());
+        let w = ArgsOnly::try_parse_from(all).map_err(|e| e.to_string())?;
+        PostmarkConfig::from_args(&w.a)
+    }
+
     pub fn from_args(a: &PostmarkArgs) -> Result<PostmarkConfig, String> {
         let targets: Vec<String> = if a.targets.is_empty() {
             ALL_TARGETS.iter().map(|s| s.to_string()).collect()
@@ -585,6 +602,52 @@ impl Rig {
                 })
             }
             _ => Err(format!("unknown target {t}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_postmarks_but_the_length() {
+        let c = PostmarkConfig::from_cli(&[]).unwrap();
+        let d = PmParams::postmark_defaults();
+        assert_eq!(c.params.transactions, 20_000);
+        assert_eq!(c.params.seed, d.seed);
+        assert_eq!(
+            (c.params.files, c.params.size_min_bytes, c.params.size_max_bytes),
+            (500, 500, 10_000)
+        );
+        assert_eq!(
+            (c.params.read_block_bytes, c.params.bias_read, c.params.bias_create),
+            (512, 5, 5)
+        );
+        assert_eq!(c.targets.len(), ALL_TARGETS.len());
+        assert_eq!(c.sweep_sizes_bytes, vec![4096, 8192, 16384, 32768, 65536]);
+        let q = PostmarkConfig::from_cli(&["--quick"]).unwrap();
+        assert_eq!((q.runs, q.params.transactions, q.sweep_transactions), (1, 1000, 300));
+        let s = sweep_params(&c, 4096);
+        assert_eq!(
+            (s.size_min_bytes, s.size_max_bytes, s.bias_read, s.files),
+            (2048, 6144, 10, 150)
+        );
+    }
+
+    #[test]
+    fn bad_input_gets_a_clear_error() {
+        for (args, says) in [
+            (&["--targets", "native-local,nfs"][..], "unknown target"),
+            (&["--runs", "0"][..], "--runs"),
+            (&["--size-min", "20k", "--size-max", "10k"][..], "min <= max"),
+            (&["--bias-read", "12"][..], "bias read"),
+            (&["--sweep-sizes", "1"][..], "sweep sizes"),
+            (&["--sweep-block", "0"][..], "--sweep-block"),
+            (&["--files", "0"][..], "files must be"),
+        ] {
+            let e = PostmarkConfig::from_cli(args).unwrap_err();
+            assert!(e.contains(says), "{args:?}: {e}");
         }
     }
 }

@@ -76,6 +76,12 @@ pub fn find_postmark(explicit: Option<&Path>) -> Result<PathBuf, String> {
 
 /// Run PostMark once; `scratch` holds the config file.
 pub fn run(bin: &Path, t: &StockTarget, p: &PmParams, scratch: &Path) -> Result<StockRun, String> {
+    if p.transactions < 10 {
+        // PostMark 1.51 prints a progress dot every transactions/10: fewer is SIGFPE.
+        return Err(
+            "stock PostMark needs at least 10 transactions (it divides by transactions/10)".into(),
+        );
+    }
     if p.size_min_bytes == p.size_max_bytes {
         // PostMark 1.51 picks sizes with RND() % (max - min): min == max divides by zero.
         return Err("stock PostMark needs min < max file size".into());
@@ -83,35 +89,40 @@ pub fn run(bin: &Path, t: &StockTarget, p: &PmParams, scratch: &Path) -> Result<
     let cfg = scratch.join(format!("postmark-{}.cfg", t.label.replace('/', "_")));
     std::fs::write(&cfg, config_text(p, &t.location))
         .map_err(|e| format!("{}: {e}", cfg.display()))?;
+    // Output to files: thousands of error lines must not fill a pipe and stall it.
+    let out_path = scratch.join(format!("postmark-{}.out", t.label));
+    let err_path = scratch.join(format!("postmark-{}.err", t.label));
+    let file = |p: &Path| std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()));
     let mut cmd = Command::new(bin);
     cmd.arg(&cfg)
         .current_dir(scratch)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .stdout(file(&out_path)?)
+        .stderr(file(&err_path)?);
     for (k, v) in &t.env {
         cmd.env(k, v);
     }
     die_with_parent(&mut cmd);
     let t0 = Instant::now();
-    let child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
     let pid = child.id();
     crate::util::CHILDREN.lock().unwrap().push(pid);
-    let out = child.wait_with_output();
+    let status = wait(&mut child, &t.label);
     crate::util::CHILDREN.lock().unwrap().retain(|x| *x != pid);
-    let out = out.map_err(|e| format!("postmark ({}): {e}", t.label))?;
+    let status = status?;
     let wall = t0.elapsed().as_secs_f64();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let read =
+        |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
+    let (stdout, stderr) = (read(&out_path), read(&err_path));
     let mut r = parse_report(&stdout, &stderr);
     r.wall_secs = wall;
     r.tx_per_s_wall = p.transactions as f64 / wall.max(1e-9);
-    if !out.status.success() || !r.errors.is_empty() {
+    if !status.success() || !r.errors.is_empty() {
         let first: Vec<&str> = r.errors.iter().take(3).map(|s| s.as_str()).collect();
         return Err(format!(
             "postmark ({}) failed ({}, {} error lines): {} {}",
             t.label,
-            out.status,
+            status,
             r.errors.len(),
             first.join("; "),
             stderr
@@ -126,6 +137,41 @@ pub fn run(bin: &Path, t: &StockTarget, p: &PmParams, scratch: &Path) -> Result<
         return Err(format!("postmark ({}): no report in its output:\n{stdout}", t.label));
     }
     Ok(r)
+}
+
+/// Wait for the child (blocking, so the wall clock is exact) while a helper thread
+/// tells the watchdog we are alive and kills the child after [`STOCK_RUN_TIMEOUT`].
+fn wait(child: &mut std::process::Child, label: &str) -> Result<std::process::ExitStatus, String> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let done = Arc::new(AtomicBool::new(false));
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let (d, to, pid, what) =
+        (done.clone(), timed_out.clone(), child.id(), format!("stock postmark ({label})"));
+    let helper = std::thread::spawn(move || {
+        let t0 = Instant::now();
+        while !d.load(Ordering::SeqCst) {
+            crate::util::heartbeat(&what);
+            if t0.elapsed() > STOCK_RUN_TIMEOUT {
+                to.store(true, Ordering::SeqCst);
+                // SAFETY: plain kill(2) of our child. It can have been reaped only in the
+                // instant between wait() returning and `done` being set, and only at the timeout.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let status = child.wait();
+    done.store(true, Ordering::SeqCst);
+    let _ = helper.join();
+    if timed_out.load(Ordering::SeqCst) {
+        return Err(format!(
+            "postmark ({label}) still running after {} s (STOCK_RUN_TIMEOUT): killed",
+            STOCK_RUN_TIMEOUT.as_secs()
+        ));
+    }
+    status.map_err(|e| format!("postmark ({label}): {e}"))
 }
 
 /// Parse PostMark 1.51's report (terse or verbose) and its error lines.
@@ -181,6 +227,18 @@ mod tests {
         let r =
             parse_report(VERBOSE, "Error: Cannot delete '/x/49'\nError: Cannot delete '/x/4'\n");
         assert_eq!(r.errors.len(), 2);
+    }
+
+    #[test]
+    fn parameters_the_stock_program_cannot_take_are_refused_first() {
+        let scratch = std::env::temp_dir();
+        let bin = Path::new("/nonexistent/postmark");
+        let t = StockTarget { label: "x".into(), location: "/nonexistent".into(), env: vec![] };
+        let p = PmParams { transactions: 9, ..PmParams::postmark_defaults() };
+        assert!(run(bin, &t, &p, &scratch).unwrap_err().contains("at least 10 transactions"));
+        let p =
+            PmParams { size_min_bytes: 600, size_max_bytes: 600, ..PmParams::postmark_defaults() };
+        assert!(run(bin, &t, &p, &scratch).unwrap_err().contains("min < max"));
     }
 
     #[test]
