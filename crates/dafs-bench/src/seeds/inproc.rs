@@ -98,13 +98,18 @@ fn write_json(out: &Path, json: &impl serde::Serialize) -> Result<(), String> {
 
 fn finish(
     name: &str,
+    quick: bool,
     out: &Path,
     t0: Instant,
     res: Result<(Measured, Vec<String>), String>,
 ) -> (ExperimentRun, Measured) {
     let mut run = ExperimentRun {
         name: name.into(),
-        command: format!("dafs bench {name} --out {}", out.display()),
+        command: format!(
+            "dafs bench {name}{} --out {}",
+            if quick { " --quick" } else { "" },
+            out.display()
+        ),
         status: "ran".into(),
         secs: t0.elapsed().as_secs_f64(),
         out_dir: Some(out.display().to_string()),
@@ -149,7 +154,7 @@ pub fn run_merge(a: &SeedsArgs) -> (ExperimentRun, Measured) {
             );
             Ok((from_merge(&r), notes))
         });
-    finish("merge", &out, t0, res)
+    finish("merge", a.quick, &out, t0, res)
 }
 
 /// `dafs bench postmark` through `postmark::run_postmark`.
@@ -166,11 +171,9 @@ pub fn run_postmark(a: &SeedsArgs) -> (ExperimentRun, Measured) {
         })
         .and_then(|r| {
             write_json(&out, &r)?;
-            let mut notes = r.notes.clone();
-            notes.push(format!("nfs: {}", postmark::NFS_WHY_NOT));
-            Ok((from_postmark(&r), notes))
+            Ok((from_postmark(&r), r.notes.clone()))
         });
-    finish("postmark", &out, t0, res)
+    finish("postmark", a.quick, &out, t0, res)
 }
 
 /// `dafs bench gzip` through `gzip::run_gzip`.
@@ -196,5 +199,5 @@ pub fn run_gzip(a: &SeedsArgs) -> (ExperimentRun, Measured) {
             );
             Ok((from_gzip(&r), notes))
         });
-    finish("gzip", &out, t0, res)
+    finish("gzip", a.quick, &out, t0, res)
 }

@@ -105,7 +105,7 @@ pub fn experiment_of(series: &str) -> &'static str {
         "postmark" => "postmark",
         "gzip" => "gzip",
         "bdb" => "bdb",
-        "odm" => "odm",
+        "odm" | "odmlat" => "odm",
         "mpiio" => "mpiio",
         _ => "bench",
     }

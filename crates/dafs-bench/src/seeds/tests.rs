@@ -245,10 +245,18 @@ fn report_from_canned_results() {
         .verdict
         .starts_with("not measured: merge.mbps.dafs-shm: merge not available"));
     assert_eq!(fig("003-fig8").status, "not reproduced");
+    // A paper value read from an experiment that did not run says which one.
     let f6 = fig("004-fig6");
+    assert!(f6.values[5].ours.is_none());
+    assert!(
+        f6.values[5].ours_missing.as_deref().unwrap().contains("mpiio was not run"),
+        "{:?}",
+        f6.values[5]
+    );
+    let stand_in = f6.ours.iter().find(|s| s.series == "lat.read.rand.qd1.dafs-shm").unwrap();
     assert_eq!(
-        f6.values[5].ours.unwrap().1,
-        f6.ours.iter().find(|s| s.series == "lat.read.rand.qd1.dafs-shm").unwrap().points[0].1
+        stand_in.points[0],
+        (4096.0, canned().row("read", "rand", 1, 4096, "dafs-shm").unwrap().lat_us)
     );
 }
 
@@ -376,6 +384,19 @@ fn adapter_json_rows_become_series() {
     let m = super::convert::from_doc(&bdb);
     assert_eq!(m.at("bdb.tps.shm", None), Some((17301504.0, 60000.0)));
     assert!(super::convert::from_doc(&serde_json::json!([{"mode": "x"}])).series.is_empty());
+    let lat = serde_json::json!({"setup": "dafs-shm", "backend": "dafs", "provider": "shm",
+        "inline_threshold_bytes": 16384, "iters": 200,
+        "points": [{"size_bytes": 2048, "path": "inline", "read_us": 30.0, "write_us": 31.0}],
+        "treq_us": 20.0,
+        "fit": {"inline": {"read": [25.0, 900.0], "write": [26.0, 0.0]},
+                "direct": {"read": [29.0, 950.0], "write": [30.0, 800.0]}}});
+    let m = super::convert::from_doc(&lat);
+    assert_eq!(m.at("odmlat.treq.dafs-shm", None), Some((0.0, 20.0)));
+    assert_eq!(m.at("odmlat.tdisk.read.dafs-shm", None), Some((0.0, 5.0)));
+    assert_eq!(m.at("odmlat.trdma.write.dafs-shm", None), Some((0.0, 4.0)));
+    assert_eq!(m.at("odmlat.rate.direct.read.dafs-shm", None), Some((0.0, 950.0)));
+    assert!(m.get("odmlat.rate.inline.write.dafs-shm").is_none(), "a zero rate is no rate");
+    assert_eq!(m.at("odmlat.lat.write.dafs-shm", None), Some((2048.0, 31.0)));
 }
 
 /// What `dafs bench merge` and `dafs bench postmark` return becomes the paper table's
