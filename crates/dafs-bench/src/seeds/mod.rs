@@ -47,6 +47,10 @@ pub struct SeedsArgs {
     /// one over it is stopped and reported as failed.
     #[arg(long)]
     pub budget_s: Option<u64>,
+    /// Extra flags for the microbenchmarks, one string (e.g. "--nfs-url URL --qd 16";
+    /// not --out, nor --runs with --quick).
+    #[arg(long, allow_hyphen_values = true)]
+    pub bench_args: Option<String>,
     /// The repository root holding adapters/ (default: found upwards from the current
     /// directory, then from this executable).
     #[arg(long)]
@@ -82,6 +86,7 @@ fn run_bench(a: &SeedsArgs) -> (ExperimentRun, Measured) {
         // One run of each: the quick report is indicative, and the budget is 5 minutes.
         argv.extend(["--quick", "--runs", "1"].map(String::from));
     }
+    argv.extend(a.bench_args.iter().flat_map(|s| s.split_whitespace().map(String::from)));
     let t0 = Instant::now();
     let command = format!("dafs {}", argv.join(" "));
     let res = BenchOnly::try_parse_from(&argv)

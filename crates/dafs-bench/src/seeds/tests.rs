@@ -360,6 +360,7 @@ fn unknown_experiment_is_refused() {
         out: "x".into(),
         only: vec!["tpc".into()],
         budget_s: None,
+        bench_args: None,
         repo: None,
     };
     assert!(super::selected(&a).unwrap_err().contains("unknown experiment"));
@@ -475,4 +476,39 @@ fn merge_and_postmark_results_become_series() {
     assert_eq!(m.at("postmark.tps.preload", None), Some((4096.0, 500.0)));
     assert_eq!(m.at("postmark.tps.local", None), Some((4096.0, 800.0)));
     assert!(m.get("postmark.tps.dafs-shm").is_none(), "a failed target counted");
+}
+
+/// End to end, in a few seconds: `dafs bench seeds` with the microbenchmarks on local
+/// files only and a stand-in ODM script in a scratch repository; the report holds the
+/// measured figures, the ODM rows, and a line for the experiments left out.
+#[test]
+fn seeds_run_end_to_end_on_a_tiny_config() {
+    let out = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(repo.path().join("adapters/odm")).unwrap();
+    let rows = r#"[{"setup":"dafs-shm","test":"seqread","block_bytes":16384,"mb_per_s":500},{"setup":"local","test":"seqread","block_bytes":16384,"mb_per_s":1000}]"#;
+    script(&repo.path().join("adapters/odm"), &format!("echo '{rows}' > \"$2/odmblast-x.json\""));
+    let a = super::SeedsArgs {
+        quick: false,
+        out: out.path().to_path_buf(),
+        only: vec!["bench".into(), "odm".into(), "bdb".into()],
+        budget_s: Some(20),
+        bench_args: Some(
+            "--backends local --size 1m --block-sizes 4k,64k --secs 0.02 --runs 1 --workloads bandwidth".into(),
+        ),
+        repo: Some(repo.path().to_path_buf()),
+    };
+    super::run(&a).unwrap();
+    let md = std::fs::read_to_string(out.path().join("seeds.md")).unwrap();
+    assert!(md.contains("| bench | "), "{md}");
+    assert!(md.contains("| odm | "));
+    assert!(md.contains("| bdb | ") && md.contains("bench.sh is not in this tree"));
+    // Fig. 3 (left) has our local series; Fig. 2's ratio comes from the ODM rows.
+    assert!(md.contains("| DAFS / local sequential reads (odmblast) | paper | <= 0.500x | 0.500x @16 KiB | within |"), "{md}");
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("seeds.json")).unwrap())
+            .unwrap();
+    assert!(j["measured"]["series"]["bw.read.rand.qd1.local"].as_array().unwrap().len() == 2);
+    assert!(out.path().join("bench/results.json").is_file());
+    assert!(out.path().join("seeds-000-fig3-left.png").is_file());
 }
