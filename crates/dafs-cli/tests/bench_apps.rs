@@ -116,3 +116,23 @@ fn gzip_of_a_file_smaller_than_a_block_split_among_more_processes() {
     let res = run_gzip(&cfg).unwrap();
     assert_eq!(res.rows[0].error, None);
 }
+
+#[test]
+fn gzip_refuses_bad_configurations_and_has_usable_defaults() {
+    let mut c = gzip_cfg(&["dafs-shm"], 1000);
+    c.processes = vec![0];
+    assert!(run_gzip(&c).unwrap_err().contains("--processes"));
+    c.processes = vec![1];
+    c.level = 10;
+    assert!(run_gzip(&c).unwrap_err().contains("--level"));
+    // What `dafs bench seeds` starts from.
+    let m = MergeConfig::defaults(true).unwrap();
+    assert_eq!((m.inputs, m.block_bytes, m.record_sizes.len()), (8, 32 << 10, 3));
+    let m = MergeConfig::defaults(false).unwrap();
+    assert_eq!(m.record_sizes, vec![16, 64, 256, 1024, 4096]);
+    let g = GzipConfig::defaults(false).unwrap();
+    assert_eq!(
+        (g.input_bytes, g.block_bytes, g.processes.clone()),
+        (550 << 20, 16 << 10, vec![1, 2])
+    );
+}

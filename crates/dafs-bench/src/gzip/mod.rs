@@ -105,6 +105,18 @@ fn sibling(name: &str) -> Option<PathBuf> {
 }
 
 impl GzipConfig {
+    /// The defaults of `dafs bench gzip` (`--quick` when `quick`).
+    pub fn defaults(quick: bool) -> Result<GzipConfig, String> {
+        #[derive(clap::Parser)]
+        struct P {
+            #[command(flatten)]
+            a: GzipArgs,
+        }
+        let args: &[&str] = if quick { &["gzip", "--quick"] } else { &["gzip"] };
+        let p = <P as clap::Parser>::try_parse_from(args).map_err(|e| e.to_string())?;
+        GzipConfig::from_args(&p.a)
+    }
+
     pub fn from_args(a: &GzipArgs) -> Result<GzipConfig, String> {
         let dafs = match &a.dafs {
             Some(p) => p.clone(),
@@ -444,7 +456,9 @@ pub fn run(a: &GzipArgs) -> Result<(), String> {
         return Ok(());
     }
     let cfg = GzipConfig::from_args(a)?;
-    util::start_watchdog(std::time::Duration::from_secs(300));
+    // No heartbeat during one compression: allow 1 MB/s for it.
+    let limit_s = 300 + cfg.input_bytes / 1_000_000;
+    util::start_watchdog(std::time::Duration::from_secs(limit_s));
     let res = run_gzip(&cfg);
     util::stop_watchdog();
     let res = res?;

@@ -99,6 +99,18 @@ pub const INPUTS_MAX: usize = 64;
 pub const QD_MAX: usize = 32;
 
 impl MergeConfig {
+    /// The defaults of `dafs bench merge` (`--quick` when `quick`).
+    pub fn defaults(quick: bool) -> Result<MergeConfig, String> {
+        #[derive(clap::Parser)]
+        struct P {
+            #[command(flatten)]
+            a: MergeArgs,
+        }
+        let args: &[&str] = if quick { &["merge", "--quick"] } else { &["merge"] };
+        let p = <P as clap::Parser>::try_parse_from(args).map_err(|e| e.to_string())?;
+        MergeConfig::from_args(&p.a)
+    }
+
     pub fn from_args(a: &MergeArgs) -> Result<MergeConfig, String> {
         let record_sizes: Vec<usize> = if a.record_sizes.is_empty() {
             if a.quick {
@@ -291,14 +303,24 @@ fn summarize(system: &str, rec: usize, runs: Vec<MergeSample>, error: Option<Str
 /// `dafs bench merge`.
 pub fn run(a: &MergeArgs) -> Result<(), String> {
     let cfg = MergeConfig::from_args(a)?;
-    util::start_watchdog(std::time::Duration::from_secs(120));
+    // No heartbeat during one merge or one input generation: allow 10 MB/s for them.
+    let limit_s = 120 + cfg.total_input_bytes / 10_000_000;
+    util::start_watchdog(std::time::Duration::from_secs(limit_s));
     let res = run_merge(&cfg);
     util::stop_watchdog();
     let res = res?;
     let md = markdown(&res, &std::env::args().collect::<Vec<_>>().join(" "));
     apps::write_outputs(&a.out, &md, &res)?;
     println!("{md}");
-    eprintln!("dafs bench merge: wrote {}/report.md and results.json", a.out.display());
+    let plots = report::plots(&res, &a.out).unwrap_or_else(|e| {
+        eprintln!("dafs bench merge: no plots: {e}");
+        vec![]
+    });
+    eprintln!(
+        "dafs bench merge: wrote {}/report.md, results.json {}",
+        a.out.display(),
+        plots.join(" ")
+    );
     let failed: Vec<String> = res
         .rows
         .iter()

