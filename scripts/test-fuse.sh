@@ -27,6 +27,7 @@ command -v make >/dev/null 2>&1 || need+=(build-essential)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v tar >/dev/null 2>&1 || need+=(tar)
+command -v postmark >/dev/null 2>&1 || need+=(postmark)
 if [ ${#need[@]} -gt 0 ]; then
     echo "==> installing Debian packages: ${need[*]}"
     $SUDO apt-get update -qq
@@ -195,6 +196,16 @@ scn_cp() {
     dd if=/dev/zero of=dd-over.bin bs=4096 count=3 seek=5 conv=notrunc status=none
     md5sum cat-big.bin dd-part.bin sparse.bin dd-over.bin
     cmp tree/big.bin "$SRC/big.bin" && echo same
+}
+
+# Debian's stock PostMark (dafs bench postmark runs it on the mount): the same seed does
+# the same work (counts and bytes; rates are left out) and leaves no file.
+scn_postmark() {
+    local out
+    out=$(printf 'set location %s\nset number 60\nset transactions 400\nset size 500 20000\nset read 4096\nset write 4096\nset seed 5\nrun\nquit\n' "$PWD" | postmark) || return 1
+    grep -q '^Files:' <<<"$out" || { echo "no PostMark report"; return 1; }
+    sed -n '/^Files:/,$p' <<<"$out" | sed 's/ (.*//'
+    ls -A | wc -l
 }
 
 scn_tar() {
@@ -442,7 +453,7 @@ except OSError as e:
     python3 -c 'import os; print(sorted(os.listxattr("f")))'
 }
 
-for s in cp tar sqlite python make links truncate chmod touch rename bigdir xattr; do
+for s in cp tar sqlite python make links truncate chmod touch rename bigdir xattr postmark; do
     scenario "$s"
 done
 

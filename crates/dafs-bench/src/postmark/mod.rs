@@ -305,13 +305,14 @@ pub fn run(a: &PostmarkArgs) -> Result<(), String> {
     }
 }
 
-/// The systems a run measures, set up once.
+/// The systems a run measures, set up once. Fields drop in order: unmount, stop the
+/// server, then remove the temporary directory (never through a live mount).
 struct Rig {
+    mount: Option<Mount>,
+    srv: Option<Dafsd>,
     tmp: tempfile::TempDir,
     local: PathBuf,
     export: PathBuf,
-    srv: Option<Dafsd>,
-    mount: Option<Mount>,
     preload_lib: Option<PathBuf>,
     postmark: Option<PathBuf>,
     /// Why a target is unavailable.
