@@ -20,7 +20,8 @@
 #   --runs N      rounds (backends interleaved in each); medians are reported (default 3)
 #   --start-nfs   start the NFS baseline (sudo SERVE_ONLY=1 run_baseline.sh) and stop it after
 #   --out DIR     where results go (default target/mpibench): mpiio.json (everything, one
-#                 file), report.md (the Markdown tables, also printed on stdout), raw.jsonl
+#                 file), report.md (the Markdown tables, also printed on stdout), raw.jsonl,
+#                 errors.txt (failed jobs: the run goes on, and exits 1 at the end)
 # Environment: DAFS_PROFILE (release; debug for the dev build), NFS_PEER_DIR (the
 # shared/peers/nfs directory, default ../shared/peers/nfs beside the repository),
 # NFS_URL_BASE (nfs://127.0.0.1/export), NFS_URL_OPTS (?version=3&nfsport=2049&mountport=20048),
@@ -75,6 +76,7 @@ trap cleanup EXIT
 mkdir -p "$OUT" "$WORK/export" "$WORK/local"
 : >"$OUT/raw.jsonl"
 : >"$OUT/stats.txt"
+: >"$OUT/errors.txt"
 
 # ---------------------------------------------------------------- servers
 source scripts/lib-dafsd.sh
@@ -97,12 +99,16 @@ run_bench() {
     local file wfile
     file=$(mpibench_name "$backend" data) wfile=$(mpibench_name "$backend" wdata)
     local out="$WORK/job.out" err="$WORK/job.err"
+    # A failed job is reported (stderr, errors.txt, the report) and the run goes on: one broken
+    # backend must not lose the others' measurements. The script's exit status says so at the end.
     if ! mpibench_env "$backend" "$mode" timeout 600 "$MPIRUN" -np "$NP" "$BENCH" \
         --size "$SIZE" --secs "$SECS" --wfile "$wfile" --label "$backend" "$@" "$test" "$file" \
         >"$out" 2>"$err"; then
         echo "error: $backend ($mode) $test failed:" >&2
         tail -20 "$err" >&2
-        return 1
+        local why
+        why=$(grep -m1 '^mpiio_bench: ' "$err" || tail -1 "$err")
+        echo "round $ROUND: $backend $mode $test $*: ${why:-exit status non-zero, no message}" >>"$OUT/errors.txt"
     fi
     python3 adapters/ompio/bench/report.py tag "$backend" "$mode" "$ROUND" <"$out" >>"$OUT/raw.jsonl"
     # The component's counters, one line per process: "round N | job | counters".
@@ -161,7 +167,7 @@ echo "==> measured in $(($(date +%s) - t0)) s" >&2
 # MPI_File_delete through each backend (the NFS export outlives this script).
 for b in "${active[@]}"; do ROUND=0 run_bench "$b" cache delete; done
 
-python3 adapters/ompio/bench/report.py --raw "$OUT/raw.jsonl" --stats "$OUT/stats.txt" \
+python3 adapters/ompio/bench/report.py --raw "$OUT/raw.jsonl" --stats "$OUT/stats.txt" --errors "$OUT/errors.txt" \
     --json "$OUT/mpiio.json" --md "$OUT/report.md" \
     --meta "quick=$QUICK" "runs=$RUNS" "np=$NP" "size=$SIZE" "secs=$SECS" \
     "profile=$DAFS_PROFILE" "commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
@@ -169,3 +175,7 @@ python3 adapters/ompio/bench/report.py --raw "$OUT/raw.jsonl" --stats "$OUT/stat
     "mpi=$("$MPIRUN" --version 2>/dev/null | head -1)"
 cat "$OUT/report.md"
 echo "==> $OUT/mpiio.json, $OUT/report.md" >&2
+if [ -s "$OUT/errors.txt" ]; then
+    echo "bench.sh: $(wc -l <"$OUT/errors.txt") job(s) failed (see \"Errors\" in the report)" >&2
+    exit 1
+fi

@@ -316,6 +316,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--raw", required=True)
     ap.add_argument("--stats")
+    ap.add_argument("--errors")
     ap.add_argument("--json", required=True)
     ap.add_argument("--md", required=True)
     ap.add_argument("--meta", nargs="*", default=[])
@@ -323,6 +324,7 @@ def main():
     records = [json.loads(l) for l in open(a.raw) if l.strip()]
     meta = dict(kv.split("=", 1) for kv in a.meta)
     stats = [l.rstrip("\n") for l in open(a.stats)] if a.stats else []
+    errors = [l.rstrip("\n") for l in open(a.errors) if l.strip()] if a.errors else []
     med = medians(records)
     rep = Report(med, meta, stats)
     rep.header()
@@ -330,6 +332,14 @@ def main():
     rep.fig7()
     rep.fig8()
     rep.memreg()
+    if errors:
+        rep.out("#### Errors")
+        rep.out()
+        rep.out("Jobs that failed (their measurements are missing above):")
+        rep.out()
+        for e in errors:
+            rep.out(f"- {e}")
+        rep.out()
     doc = {
         "experiment": "seed 004: MPI-IO on DAFS (Figs. 4-8)",
         "command": "adapters/ompio/bench.sh" + (" --quick" if meta.get("quick") == "1" else ""),
@@ -344,6 +354,7 @@ def main():
         "seed": SEED,
         "targets": TARGETS,
         "component_stats": stats,
+        "errors": errors,
         "seed_points": seed_points(med),
         "markdown": "\n".join(rep.lines),
     }

@@ -64,16 +64,15 @@ for b in "${backends[@]}"; do
     check "$b: bandwidth 1 B..1 MiB, reads verified, writes read back" "$b" cache bandwidth --blocks 1,3,1000,4k,64k,1m
     check "$b: iread + compute overlap, verified" "$b" cache overlap --block 64k --fractions 0,0.5
 done
+# Every memory mode over shared memory here; over TCP in the driver's run below.
 for mode in percall library cache; do
-    for b in dafs-tcp dafs-shm; do
-        check "$b: memreg, fbtl_dafs_mem=$mode, half the reads into fresh mappings" "$b" "$mode" memreg \
-            --blocks 1k,64k --reuse 50
-        if grep -q "^dafs_ompio_stats .*mem=$mode .*bytes_read=[1-9]" "$WORK/err"; then
-            pass "$b: $mode: the I/O went through fbtl_dafs (its counters)"
-        else
-            fail "$b: $mode: no dafs_ompio_stats line with bytes read"
-        fi
-    done
+    check "dafs-shm: memreg, fbtl_dafs_mem=$mode, half the reads into fresh mappings" dafs-shm "$mode" memreg \
+        --blocks 1k,64k --reuse 50
+    if grep -q "^dafs_ompio_stats .*mem=$mode .*bytes_read=[1-9]" "$WORK/err"; then
+        pass "dafs-shm: $mode: the I/O went through fbtl_dafs (its counters)"
+    else
+        fail "dafs-shm: $mode: no dafs_ompio_stats line with bytes read"
+    fi
 done
 
 # What the benchmark wrote through dafs is on the server, byte for byte.
@@ -117,7 +116,7 @@ for t in ("Fig. 6", "Fig. 7: sequential read", "Fig. 7: sequential write", "Fig.
     assert t in d["markdown"], t
 series = {p["series"] for p in d["seed_points"]}
 for k in ("mpiio.bw.read.dafs", "mpiio.bw.write.local", "mpiio.lat.randread.dafs-shm", "mpiio.overlap.dafs",
-          "mpiio.lat.regcache_reuse50.dafs", "mpiio.lat.regpercall_reuse50.dafs"):
+          "mpiio.lat.regcache_reuse50.dafs-shm", "mpiio.lat.regpercall_reuse50.dafs-shm"):
     assert k in series, k
 modes = {x["mode"] for x in d["results"] if x["test"] == "memreg"}
 assert modes == {"percall", "library", "cache"}, modes
@@ -126,6 +125,27 @@ then
     pass "report.py: tables and JSON"
 else
     fail "report.py: tables and JSON"
+fi
+
+# The driver end to end (tiny): its report and JSON; and a failing job is reported, the run
+# goes on to its report, and the exit status says so.
+if adapters/ompio/bench.sh --quick --secs 0.02 --backends dafs-tcp --out "$WORK/drv" \
+    >"$WORK/drv.out" 2>"$WORK/drv.err" &&
+    grep -q '^| 1 MiB | [0-9]' "$WORK/drv/report.md" && grep -q '^| dafs-tcp | 16 KiB | 0 % |' "$WORK/drv/report.md" &&
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["backends"]==["dafs-tcp"] and not d["errors"]; assert {r["mode"] for r in d["results"]}=={"percall","library","cache"}' \
+        "$WORK/drv/mpiio.json"; then
+    pass "bench.sh --quick: report and JSON for dafs-tcp, every memory mode"
+else
+    tail -5 "$WORK/drv.err" | sed 's/^/    | /'
+    fail "bench.sh --quick"
+fi
+if ! adapters/ompio/bench.sh --quick --np 2 --size 1m --backends local --out "$WORK/drv-bad" \
+    >"$WORK/drv-bad.out" 2>"$WORK/drv-bad.err" &&
+    grep -q 'local cache latency --block 4: mpiio_bench: .*at least 1 MiB' "$WORK/drv-bad/report.md" &&
+    grep -q 'job(s) failed' "$WORK/drv-bad.err"; then
+    pass "bench.sh: failed jobs are in the report and the exit status"
+else
+    fail "bench.sh: failed jobs are not reported"
 fi
 
 if ! kill -0 "${pids[0]}" 2>/dev/null; then fail "dafsd died during the tests"; fi
