@@ -11,7 +11,8 @@
 #     uncommitted absent; a second process is refused while the first holds the env;
 #   - cache pages placed directly into registered cache memory (the hooks' counters);
 #   - a bad server and a missing file give clear errors and write nothing locally.
-# Prints "bdb: N passed, N failed" last.
+# Every program runs under `timeout -k 5` (Berkeley DB utilities catch SIGTERM and may not
+# stop for it). Prints "bdb: N passed, N failed" last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -78,7 +79,7 @@ fail() { failed=$((failed + 1)); echo "FAIL $1"; }
 # without a FAIL line counts as one failure.
 run() {
     local name=$1 out=$2 rc; shift 2
-    set +e; timeout 60 "$@" >"$out" 2>&1; rc=$?; set -e
+    set +e; timeout -k 5 60 "$@" >"$out" 2>&1; rc=$?; set -e
     sed 's/^/    /' "$out"
     passed=$((passed + $(grep -c '^ok ' "$out" || true)))
     failed=$((failed + $(grep -c '^FAIL ' "$out" || true)))
@@ -128,7 +129,7 @@ verify env/noenv.db
 echo "==> prefix relative to the current directory; prefix / refused"
 run rel-prefix "$WORK/rel.out" bash -c 'cd "$1" && exec "$2" "$3" relpfx noenv relpfx/rel.db' _ "$WORK" "$TS" "$SHM"
 verify rel.db
-set +e; out=$(timeout 30 "$TS" "$SHM" / noenv /x.db 2>&1); rc=$?; set -e
+set +e; out=$(timeout -k 5 30 "$TS" "$SHM" / noenv /x.db 2>&1); rc=$?; set -e
 if [ "$rc" -eq 3 ] && echo "$out" | grep -q 'Invalid argument'; then pass "prefix / refused with -EINVAL"
 else echo "$out" | sed 's/^/    /'; fail "prefix / refused with -EINVAL (exit $rc)"; fi
 
@@ -138,22 +139,22 @@ CRASH_PID=$!
 for _ in $(seq 300); do grep -q '^READY' "$WORK/crash.out" && break; kill -0 "$CRASH_PID" 2>/dev/null || break; sleep 0.1; done
 if grep -q '^READY' "$WORK/crash.out"; then pass "crash: 50 transactions committed, one left open and flushed"
 else sed 's/^/    /' "$WORK/crash.out"; fail "crash: program did not get ready"; fi
-set +e; out=$(timeout 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" basic "$PFX/txn" 2>&1); rc=$?; set -e
+set +e; out=$(timeout -k 5 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" basic "$PFX/txn" 2>&1); rc=$?; set -e
 if [ "$rc" -ne 0 ] && echo "$out" | grep -q 'open in another process'; then pass "second process refused while the environment is open (EBUSY)"
 else echo "$out" | sed 's/^/    /'; fail "second process refused while the environment is open (exit $rc)"; fi
 kill -9 "$CRASH_PID" 2>/dev/null || true; wait "$CRASH_PID" 2>/dev/null || true; CRASH_PID=
 run recover "$WORK/recover.out" "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" recover "$PFX/txn" 50
 verify txn/txn.db
 # Debian's own utilities, unmodified, preloaded like the application.
-set +e; out=$(timeout 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" db5.3_recover -h "$PFX/txn" 2>&1); rc=$?; set -e
+set +e; out=$(timeout -k 5 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" db5.3_recover -h "$PFX/txn" 2>&1); rc=$?; set -e
 if [ "$rc" -eq 0 ]; then pass "db5.3_recover (Debian's binary) preloaded"; else echo "$out" | sed 's/^/    /'; fail "db5.3_recover preloaded (exit $rc)"; fi
-set +e; out=$(timeout 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" db5.3_dump -p -h "$PFX/txn" txn.db 2>&1); rc=$?; set -e
+set +e; out=$(timeout -k 5 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" db5.3_dump -p -h "$PFX/txn" txn.db 2>&1); rc=$?; set -e
 if [ "$rc" -eq 0 ] && echo "$out" | grep -q '^ c000049' && ! echo "$out" | grep -q '^ u0000'; then
     pass "db5.3_dump (Debian's binary) preloaded: committed records, no uncommitted ones"
 else echo "$out" | tail -5 | sed 's/^/    /'; fail "db5.3_dump preloaded (exit $rc)"; fi
 
 echo "==> DB_REGISTER ends with a clear error instead of looping"
-set +e; out=$(timeout 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" register "$PFX/txn" 2>&1); rc=$?; set -e
+set +e; out=$(timeout -k 5 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" register "$PFX/txn" 2>&1); rc=$?; set -e
 if [ "$rc" -eq 0 ] && echo "$out" | grep -q 'DB_REGISTER and hot backup are not supported'; then pass "DB_REGISTER refused with a message ($(echo "$out" | grep "^register:"))"
 else echo "$out" | sed 's/^/    /'; fail "DB_REGISTER refused with a message (exit $rc)"; fi
 
@@ -161,19 +162,19 @@ echo "==> cache pages placed directly into registered memory"
 run cache "$WORK/cache.out" env EXPECT_DIRECT=1 DAFS_BDB_SERVER="$SHM" DAFS_BDB_PREFIX="$PFX" LD_PRELOAD="$LIB" "$T" cache "$PFX/cache"
 
 echo "==> errors: missing file, bad server"
-set +e; out=$(timeout 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" open "$PFX/env" nosuch.db 2>&1); rc=$?; set -e
+set +e; out=$(timeout -k 5 30 "${PL[@]}" DAFS_BDB_SERVER="$SHM" "$T" open "$PFX/env" nosuch.db 2>&1); rc=$?; set -e
 if [ "$rc" -eq 2 ] && echo "$out" | grep -q 'No such file or directory'; then pass "missing database: ENOENT"
 else echo "$out" | sed 's/^/    /'; fail "missing database: ENOENT (exit $rc)"; fi
 mkdir -p "$WORK/badpfx"
-set +e; out=$(timeout 30 env DAFS_BDB_SERVER=127.0.0.1:1 DAFS_BDB_PREFIX="$WORK/badpfx" LD_PRELOAD="$LIB" "$T" basic "$WORK/badpfx/env" 2>&1); rc=$?; set -e
+set +e; out=$(timeout -k 5 30 env DAFS_BDB_SERVER=127.0.0.1:1 DAFS_BDB_PREFIX="$WORK/badpfx" LD_PRELOAD="$LIB" "$T" basic "$WORK/badpfx/env" 2>&1); rc=$?; set -e
 if [ "$rc" -ne 0 ] && echo "$out" | grep -q 'cannot connect to 127.0.0.1:1' && echo "$out" | grep -qi 'refused' \
     && [ -z "$(find "$WORK/badpfx" -type f 2>&1)" ]; then pass "preload with a bad server: clear error, nothing written locally"
 else echo "$out" | sed 's/^/    /'; fail "preload with a bad server (exit $rc)"; fi
-set +e; out=$(timeout 30 env DAFS_BDB_SERVER=127.0.0.1:1 DAFS_BDB_PREFIX="$WORK/badpfx" LD_PRELOAD="$LIB" "$T" noenv "$WORK/badpfx/x.db" 2>&1); rc=$?; set -e
+set +e; out=$(timeout -k 5 30 env DAFS_BDB_SERVER=127.0.0.1:1 DAFS_BDB_PREFIX="$WORK/badpfx" LD_PRELOAD="$LIB" "$T" noenv "$WORK/badpfx/x.db" 2>&1); rc=$?; set -e
 if [ "$rc" -ne 0 ] && echo "$out" | grep -qi 'refused' && [ -z "$(find "$WORK/badpfx" -type f 2>&1)" ]; then
     pass "bad server, database without an environment: refused, nothing written locally"
 else echo "$out" | sed 's/^/    /'; fail "bad server, database without an environment (exit $rc)"; fi
-set +e; out=$(timeout 30 "$TS" 127.0.0.1:1 "$WORK/badpfx" basic "$WORK/badpfx/env" 2>&1); rc=$?; set -e
+set +e; out=$(timeout -k 5 30 "$TS" 127.0.0.1:1 "$WORK/badpfx" basic "$WORK/badpfx/env" 2>&1); rc=$?; set -e
 if [ "$rc" -eq 3 ] && echo "$out" | grep -qi 'refused'; then pass "dafs_bdb_setup with a bad server returns -ECONNREFUSED"
 else echo "$out" | sed 's/^/    /'; fail "dafs_bdb_setup with a bad server (exit $rc)"; fi
 

@@ -6,6 +6,7 @@
  * rename, unlink and dirlist return 0 or an errno value.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <db.h>
 #include <dirent.h>
 #include <errno.h>
@@ -124,6 +125,7 @@ static int h_open(const char *path, int flags, ...)
             rc = fd;
         }
         if (rc == 0) {
+            assert(bdb.files_n < bdb.files_max && bdb_file_of(fd) == NULL); /* fds are unique */
             struct bdb_file *e = &bdb.files[bdb.files_n++];
             e->fd = fd;
             e->f = f;

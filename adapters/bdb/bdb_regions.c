@@ -12,6 +12,7 @@
  * dies with the process, so a crashed process never blocks recovery.
  */
 #define _GNU_SOURCE
+#include <assert.h>
 #include <db.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -111,6 +112,7 @@ static int region_create(DB_ENV *dbenv, const char *name, size_t len, void **add
             close(r.lock_fd);
         return rc;
     }
+    assert(bdb.regions_n < bdb.regions_max);
     bdb.regions[bdb.regions_n++] = r;
     *addrp = r.addr;
     return 0;
@@ -154,6 +156,7 @@ static int h_region_unmap(DB_ENV *dbenv, void *addr)
         if (r->addr != addr)
             continue;
         rc = 0;
+        assert(r->refs > 0);
         if (--r->refs > 0)
             break;
         if (r->registered)
