@@ -201,6 +201,10 @@ pub fn run(a: &SeedsArgs) -> Result<(), String> {
     let paper = paper::paper()?;
     let which = selected(a)?;
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    // Absolute: the adapters' scripts run from the repository root, not from here.
+    let mut abs = a.clone();
+    abs.out = std::fs::canonicalize(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    let a = &abs;
     let repo = find_repo(a);
 
     let mut measured = Measured::default();
