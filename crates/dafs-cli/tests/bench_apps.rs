@@ -136,3 +136,62 @@ fn gzip_refuses_bad_configurations_and_has_usable_defaults() {
         (550 << 20, 16 << 10, vec![1, 2])
     );
 }
+
+/// The commands as a user types them: exit status, the report, the JSON, the plots.
+#[test]
+fn the_commands_write_their_reports() {
+    let out = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_dafs"))
+            .args(args)
+            .args(["--dafsd", env!("CARGO_BIN_EXE_dafsd")])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        stdout
+    };
+    let m = out.path().join("merge");
+    let md = run(&[
+        "bench",
+        "merge",
+        "--size",
+        "1m",
+        "--record-sizes",
+        "16,512",
+        "--backends",
+        "local,shm",
+        "--runs",
+        "1",
+        "--out",
+        m.to_str().unwrap(),
+    ]);
+    assert!(md.contains("| 512 B |"), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(m.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["rows"].as_array().unwrap().len(), 4);
+    assert!(json["rows"].as_array().unwrap().iter().all(|r| r["verified"] == true));
+    assert!(m.join("report.md").is_file() && m.join("merge_mbps.png").is_file());
+    let g = out.path().join("gzip");
+    let md = run(&[
+        "bench",
+        "gzip",
+        "--size",
+        "100k",
+        "--ways",
+        "dafs-shm",
+        "--out",
+        g.to_str().unwrap(),
+    ]);
+    assert!(md.contains("DAFS gzip, dafs-shm | 2 |"), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(g.join("results.json")).unwrap()).unwrap();
+    assert!(json["rows"].as_array().unwrap().iter().all(|r| r["verified"] == true));
+    // A bad option is refused with the reason.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dafs"))
+        .args(["bench", "merge", "--record-sizes", "20", "--backends", "local"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("record size 20"));
+}

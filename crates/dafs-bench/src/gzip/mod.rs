@@ -198,7 +198,7 @@ pub struct GzipResults {
     pub cpus: usize,
     pub config: GzipConfig,
     pub rows: Vec<GzipRow>,
-    pub targets: Vec<crate::merge::MergeTarget>,
+    pub targets: Vec<crate::Target>,
     pub notes: Vec<String>,
     pub elapsed_s: f64,
 }

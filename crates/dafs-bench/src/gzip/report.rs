@@ -2,13 +2,13 @@
 
 use super::GzipResults;
 use crate::apps::{fmt_ratio, table};
-use crate::merge::MergeTarget;
 use crate::util::ratio;
+use crate::Target;
 
 /// The DAFS gzip with 2 processes against 1, on shared memory (the seed: 2x on 2 CPUs).
 pub const TARGET_2P_SPEEDUP: f64 = 1.8;
 
-pub fn targets(res: &GzipResults) -> Vec<MergeTarget> {
+pub fn targets(res: &GzipResults) -> Vec<Target> {
     let name = format!("gzip with 2 processes on dafs-shm >= {TARGET_2P_SPEEDUP}x one process");
     let r =
         res.row("dafs-shm", 2).zip(res.row("dafs-shm", 1)).and_then(|(a, b)| ratio(a.mbps, b.mbps));
@@ -18,7 +18,7 @@ pub fn targets(res: &GzipResults) -> Vec<MergeTarget> {
         Some(x) if x >= TARGET_2P_SPEEDUP => "met".into(),
         Some(_) => "missed".into(),
     };
-    vec![MergeTarget { name, status, detail: format!("{} on {} CPUs", fmt_ratio(r), res.cpus) }]
+    vec![Target { name, status, detail: format!("{} on {} CPUs", fmt_ratio(r), res.cpus) }]
 }
 
 pub fn markdown(res: &GzipResults, command: &str) -> String {

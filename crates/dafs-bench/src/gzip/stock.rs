@@ -222,3 +222,44 @@ impl Drop for Mount {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check passes a good stream of two members and fails (without hanging) on a
+    /// corrupted, a truncated or a wrong one.
+    #[test]
+    fn verify_accepts_members_and_rejects_damage() {
+        let d = tempfile::tempdir().unwrap();
+        let input = d.path().join("in");
+        make_input(&input, 300_000, 3).unwrap();
+        let data = std::fs::read(&input).unwrap();
+        assert_eq!(data.len(), 300_000);
+        let gz = |part: &[u8], name: &str| -> PathBuf {
+            let src = d.path().join(format!("{name}.src"));
+            std::fs::write(&src, part).unwrap();
+            let out = d.path().join(name);
+            run_gzip(src.to_str().unwrap(), out.to_str().unwrap(), 6, &[]).unwrap();
+            out
+        };
+        let (a, b) = (gz(&data[..100_000], "a.gz"), gz(&data[100_000..], "b.gz"));
+        verify(&[a.clone(), b.clone()], &input).unwrap();
+        // Members out of order: valid gzip, wrong bytes.
+        let e = verify(&[b.clone(), a.clone()], &input).unwrap_err();
+        assert!(e.contains("differs"), "{e}");
+        // A member missing: the output is short.
+        assert!(verify(std::slice::from_ref(&a), &input).unwrap_err().contains("differs"));
+        // A corrupted byte in the middle: gzip -t fails.
+        let mut bytes = std::fs::read(&b).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x55;
+        let bad = d.path().join("bad.gz");
+        std::fs::write(&bad, &bytes).unwrap();
+        assert!(verify(&[a.clone(), bad], &input).unwrap_err().contains("gzip -t"));
+        // Truncated.
+        let bytes = std::fs::read(&b).unwrap();
+        std::fs::write(d.path().join("cut.gz"), &bytes[..bytes.len() - 10]).unwrap();
+        assert!(verify(&[a, d.path().join("cut.gz")], &input).unwrap_err().contains("gzip -t"));
+    }
+}

@@ -209,21 +209,13 @@ pub struct MergeRow {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct MergeTarget {
-    pub name: String,
-    /// "met", "missed", or "n/a (why)".
-    pub status: String,
-    pub detail: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
 pub struct MergeResults {
     pub date: String,
     pub host_load_avg_at_start: String,
     pub config: MergeConfig,
     pub input_checksums: Vec<(usize, records::Checksum)>,
     pub rows: Vec<MergeRow>,
-    pub targets: Vec<MergeTarget>,
+    pub targets: Vec<crate::Target>,
     /// Systems not measured and why.
     pub notes: Vec<String>,
     pub elapsed_s: f64,

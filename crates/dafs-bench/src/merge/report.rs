@@ -1,8 +1,9 @@
 //! The merge experiment's targets and Markdown report.
 
-use super::{MergeResults, MergeTarget};
+use super::MergeResults;
 use crate::apps::{fmt_ratio, table};
 use crate::util::ratio;
+use crate::Target;
 
 /// DAFS over shared memory against NFS, at every record size (the seed: up to 1.4x).
 pub const TARGET_VS_NFS: f64 = 1.2;
@@ -20,7 +21,7 @@ fn ratios(res: &MergeResults, a: &str, b: &str) -> Vec<(usize, Option<f64>)> {
         .collect()
 }
 
-fn target(res: &MergeResults, against: &str, want: f64) -> MergeTarget {
+fn target(res: &MergeResults, against: &str, want: f64) -> Target {
     let rs = ratios(res, "dafs-shm", against);
     let name = format!("merge on dafs-shm >= {want}x {against} at every record size");
     let detail =
@@ -32,10 +33,10 @@ fn target(res: &MergeResults, against: &str, want: f64) -> MergeTarget {
     } else {
         "missed".into()
     };
-    MergeTarget { name, status, detail }
+    Target { name, status, detail }
 }
 
-pub fn targets(res: &MergeResults) -> Vec<MergeTarget> {
+pub fn targets(res: &MergeResults) -> Vec<Target> {
     vec![target(res, "nfs", TARGET_VS_NFS), target(res, "local", TARGET_VS_LOCAL)]
 }
 
