@@ -100,6 +100,9 @@ pub struct BenchArgs {
     /// Parent directory of the temporary export (default: $TMPDIR or /tmp).
     #[arg(long)]
     pub tmpdir: Option<PathBuf>,
+    /// Write the report to OUT only, not to stdout (dafs bench seeds prints its own).
+    #[arg(long, hide = true)]
+    pub no_print: bool,
 }
 
 /// `dafs bench SUBCOMMAND`: the seeds' application experiments.
@@ -477,6 +480,12 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         Some(BenchCmd::Seeds(s)) => return seeds::run(s),
         None => {}
     }
+    bench(a).map(|_| ())
+}
+
+/// The microbenchmarks of `dafs bench` (no subcommand): measures, writes OUT/report.md,
+/// OUT/results.json and the plots, and returns the results (`dafs bench seeds` reads them).
+pub fn bench(a: &BenchArgs) -> Result<Results, String> {
     let t_start = Instant::now();
     let cfg = resolve(a)?;
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
@@ -931,7 +940,9 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     }
     util::stop_watchdog();
     let md = report::markdown(&res);
-    println!("{md}");
+    if !a.no_print {
+        println!("{md}");
+    }
     let md_path = a.out.join("report.md");
     std::fs::write(&md_path, &md).map_err(|e| format!("{}: {e}", md_path.display()))?;
     let json_path = a.out.join("results.json");
@@ -944,7 +955,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         res.plots.len(),
         res.info.elapsed_s
     ));
-    Ok(())
+    Ok(res)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -35,7 +35,20 @@ fn color(name: &str) -> RGBColor {
         "nfs" => RGBColor(44, 160, 44),
         "tcp direct" => RGBColor(23, 190, 207),
         "shm direct" => RGBColor(227, 119, 194),
-        _ => RGBColor(127, 127, 127),
+        // Other names (the seeds report's labels): a fixed palette picked by the name, so
+        // the lines of one plot differ and a name keeps its colour across plots.
+        _ => {
+            const PALETTE: [RGBColor; 6] = [
+                RGBColor(148, 103, 189),
+                RGBColor(255, 127, 14),
+                RGBColor(140, 86, 75),
+                RGBColor(188, 189, 34),
+                RGBColor(23, 190, 207),
+                RGBColor(127, 127, 127),
+            ];
+            let h = name.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+            PALETTE[h % PALETTE.len()]
+        }
     }
 }
 
