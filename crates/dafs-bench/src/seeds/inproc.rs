@@ -35,10 +35,11 @@ struct PostmarkCli {
 }
 
 /// How the postmark targets appear in the paper table's series.
-const POSTMARK_SERIES: [(&str, &str); 6] = [
+const POSTMARK_SERIES: [(&str, &str); 7] = [
     ("native-local", "native-local"),
     ("native-tcp", "dafs-tcp"),
     ("native-shm", "dafs-shm"),
+    ("native-nfs", "nfs"),
     ("postmark-local", "local"),
     ("postmark-preload", "preload"),
     ("postmark-fuse", "fuse"),
