@@ -4,7 +4,8 @@
 #     (scripts/install-capi.sh) and compiles the C programs with pkg-config;
 #   - fetches fio's Debian source package (same version as the installed fio) for the
 #     engine headers, configures it once (cached), and builds adapters/fio/dafs_engine.c;
-#   - starts dafsd on 127.0.0.1:0 (TCP + shared memory) and runs tests/c/test_capi.c,
+#   - starts dafsd on 127.0.0.1:0 (TCP + shared memory) and runs the C API tests (one
+#     program: tests/c/test_capi.c with main() and the tests by area in tests/c/capi_*.c),
 #     examples/c/dafs_copy.c (tcp, auto, shm) and the fio jobs of adapters/fio/jobs
 #     (verify jobs over tcp and shm, a corruption check, and the benchmark files briefly).
 # Prints "c: N passed, N failed" last (each C test, each example run, each fio job).
@@ -90,7 +91,7 @@ export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH
 CWARN="-std=c11 -Wall -Wextra -Werror -O2"
 echo "==> compiling C tests and example against the installed library (pkg-config dafs $(pkg-config --modversion dafs))"
 # test_capi: shared library; dafs_copy: static library.
-cc $CWARN tests/c/test_capi.c -o "$BUILD/test_capi" $(pkg-config --cflags --libs dafs) \
+cc $CWARN tests/c/test_capi.c tests/c/capi_*.c -o "$BUILD/test_capi" $(pkg-config --cflags --libs dafs) \
     -Wl,-rpath,"$(pkg-config --variable=libdir dafs)" -pthread
 cc $CWARN examples/c/dafs_copy.c -o "$BUILD/dafs_copy" $(pkg-config --cflags dafs) \
     "$(pkg-config --variable=libdir dafs)/libdafs.a" $(pkg-config --static --libs-only-l dafs | sed 's/-ldafs//')
@@ -132,7 +133,7 @@ pass() { passed=$((passed + 1)); echo "ok   $1"; }
 fail() { failed=$((failed + 1)); echo "FAIL $1"; }
 
 # ---------------------------------------------------------------- C tests
-echo "==> tests/c/test_capi.c"
+echo "==> tests/c/test_capi.c tests/c/capi_*.c"
 set +e
 DAFS_TARGET=$MAIN_ADDR DAFS_SHM_TARGET=$MAIN_SHM DAFS_VICTIM_TARGET=$VICTIM_ADDR DAFS_VICTIM_PID=$VICTIM_PID DAFS_ADMIN_SOCKET="$WORK/admin.sock" \
     timeout 120 "$BUILD/test_capi" >"$WORK/test_capi.out" 2>&1

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# POSIX conformance (issue 19): tests/posix/posixtest.c, the project's own suite of named
-# cases (errno of every error case, ownership, modes, times, special files, rename
-# semantics, sticky and set-group-ID directories, long names, symlink attributes...),
-# run as root from inside the directory under test, in three places:
+# POSIX conformance (issue 19): tests/posix/posixtest.c (main, the cases by area in
+# tests/posix/posix_*.c), the project's own suite of named cases (errno of every error
+# case, ownership, modes, times, special files, rename semantics, sticky and set-group-ID
+# directories, long names, symlink attributes...), run as root from inside the directory
+# under test, in three places:
 #   local    a directory on the same file system as dafsd's export (the reference: the
 #            suite must pass there completely);
 #   mount    a FUSE mount of the export (`dafs mount -d -o allow_other`: the identity
@@ -79,8 +80,8 @@ cleanup() {
     if [ -n "${DAFS_POSIX_KEEP:-}" ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
-echo "==> cc tests/posix/posixtest.c"
-cc -std=gnu11 -Wall -Wextra -Werror -O1 tests/posix/posixtest.c -o "$WORK/posixtest"
+echo "==> cc tests/posix/posixtest.c tests/posix/posix_*.c"
+cc -std=gnu11 -Wall -Wextra -Werror -O1 tests/posix/posixtest.c tests/posix/posix_*.c -o "$WORK/posixtest"
 
 # run NAME DIR [env...]: the suite in DIR, results in $WORK/NAME.tsv (stderr: NAME.err).
 # Every run has a time limit: a hang fails the column, never blocks CI.
