@@ -321,7 +321,6 @@ echo "==> git (private mmap of dafs files)"
 check "git init/add/commit in a repository under the prefix" dafs bash -c "cd '$M' && git init -q repo && cd repo && cp -r '$P/src' . && git add src && git -c user.email=t@example.invalid -c user.name=t commit -qm one && git log --oneline | grep -q one"
 check "... the server's copy passes git fsck and has the files" bash -c "cd '$EXPORT/repo' && git fsck --strict 2>&1 >/dev/null && git diff --quiet HEAD && test \"\$(git ls-files | sort | tr '\n' ' ')\" = 'src/calc.c src/main.c '"
 
-<<<<<<< HEAD
 # ---------------------------------------------------------------- postmark
 # Debian's stock PostMark, unmodified (stdio buffered I/O; remove(3) for its deletes):
 # the same seed through the library and on a local directory must do exactly the
@@ -340,7 +339,6 @@ check "... the same files created, read, appended, deleted and bytes as on a loc
 check "... and every file it made is gone from the server" test -z "$(ls -A "$EXPORT/pm")"
 
 # ---------------------------------------------------------------- fdtest
-=======
 # ---------------------------------------------------------------- C test programs
 # run_ctest LABEL [VAR=VALUE...] -- PROGRAM ARGS...: run a C test program under the
 # library (VAR=VALUE may override DAFS_MOUNT); its "N passed, N failed" summary line
@@ -367,7 +365,6 @@ run_ctest() {
         fail "$label (exit status $rc, no summary: crashed or hung?)"
     fi
 }
->>>>>>> paio
 echo "==> tests/preload/fdtest.c (descriptors, dup, fork, exec, locks, stdio, errno)"
 run_ctest fdtest -- "$WORK/fdtest" "$M" "$L"
 echo "==> tests/preload/aiotest.c (POSIX AIO)"
