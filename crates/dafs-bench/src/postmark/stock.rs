@@ -134,6 +134,13 @@ pub fn run(bin: &Path, t: &StockTarget, p: &PmParams, scratch: &Path) -> Result<
         ));
     }
     if r.created == 0 || r.postmark_tx_per_s.is_none() {
+        if stdout.contains("out of files!") {
+            return Err(format!(
+                "postmark ({}): its pool ran out of files (create/delete is a random walk): \
+                 raise the files or lower the transactions",
+                t.label
+            ));
+        }
         return Err(format!("postmark ({}): no report in its output:\n{stdout}", t.label));
     }
     Ok(r)
