@@ -25,26 +25,7 @@
 extern const char *tcp_target, *shm_target;
 extern char dir[64]; /* this run's scratch directory inside the export */
 
-/* A test function returns 0 on success; these print where a check failed and return 1. */
-#define FAIL(...)                                                                   \
-    do {                                                                            \
-        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                         \
-        fprintf(stderr, __VA_ARGS__);                                               \
-        fprintf(stderr, "\n");                                                      \
-        return 1;                                                                   \
-    } while (0)
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) FAIL("check failed: %s", #c);                                     \
-    } while (0)
-#define CHECK_EQ(a, b)                                                              \
-    do {                                                                            \
-        long long _a = (long long)(a), _b = (long long)(b);                         \
-        if (_a != _b)                                                               \
-            FAIL("%s = %lld (%s), expected %s = %lld", #a, _a,                     \
-                 _a < 0 ? dafs_strerror((int)_a) : "", #b, _b);                     \
-    } while (0)
-#define OK(expr) CHECK_EQ((expr), 0)
+#include "check.h"
 
 /* `name` inside the scratch directory (one of 8 rotating static buffers). */
 char *path(const char *name);

@@ -24,25 +24,7 @@ _Static_assert(sizeof(dafs_open_ex_t) == 48, "dafs_open_ex_t layout");
 static const char *target, *export_dir;
 static char dir[64];
 
-#define FAIL(...)                                                                   \
-    do {                                                                            \
-        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                         \
-        fprintf(stderr, __VA_ARGS__);                                               \
-        fprintf(stderr, "\n");                                                      \
-        return 1;                                                                   \
-    } while (0)
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) FAIL("check failed: %s", #c);                                     \
-    } while (0)
-#define CHECK_EQ(a, b)                                                              \
-    do {                                                                            \
-        long long _a = (long long)(a), _b = (long long)(b);                         \
-        if (_a != _b)                                                               \
-            FAIL("%s = %lld (%s), expected %s = %lld", #a, _a,                     \
-                 _a < 0 ? dafs_strerror((int)_a) : "", #b, _b);                     \
-    } while (0)
-#define OK(expr) CHECK_EQ((expr), 0)
+#include "check.h"
 
 static char *path(const char *name) {
     static char buf[8][256];
