@@ -167,6 +167,15 @@ pub fn parse_url(url: &str) -> Result<(String, String)> {
     if hostport.is_empty() {
         return Err(Error::InvalidArgument("URL has no host"));
     }
+    // "host:port" (a bracketed IPv6 address ends in ']' when it has no port).
+    if let Some(i) = hostport.rfind(':').filter(|_| !hostport.ends_with(']')) {
+        if hostport[..i].is_empty() {
+            return Err(Error::InvalidArgument("URL has no host"));
+        }
+        if hostport[i + 1..].parse::<u16>().is_err() {
+            return Err(Error::InvalidArgument("URL port must be a number 0..=65535"));
+        }
+    }
     let hostport = if hostport.contains(':') && !hostport.ends_with(']') {
         hostport.to_string()
     } else {
@@ -210,5 +219,11 @@ mod tests {
         assert_eq!(parse_url("dafs+tls://h:9/a").unwrap(), ("dafs+tls://h:9".into(), "/a".into()));
         assert_eq!(parse_url("dafs+tls://h").unwrap(), ("dafs+tls://h:7420".into(), "/".into()));
         assert!(parse_url("dafs+tls:///a").is_err());
+        // A port without a host, or a port that is not one, is refused up front.
+        for bad in ["dafs://:9", "dafs://:9/a", "dafs://h:", "dafs://h:x/a", "dafs://h:70000"] {
+            assert!(parse_url(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_url("dafs://[::1]:9/a").unwrap(), ("[::1]:9".into(), "/a".into()));
+        assert_eq!(parse_url("dafs://[::1]").unwrap(), ("[::1]:7420".into(), "/".into()));
     }
 }
