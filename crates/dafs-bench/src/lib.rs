@@ -24,12 +24,15 @@
 mod apps;
 mod backends;
 pub mod gzip;
+mod latency;
 mod libnfs;
 pub mod merge;
 mod nfs;
+mod overlap;
 mod plot;
 pub mod postmark;
 mod report;
+mod results;
 pub mod seeds;
 mod server;
 mod util;
@@ -38,11 +41,18 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use dafs_client::Provider;
-use serde::Serialize;
 
 use backends::{Backend, Dafs, DataSpec, Local, MetaSample, Sample};
 use server::Dafsd;
 use util::{heartbeat, median, median_opt, Burner};
+
+use latency::latency_model;
+use overlap::overlap_one;
+pub(crate) use results::summarize;
+pub use results::{
+    Crossover, DataRow, LatFit, LatPoint, LatencyResults, MetaRow, OverlapRow, Results, RunInfo,
+    Target,
+};
 
 /// `dafs bench` options.
 #[derive(clap::Args, Debug, Clone)]
@@ -208,192 +218,8 @@ fn resolve(a: &BenchArgs) -> Result<Cfg, String> {
     })
 }
 
-// ------------------------------------------------------------------ results
-
-#[derive(Debug, Serialize, Default)]
-pub struct RunInfo {
-    pub date: String,
-    pub command: String,
-    pub host: String,
-    pub load_avg_at_start: String,
-    pub quick: bool,
-    pub runs: usize,
-    pub file_size: u64,
-    pub secs_per_run: f64,
-    pub qd: usize,
-    pub block_sizes: Vec<usize>,
-    pub backends: Vec<String>,
-    pub workloads: Vec<String>,
-    pub client_spin_us: String,
-    pub server_spin_us: u64,
-    pub dafsd: String,
-    pub export_dir: String,
-    pub nfs: String,
-    pub sessions: Vec<(String, String)>,
-    pub burner_iters_per_us: f64,
-    pub meta_files: usize,
-    pub elapsed_s: f64,
-    /// Median CPU (in cores) used by other processes during the data tests.
-    pub other_load_cores: Option<f64>,
-    pub load_avg_at_end: String,
-}
-
-#[derive(Debug, Serialize, Clone)]
-pub struct DataRow {
-    pub op: &'static str,
-    pub pattern: &'static str,
-    pub qd: usize,
-    pub bs: usize,
-    pub backend: String,
-    pub runs: Vec<Sample>,
-    pub error: Option<String>,
-    pub mbps: f64,
-    pub iops: f64,
-    /// Mean latency per request (Little's law at QD > 1).
-    pub lat_us: f64,
-    /// Median CPU used by other processes during the runs, in cores.
-    pub other_cores: Option<f64>,
-    pub cpu_s_per_gb: f64,
-    pub srv_cpu_s_per_gb: Option<f64>,
-}
-
-#[derive(Debug, Serialize, Clone)]
-pub struct LatPoint {
-    pub transport: String,
-    pub mode: String,
-    pub size: usize,
-    pub mean_us: f64,
-    pub runs_us: Vec<f64>,
-}
-
-#[derive(Debug, Serialize, Clone)]
-pub struct LatFit {
-    pub transport: String,
-    pub mode: String,
-    pub intercept_us: f64,
-    pub slope_ns_per_byte: f64,
-    pub r2: f64,
-}
-
-#[derive(Debug, Serialize, Clone)]
-pub struct Crossover {
-    pub transport: String,
-    /// Size where the two fitted lines cross.
-    pub model_bytes: Option<f64>,
-    /// Smallest measured size from which direct is faster at every larger measured size.
-    pub empirical_bytes: Option<usize>,
-    pub recommended: String,
-}
-
-#[derive(Debug, Serialize, Default)]
-pub struct LatencyResults {
-    pub null_us: Vec<(String, f64)>,
-    pub servers: Vec<(String, String)>,
-    pub points: Vec<LatPoint>,
-    pub fits: Vec<LatFit>,
-    pub crossovers: Vec<Crossover>,
-    pub default_threshold: Option<usize>,
-}
-
-#[derive(Debug, Serialize, Clone)]
-pub struct MetaRow {
-    pub backend: String,
-    pub files: usize,
-    pub runs: Vec<MetaSample>,
-    pub error: Option<String>,
-    pub ops_s: [f64; 3],
-    pub cpu_us_per_op: [f64; 3],
-    pub srv_cpu_us_per_op: [Option<f64>; 3],
-    /// All three phases: 3 * files / total time.
-    pub mix_ops_s: f64,
-}
-
-#[derive(Debug, Serialize, Clone)]
-pub struct OverlapRow {
-    pub backend: String,
-    pub bs: usize,
-    pub blocks: usize,
-    pub depth: usize,
-    pub compute_us: f64,
-    pub t_io: f64,
-    pub t_compute: f64,
-    pub t_sync: f64,
-    pub t_async: f64,
-    /// (t_sync - t_async) / t_io, median over runs.
-    pub hidden: f64,
-    pub error: Option<String>,
-}
-
-#[derive(Debug, Serialize, Clone)]
-pub struct Target {
-    pub name: String,
-    pub status: String,
-    pub detail: String,
-}
-
-#[derive(Debug, Serialize, Default)]
-pub struct Results {
-    pub info: RunInfo,
-    pub data: Vec<DataRow>,
-    pub latency: Option<LatencyResults>,
-    pub metadata: Vec<MetaRow>,
-    pub overlap: Vec<OverlapRow>,
-    pub targets: Vec<Target>,
-    pub client_stats: Vec<(String, String)>,
-    pub notes: Vec<String>,
-    pub errors: Vec<String>,
-    pub plots: Vec<String>,
-}
-
-impl Results {
-    pub fn row(
-        &self,
-        op: &str,
-        pattern: &str,
-        qd: usize,
-        bs: usize,
-        backend: &str,
-    ) -> Option<&DataRow> {
-        self.data.iter().find(|r| {
-            r.op == op
-                && r.pattern == pattern
-                && r.qd == qd
-                && r.bs == bs
-                && r.backend == backend
-                && r.error.is_none()
-        })
-    }
-}
-
-fn summarize(
-    op: &'static str,
-    pattern: &'static str,
-    qd: usize,
-    bs: usize,
-    backend: &str,
-    runs: Vec<Sample>,
-    error: Option<String>,
-) -> DataRow {
-    let f = |g: &dyn Fn(&Sample) -> f64| median(&runs.iter().map(g).collect::<Vec<_>>());
-    let gb = |s: &Sample| s.bytes as f64 / 1e9;
-    DataRow {
-        op,
-        pattern,
-        qd,
-        bs,
-        backend: backend.into(),
-        mbps: f(&|s| s.bytes as f64 / s.secs / 1e6),
-        iops: f(&|s| s.ops as f64 / s.secs),
-        lat_us: f(&|s| s.secs * 1e6 * qd as f64 / s.ops.max(1) as f64),
-        cpu_s_per_gb: f(&|s| s.cpu_s / gb(s)),
-        srv_cpu_s_per_gb: median_opt(
-            &runs.iter().map(|s| s.srv_cpu_s.map(|c| c / gb(s))).collect::<Vec<_>>(),
-        ),
-        other_cores: median_opt(&runs.iter().map(|s| s.other_cores).collect::<Vec<_>>()),
-        runs,
-        error,
-    }
-}
+// Result types (results.rs), the latency model (latency.rs) and the overlap test
+// (overlap.rs) live in their own modules.
 
 // ------------------------------------------------------------------ helpers
 
@@ -447,26 +273,6 @@ fn run_one(
 ) -> Result<Sample, String> {
     heartbeat(&format!("{what} on {}", b.name()));
     f(b)
-}
-
-/// Least-squares line through (x, y): (intercept, slope, r^2).
-fn fit_line(pts: &[(f64, f64)]) -> Option<(f64, f64, f64)> {
-    let n = pts.len() as f64;
-    if pts.len() < 2 {
-        return None;
-    }
-    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let syy: f64 = pts.iter().map(|p| (p.1 - my).powi(2)).sum();
-    if sxx == 0.0 {
-        return None;
-    }
-    let b = sxy / sxx;
-    let a = my - b * mx;
-    let r2 = if syy > 0.0 { (sxy * sxy) / (sxx * syy) } else { 1.0 };
-    Some((a, b, r2))
 }
 
 // ------------------------------------------------------------------ the run
@@ -958,231 +764,12 @@ pub fn bench(a: &BenchArgs) -> Result<Results, String> {
     Ok(res)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn latency_model(
-    cfg: &Cfg,
-    bin: &Path,
-    export: &Path,
-    spin: u64,
-    tmp: &Path,
-    want: &dyn Fn(&str) -> bool,
-    lr: &mut LatencyResults,
-    errors: &mut Vec<String>,
-) -> Result<(), String> {
-    // Forced-inline server: every measured size fits its threshold; forced-direct: threshold 0.
-    let max_size = *cfg.lat_sizes.iter().max().unwrap();
-    let inline_t = (max_size as u32 * 2).max(131072);
-    let s_in = Dafsd::start(
-        bin,
-        export,
-        spin,
-        Some(inline_t),
-        &tmp.join("inline.sock"),
-        &tmp.join("dafsd-inline.log"),
-    )?;
-    let s_di = Dafsd::start(
-        bin,
-        export,
-        spin,
-        Some(0),
-        &tmp.join("direct.sock"),
-        &tmp.join("dafsd-direct.log"),
-    )?;
-    let mut clients: Vec<(String, String, Dafs)> = Vec::new();
-    for (mode, s) in [("inline", &s_in), ("direct", &s_di)] {
-        if want("dafs-tcp") {
-            clients.push((
-                "tcp".into(),
-                mode.into(),
-                Dafs::new("dafs-tcp", s.addr.clone(), Provider::Tcp, s.pid, cfg.size, DATA_FILE),
-            ));
-        }
-        if want("dafs-shm") {
-            if let Some(u) = &s.shm_url {
-                clients.push((
-                    "shm".into(),
-                    mode.into(),
-                    Dafs::new("dafs-shm", u.clone(), Provider::Auto, s.pid, cfg.size, DATA_FILE),
-                ));
-            }
-        }
-    }
-    for (t, m, d) in clients.iter_mut() {
-        let desc = d.describe()?;
-        let thr = d.client()?.inline_threshold();
-        if (m == "inline" && thr < max_size) || (m == "direct" && thr != 0) {
-            errors.push(format!("latency model: {t} {m} server negotiated inline threshold {thr}"));
-        }
-        lr.servers.push((format!("{t} {m}"), desc));
-    }
-    let data_path = export.join(DATA_FILE);
-    let mut pts: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); cfg.lat_sizes.len()]; clients.len()];
-    for run in 0..cfg.runs {
-        let _ = util::warm(&data_path);
-        for (si, &size) in cfg.lat_sizes.iter().enumerate() {
-            for (ci, (t, m, d)) in clients.iter_mut().enumerate() {
-                heartbeat(&format!("latency {t} {m} {size}"));
-                let spec = DataSpec {
-                    write: false,
-                    rand: true,
-                    qd: 1,
-                    bs: size,
-                    secs: cfg.lat_secs,
-                    seed: 7 + run as u64,
-                };
-                match d.data(&spec) {
-                    Ok(s) => pts[ci][si].push(s.secs * 1e6 / s.ops.max(1) as f64),
-                    Err(e) => errors.push(format!("latency {t} {m} {size} B: {e}")),
-                }
-            }
-        }
-    }
-    for (ci, (t, m, d)) in clients.iter().enumerate() {
-        let mut line = Vec::new();
-        for (si, &size) in cfg.lat_sizes.iter().enumerate() {
-            if pts[ci][si].is_empty() {
-                continue;
-            }
-            let mean = median(&pts[ci][si]);
-            line.push((size as f64, mean));
-            lr.points.push(LatPoint {
-                transport: t.clone(),
-                mode: m.clone(),
-                size,
-                mean_us: mean,
-                runs_us: pts[ci][si].clone(),
-            });
-        }
-        if let Some((a, b, r2)) = fit_line(&line) {
-            lr.fits.push(LatFit {
-                transport: t.clone(),
-                mode: m.clone(),
-                intercept_us: a,
-                slope_ns_per_byte: b * 1e3,
-                r2,
-            });
-        }
-        if let Some(s) = d.stats() {
-            let (inl, dir) = (s.inline_reads, s.direct_reads);
-            if (m == "inline" && dir > 0) || (m == "direct" && inl > 0) {
-                errors.push(format!("latency model: {t} {m}: {inl} inline and {dir} direct reads (expected only {m})"));
-            }
-        }
-    }
-    for t in ["tcp", "shm"] {
-        let fi = lr.fits.iter().find(|f| f.transport == t && f.mode == "inline");
-        let fd = lr.fits.iter().find(|f| f.transport == t && f.mode == "direct");
-        let (Some(fi), Some(fd)) = (fi, fd) else { continue };
-        // inline: a_i + b_i x ; direct: a_d + b_d x ; equal at x = (a_d - a_i) / (b_i - b_d)
-        let db = (fi.slope_ns_per_byte - fd.slope_ns_per_byte) / 1e3;
-        let model = if db > 0.0 { Some((fd.intercept_us - fi.intercept_us) / db) } else { None };
-        let get = |mode: &str, size: usize| {
-            lr.points
-                .iter()
-                .find(|p| p.transport == t && p.mode == mode && p.size == size)
-                .map(|p| p.mean_us)
-        };
-        let mut empirical = None;
-        for &size in cfg.lat_sizes.iter().rev() {
-            match (get("inline", size), get("direct", size)) {
-                (Some(i), Some(d)) if d < i => empirical = Some(size),
-                _ => break,
-            }
-        }
-        let recommended = match (model, empirical) {
-            (Some(x), _) if x <= 0.0 => "0 (direct is cheaper at every size)".to_string(),
-            (Some(x), _) => {
-                let p = 2f64.powf(x.log2().round());
-                format!(
-                    "{} (crossover of the fitted lines at {:.0} B, rounded to a power of two)",
-                    util::fmt_size(p as u64),
-                    x
-                )
-            }
-            (None, _) => format!(
-                "above {} (inline is cheaper at every size: its per-byte cost is not higher)",
-                util::fmt_size(max_size as u64)
-            ),
-        };
-        lr.crossovers.push(Crossover {
-            transport: t.into(),
-            model_bytes: model,
-            empirical_bytes: empirical,
-            recommended,
-        });
-    }
-    drop(clients);
-    drop(s_in);
-    drop(s_di);
-    Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn overlap_one(
-    b: &mut dyn Backend,
-    data_path: &Path,
-    bs: usize,
-    n: usize,
-    depth: usize,
-    compute_us: Option<f64>,
-    burner: &Burner,
-    runs: usize,
-    min_secs: f64,
-) -> Result<OverlapRow, String> {
-    let _ = util::warm(data_path);
-    // Pure I/O time per block sets the computation (unless given): equal compute and
-    // I/O is where hiding matters most, and the ideal async time is then t_compute.
-    let n0 = n;
-    // One untimed pass (connections, page cache, regions), then the calibration pass.
-    b.overlap(bs, n0, 0, 0.0, burner)?;
-    let t0 = b.overlap(bs, n0, 0, 0.0, burner)?;
-    // Long enough to measure: stretch (wrapping around the file) to about `min_secs` of I/O.
-    let n = if t0 < min_secs {
-        ((n0 as f64 * min_secs / t0.max(1e-6)).ceil() as usize).min(n0 * 32)
-    } else {
-        n0
-    };
-    let cu = compute_us.unwrap_or(t0 * 1e6 / n0 as f64);
-    let (mut tio, mut tc, mut ts, mut ta, mut hid) = (vec![], vec![], vec![], vec![], vec![]);
-    for _ in 0..runs {
-        let _ = util::warm(data_path);
-        heartbeat(&format!("overlap {} on {}", bs, b.name()));
-        let t_io = b.overlap(bs, n, 0, 0.0, burner)?;
-        let c0 = Instant::now();
-        let mut sink = 0u64;
-        for _ in 0..n {
-            sink = sink.wrapping_add(burner.burn_us(cu));
-        }
-        std::hint::black_box(sink);
-        let t_c = c0.elapsed().as_secs_f64();
-        let t_s = b.overlap(bs, n, 0, cu, burner)?;
-        let t_a = b.overlap(bs, n, depth, cu, burner)?;
-        tio.push(t_io);
-        tc.push(t_c);
-        ts.push(t_s);
-        ta.push(t_a);
-        hid.push((t_s - t_a) / t_io);
-    }
-    Ok(OverlapRow {
-        backend: b.name().into(),
-        bs,
-        blocks: n,
-        depth,
-        compute_us: cu,
-        t_io: median(&tio),
-        t_compute: median(&tc),
-        t_sync: median(&ts),
-        t_async: median(&ta),
-        hidden: median(&hid),
-        error: None,
-    })
-}
-
 pub use util::parse_size;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::latency::fit_line;
 
     #[test]
     fn sizes() {
