@@ -37,7 +37,7 @@ CWARN="-std=c11 -Wall -Wextra -Werror -O2"
 cc $CWARN tests/c/test_open_ext.c -o "$BUILD/test_open_ext" $(pkg-config --cflags --libs dafs) \
     -Wl,-rpath,"$PREFIX/lib"
 # shellcheck disable=SC2046
-cc $CWARN -pthread adapters/odm/tests/test_odm.c -o "$BUILD/test_odm" $(pkg-config --cflags --libs dafs_odm)
+cc $CWARN -pthread -Itests/c adapters/odm/tests/test_odm.c -o "$BUILD/test_odm" $(pkg-config --cflags --libs dafs_odm)
 echo '#include <dafs_odm.h>
 int main() { return odm_strerror(0) ? 0 : 1; }' > "$BUILD/cxx_header.cc"
 if command -v c++ >/dev/null 2>&1; then
@@ -140,7 +140,7 @@ done
 if cc -std=c11 -g -O1 -fsanitize=thread -fPIC -shared -pthread -Iadapters/odm/include \
         $(pkg-config --cflags dafs) adapters/odm/src/*.c -o "$BUILD/tsan-libdafs_odm.so" \
         $(pkg-config --libs dafs) -Wl,-rpath,"$PREFIX/lib" 2>"$WORK/tsan-build.err" \
-    && cc -std=c11 -g -O1 -fsanitize=thread -pthread -Iadapters/odm/include adapters/odm/tests/test_odm.c \
+    && cc -std=c11 -g -O1 -fsanitize=thread -pthread -Iadapters/odm/include -Itests/c adapters/odm/tests/test_odm.c \
         -o "$BUILD/tsan-test_odm" "$BUILD/tsan-libdafs_odm.so" -Wl,-rpath,"$BUILD" 2>>"$WORK/tsan-build.err"; then
     mkdir -p "$WORK/tsan"
     for t in per_thread_completions io_semantics; do

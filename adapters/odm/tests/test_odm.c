@@ -24,25 +24,8 @@ _Static_assert(sizeof(odm_ioreq_t) == 128, "odm_ioreq_t layout");
 static const char *self_exe, *export_dir;
 static char dir[64];
 
-#define FAIL(...)                                                                   \
-    do {                                                                            \
-        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                         \
-        fprintf(stderr, __VA_ARGS__);                                               \
-        fprintf(stderr, "\n");                                                      \
-        return 1;                                                                   \
-    } while (0)
-#define CHECK(c)                                                                    \
-    do {                                                                            \
-        if (!(c)) FAIL("check failed: %s", #c);                                     \
-    } while (0)
-#define CHECK_EQ(a, b)                                                              \
-    do {                                                                            \
-        long long _a = (long long)(a), _b = (long long)(b);                         \
-        if (_a != _b)                                                               \
-            FAIL("%s = %lld (%s), expected %s = %lld", #a, _a,                     \
-                 _a < 0 ? odm_strerror((int)_a) : "", #b, _b);                      \
-    } while (0)
-#define OK(expr) CHECK_EQ((expr), 0)
+#define CHECK_STRERROR odm_strerror
+#include "check.h" /* tests/c: the C tests' check macros */
 
 static odm_ctx_t *ctx_new(void) {
     odm_config_t cfg;
