@@ -126,6 +126,27 @@ pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
     s
 }
 
+/// The end of an application experiment's report: its targets (name, status, and what was
+/// measured, under `measured_head`), then the runs that failed (`errors`, list lines) and
+/// the notes, when there are any.
+pub fn targets_and_errors(
+    targets: &[crate::Target],
+    measured_head: &str,
+    errors: Vec<String>,
+    notes: &[String],
+) -> String {
+    let mut md = String::from("\n## Targets\n\n");
+    let t: Vec<Vec<String>> =
+        targets.iter().map(|t| vec![t.name.clone(), t.status.clone(), t.detail.clone()]).collect();
+    md += &table(&["target", "status", measured_head], &t);
+    let lines: Vec<String> =
+        errors.into_iter().chain(notes.iter().map(|n| format!("- {n}"))).collect();
+    if !lines.is_empty() {
+        md += &format!("\n## Not measured / errors\n\n{}\n", lines.join("\n"));
+    }
+    md
+}
+
 /// "1.23x" or "-".
 pub fn fmt_ratio(r: Option<f64>) -> String {
     r.map(|r| format!("{r:.2}x")).unwrap_or_else(|| "-".into())

@@ -1,7 +1,7 @@
 //! The gzip experiment's target and Markdown report.
 
 use super::GzipResults;
-use crate::apps::{fmt_ratio, table};
+use crate::apps::{fmt_ratio, table, targets_and_errors};
 use crate::util::ratio;
 use crate::Target;
 
@@ -70,23 +70,13 @@ pub fn markdown(res: &GzipResults, command: &str) -> String {
         ],
         &rows,
     );
-    md += "\n## Targets\n\n";
-    let t: Vec<Vec<String>> = res
-        .targets
-        .iter()
-        .map(|t| vec![t.name.clone(), t.status.clone(), t.detail.clone()])
-        .collect();
-    md += &table(&["target", "status", "measured"], &t);
     let errs: Vec<String> = res
         .rows
         .iter()
         .filter_map(|r| {
             r.error.as_ref().map(|e| format!("- {} ({} processes): {e}", r.way, r.processes))
         })
-        .chain(res.notes.iter().map(|n| format!("- {n}")))
         .collect();
-    if !errs.is_empty() {
-        md += &format!("\n## Not measured / errors\n\n{}\n", errs.join("\n"));
-    }
+    md += &targets_and_errors(&res.targets, "measured", errs, &res.notes);
     md
 }

@@ -1,7 +1,7 @@
 //! The merge experiment's targets and Markdown report.
 
 use super::MergeResults;
-use crate::apps::{fmt_ratio, table};
+use crate::apps::{fmt_ratio, table, targets_and_errors};
 use crate::util::ratio;
 use crate::Target;
 
@@ -98,24 +98,14 @@ pub fn markdown(res: &MergeResults, command: &str) -> String {
         md += "\nServer CPU (dafsd / ganesha.nfsd), s per GB moved:\n\n";
         md += &table(&["system", "record size", "server CPU s/GB"], &srv);
     }
-    md += "\n## Targets\n\n";
-    let t: Vec<Vec<String>> = res
-        .targets
-        .iter()
-        .map(|t| vec![t.name.clone(), t.status.clone(), t.detail.clone()])
-        .collect();
-    md += &table(&["target", "status", "ratios measured"], &t);
     let errs: Vec<String> = res
         .rows
         .iter()
         .filter_map(|r| {
             r.error.as_ref().map(|e| format!("- {} at {} B: {e}", r.system, r.record_bytes))
         })
-        .chain(res.notes.iter().map(|n| format!("- {n}")))
         .collect();
-    if !errs.is_empty() {
-        md += &format!("\n## Not measured / errors\n\n{}\n", errs.join("\n"));
-    }
+    md += &targets_and_errors(&res.targets, "ratios measured", errs, &res.notes);
     md
 }
 
