@@ -30,6 +30,40 @@ pub struct Sample {
     /// /proc/stat less client and server CPU, over the elapsed time): anything well
     /// above 0 means the measurement shared the machine.
     pub other_cores: Option<f64>,
+    /// Median and 99th percentile of the per-request latency, in us: measured at QD1
+    /// (local and DAFS), where one request's time is the call's; None otherwise.
+    pub lat_p50_us: Option<f64>,
+    pub lat_p99_us: Option<f64>,
+}
+
+/// Most latencies one run keeps (4 bytes each): a quick 4 KiB run makes a few hundred
+/// thousand; past this, later requests are not sampled (the first ones still are).
+const LAT_SAMPLES_MAX: usize = 1 << 22;
+
+/// Per-request latencies of one QD1 run.
+#[derive(Default)]
+pub(crate) struct LatRecorder {
+    ns: Vec<u32>,
+}
+
+impl LatRecorder {
+    pub(crate) fn record(&mut self, d: Duration) {
+        if self.ns.len() < LAT_SAMPLES_MAX {
+            self.ns.push(d.as_nanos().min(u32::MAX as u128) as u32);
+        }
+    }
+
+    /// The (p50, p99) in us, if anything was recorded.
+    pub(crate) fn percentiles(mut self) -> (Option<f64>, Option<f64>) {
+        if self.ns.is_empty() {
+            return (None, None);
+        }
+        let mut at = |q: f64| {
+            let i = ((self.ns.len() - 1) as f64 * q).round() as usize;
+            *self.ns.select_nth_unstable(i).1 as f64 / 1e3
+        };
+        (Some(at(0.50)), Some(at(0.99)))
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -141,6 +175,7 @@ impl Local {
         k: usize,
         nblocks: u64,
         deadline: Instant,
+        lat: &mut LatRecorder,
     ) -> std::io::Result<u64> {
         let mut buf = vec![0u8; s.bs];
         util::fill(&mut buf, s.seed);
@@ -156,11 +191,13 @@ impl Local {
         let every = if s.bs >= 65536 { 1 } else { 8 };
         loop {
             let off = offs.next();
+            let t = Instant::now();
             if s.write {
                 f.write_all_at(&buf, off)?;
             } else {
                 f.read_exact_at(&mut buf, off)?;
             }
+            lat.record(t.elapsed());
             ops += 1;
             if ops % every == 0 && Instant::now() >= deadline {
                 break;
@@ -186,14 +223,17 @@ impl Backend for Local {
         let cpu0 = cpu_self();
         let t0 = Instant::now();
         let deadline = t0 + Duration::from_secs_f64(s.secs);
+        let mut lat = LatRecorder::default();
         let ops = if s.qd <= 1 {
-            Self::worker(&f, s, 0, nblocks, deadline).map_err(|e| e.to_string())?
+            Self::worker(&f, s, 0, nblocks, deadline, &mut lat).map_err(|e| e.to_string())?
         } else {
             std::thread::scope(|sc| {
                 let hs: Vec<_> = (0..s.qd)
                     .map(|k| {
                         let f = &f;
-                        sc.spawn(move || Self::worker(f, s, k, nblocks, deadline))
+                        sc.spawn(move || {
+                            Self::worker(f, s, k, nblocks, deadline, &mut LatRecorder::default())
+                        })
                     })
                     .collect();
                 let mut total = 0;
@@ -207,13 +247,17 @@ impl Backend for Local {
             })?
         };
         let secs = t0.elapsed().as_secs_f64();
+        let cpu_s = cpu_self() - cpu0;
+        let (lat_p50_us, lat_p99_us) = lat.percentiles();
         Ok(Sample {
             secs,
             bytes: ops * s.bs as u64,
             ops,
-            cpu_s: cpu_self() - cpu0,
+            cpu_s,
             srv_cpu_s: None,
             other_cores: None,
+            lat_p50_us,
+            lat_p99_us,
         })
     }
 
@@ -458,6 +502,8 @@ impl Dafs {
         let cpu0 = cpu_self();
         let t0 = Instant::now();
         let deadline = t0 + Duration::from_secs_f64(s.secs);
+        let mut lat = LatRecorder::default();
+        let mut sent = Instant::now();
         for (k, r) in regions.iter().enumerate() {
             submit(c, f, s.write, offs.next(), *r, s.bs, cg, k as u64)?;
         }
@@ -465,6 +511,11 @@ impl Dafs {
         let mut stopping = false;
         while c.outstanding(cg) > 0 {
             let slot = wait1(c, cg, s.bs, what)?;
+            if s.qd == 1 {
+                let now = Instant::now();
+                lat.record(now - sent);
+                sent = now;
+            }
             ops += 1;
             if !stopping && Instant::now() >= deadline {
                 stopping = true;
@@ -483,6 +534,7 @@ impl Dafs {
         for r in regions {
             c.unregister(r).map_err(|e| e.to_string())?;
         }
+        let (lat_p50_us, lat_p99_us) = lat.percentiles();
         Ok(Sample {
             secs,
             bytes: ops * s.bs as u64,
@@ -490,6 +542,8 @@ impl Dafs {
             cpu_s: cpu,
             srv_cpu_s: srv,
             other_cores: None,
+            lat_p50_us,
+            lat_p99_us,
         })
     }
 

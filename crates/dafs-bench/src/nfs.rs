@@ -166,6 +166,8 @@ impl Backend for Nfs {
             cpu_s: num(kv, "cpu_s")?,
             srv_cpu_s: srv,
             other_cores: None,
+            lat_p50_us: None,
+            lat_p99_us: None,
         })
     }
 

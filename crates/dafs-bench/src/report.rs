@@ -115,9 +115,10 @@ pub(crate) fn evaluate_targets(res: &mut Results, cfg: &Cfg, have_nfs: bool) {
         Some(s) => {
             let local = res
                 .row("read", "rand", 1, K4, "local")
-                .map(|l| format!(" (local pread: {:.2} us)", l.lat_us))
+                .map(|l| format!(" (local pread: {:.2} us{})", l.lat_us, pct(l)))
                 .unwrap_or_default();
-            push(name, Some(s.lat_us <= 6.0), "", format!("{:.2} us{local}", s.lat_us));
+            let got = format!("{:.2} us{}{local}", s.lat_us, pct(s));
+            push(name, Some(s.lat_us <= 6.0), "", got);
         }
         None => push(
             name,
@@ -197,6 +198,14 @@ pub(crate) fn evaluate_targets(res: &mut Results, cfg: &Cfg, have_nfs: bool) {
     res.targets = t;
 }
 
+/// " (p50 X, p99 Y)" where the row has latency percentiles (QD1), else "".
+fn pct(r: &DataRow) -> String {
+    match (r.lat_p50_us, r.lat_p99_us) {
+        (Some(a), Some(b)) => format!(" (p50 {a:.2}, p99 {b:.2})"),
+        _ => String::new(),
+    }
+}
+
 fn data_table(out: &mut String, res: &Results, op: &str, pat: &str, qd: usize, have_nfs: bool) {
     let rows: Vec<&DataRow> =
         res.data.iter().filter(|r| r.op == op && r.pattern == pat && r.qd == qd).collect();
@@ -213,7 +222,7 @@ fn data_table(out: &mut String, res: &Results, op: &str, pat: &str, qd: usize, h
         _ => format!("Sequential writes, QD {qd} (asynchronous; local: {qd} threads)"),
     };
     let _ = writeln!(out, "\n### {title}\n");
-    let mut hdr = "| block | backend | MB/s | IOPS | mean us/op | client CPU s/GB | server CPU s/GB | other load (cores) | MB/s vs local | CPU/GB vs local |".to_string();
+    let mut hdr = "| block | backend | MB/s | IOPS | mean us/op (p50/p99) | client CPU s/GB | server CPU s/GB | other load (cores) | MB/s vs local | CPU/GB vs local |".to_string();
     let mut sep = "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|".to_string();
     if have_nfs {
         hdr.push_str(" MB/s vs nfs | CPU/GB vs nfs |");
@@ -249,7 +258,7 @@ fn data_table(out: &mut String, res: &Results, op: &str, pat: &str, qd: usize, h
             r.backend,
             mbps(r.mbps),
             f0(r.iops),
-            f2(r.lat_us),
+            format!("{}{}", f2(r.lat_us), pct(r)),
             f3(r.cpu_s_per_gb),
             o3(r.srv_cpu_s_per_gb),
             r.other_cores.map(f2).unwrap_or_else(|| "-".into()),

@@ -46,6 +46,9 @@ pub struct DataRow {
     pub iops: f64,
     /// Mean latency per request (Little's law at QD > 1).
     pub lat_us: f64,
+    /// Medians over the runs of each run's latency percentiles (QD1 only).
+    pub lat_p50_us: Option<f64>,
+    pub lat_p99_us: Option<f64>,
     /// Median CPU used by other processes during the runs, in cores.
     pub other_cores: Option<f64>,
     pub cpu_s_per_gb: f64,
@@ -180,6 +183,8 @@ pub(crate) fn summarize(
         mbps: f(&|s| s.bytes as f64 / s.secs / 1e6),
         iops: f(&|s| s.ops as f64 / s.secs),
         lat_us: f(&|s| s.secs * 1e6 * qd as f64 / s.ops.max(1) as f64),
+        lat_p50_us: median_opt(&runs.iter().map(|s| s.lat_p50_us).collect::<Vec<_>>()),
+        lat_p99_us: median_opt(&runs.iter().map(|s| s.lat_p99_us).collect::<Vec<_>>()),
         cpu_s_per_gb: f(&|s| s.cpu_s / gb(s)),
         srv_cpu_s_per_gb: median_opt(
             &runs.iter().map(|s| s.srv_cpu_s.map(|c| c / gb(s))).collect::<Vec<_>>(),

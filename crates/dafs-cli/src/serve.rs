@@ -29,9 +29,19 @@ pub struct ServeArgs {
     /// Slots (outstanding requests) granted per session.
     #[arg(long)]
     pub slots: Option<u32>,
-    /// Inline/direct threshold in bytes.
+    /// Inline/direct threshold in bytes, for every provider (see the per-provider ones).
     #[arg(long)]
     pub inline_threshold: Option<u32>,
+    /// Inline/direct threshold of shared-memory sessions (wins over --inline-threshold).
+    #[arg(long)]
+    pub inline_threshold_shm: Option<u32>,
+    /// Inline/direct threshold of network (TCP/TLS) sessions (wins over --inline-threshold).
+    #[arg(long)]
+    pub inline_threshold_tcp: Option<u32>,
+    /// Copy engines: threads that help place large direct reads (0 disables them).
+    /// Default: one fewer than the cores, at most 16.
+    #[arg(long)]
+    pub copy_threads: Option<usize>,
     /// Maximum message size in bytes.
     #[arg(long)]
     pub max_msg_size: Option<u32>,
@@ -168,6 +178,9 @@ struct FileConfig {
     secret_file: Option<PathBuf>,
     slots: Option<u32>,
     inline_threshold: Option<u32>,
+    inline_threshold_shm: Option<u32>,
+    inline_threshold_tcp: Option<u32>,
+    copy_threads: Option<usize>,
     max_msg_size: Option<u32>,
     direct_max: Option<u32>,
     max_sessions: Option<usize>,
@@ -290,7 +303,13 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     pick!(workers, a.workers, fc.workers);
     pick!(slots_max, a.slots, fc.slots);
-    pick!(inline_threshold, a.inline_threshold, fc.inline_threshold);
+    // Per provider: its own flag, the common flag, its own key, the common key (flags win
+    // over the file; the specific setting over the common one).
+    let shm = a.inline_threshold_shm.or(a.inline_threshold);
+    pick!(inline_threshold_shm, shm, fc.inline_threshold_shm.or(fc.inline_threshold));
+    let tcp = a.inline_threshold_tcp.or(a.inline_threshold);
+    pick!(inline_threshold, tcp, fc.inline_threshold_tcp.or(fc.inline_threshold));
+    pick!(copy_threads, a.copy_threads, fc.copy_threads);
     pick!(msg_size_bytes_max, a.max_msg_size, fc.max_msg_size);
     pick!(sessions_max, a.max_sessions, fc.max_sessions);
     cfg.open_files_max = a.max_open_files.or(fc.max_open_files);

@@ -62,7 +62,7 @@ proptest! {
         let mut cfg = dafs_server::ServerConfig::new(export.path());
         cfg.listen = "127.0.0.1:0".into();
         cfg.shm_socket = Some(sock.clone());
-        cfg.inline_threshold = 0;
+        cfg.set_inline_threshold(0);
         let srv = dafs_server::start(cfg).unwrap();
         {
             let mut c = Client::connect(&format!("dafs+shm://{}", sock.display()), ClientConfig { connect_timeout: Duration::from_secs(10), ..Default::default() }).unwrap();

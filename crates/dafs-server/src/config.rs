@@ -49,8 +49,16 @@ pub struct ServerConfig {
     pub slots_max: u32,
     /// Largest message accepted or sent.
     pub msg_size_bytes_max: u32,
-    /// Reads/writes up to this many bytes travel inline; larger ones direct.
+    /// Reads/writes up to this many bytes travel inline, larger ones direct: over the
+    /// network providers (TCP, TLS). See `inline_threshold_shm` for shared memory and
+    /// [`ServerConfig::set_inline_threshold`] for both.
     pub inline_threshold: u32,
+    /// The inline threshold of shared-memory sessions: the inline/direct crossover there
+    /// differs from the network's (no wire, one copy for direct placement).
+    pub inline_threshold_shm: u32,
+    /// Copy engines helping workers place large direct reads (see `copy_engines`); 0
+    /// disables them. At most `copy_engines::COPY_THREADS_MAX`.
+    pub copy_threads: usize,
     /// Largest single direct transfer.
     pub direct_bytes_max: u32,
     /// Most concurrently connected sessions.
@@ -130,8 +138,12 @@ pub struct ServerConfig {
     pub tls: Option<TlsServerOptions>,
 }
 
-/// Default inline/direct threshold. See docs/benchmarks.md for how it was chosen.
+/// Default inline/direct threshold of the network providers. See docs/benchmarks.md for
+/// how it was chosen (the crossover `dafs bench` fits).
 pub const INLINE_THRESHOLD_DEFAULT: u32 = 16 * 1024;
+/// Default inline/direct threshold of shared-memory sessions, from the crossover `dafs
+/// bench` fits for shared memory (docs/benchmarks.md, "shm data path").
+pub const INLINE_THRESHOLD_SHM_DEFAULT: u32 = 16 * 1024;
 
 /// `msg_size_bytes_max` must exceed `inline_threshold` by this much: an inline write of the
 /// threshold must fit in one message with its header and the op's fixed part.
@@ -186,6 +198,8 @@ impl ServerConfig {
             slots_max: 64,
             msg_size_bytes_max: limits::MSG_SIZE_BYTES_DEFAULT,
             inline_threshold: INLINE_THRESHOLD_DEFAULT,
+            inline_threshold_shm: INLINE_THRESHOLD_SHM_DEFAULT,
+            copy_threads: crate::copy_engines::copy_threads_default(),
             direct_bytes_max: 8 * 1024 * 1024,
             sessions_max: 256,
             open_files_max: None,
@@ -224,6 +238,22 @@ impl ServerConfig {
         self.connections_unauth_max.unwrap_or((self.connections_max / 4).max(1))
     }
 
+    /// One inline threshold for every provider.
+    pub fn set_inline_threshold(&mut self, bytes: u32) {
+        self.inline_threshold = bytes;
+        self.inline_threshold_shm = bytes;
+    }
+
+    /// The inline threshold exported to a session on a shared-memory connection
+    /// (`shm`) or a network one.
+    pub fn inline_threshold_for(&self, shm: bool) -> u32 {
+        if shm {
+            self.inline_threshold_shm
+        } else {
+            self.inline_threshold
+        }
+    }
+
     /// Check the configuration; the error says what to fix.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.exports.is_empty() {
@@ -251,7 +281,8 @@ impl ServerConfig {
             limits::MSG_SIZE_BYTES_MIN.into(),
             limits::MSG_SIZE_BYTES_MAX.into(),
         )?;
-        if self.inline_threshold as u64 + INLINE_HEADROOM_BYTES > self.msg_size_bytes_max as u64 {
+        let inline_max = self.inline_threshold.max(self.inline_threshold_shm);
+        if inline_max as u64 + INLINE_HEADROOM_BYTES > self.msg_size_bytes_max as u64 {
             return Err(ConfigError::InlineThresholdTooLarge {
                 headroom_bytes: INLINE_HEADROOM_BYTES,
             });
@@ -263,6 +294,12 @@ impl ServerConfig {
             limits::DIRECT_BYTES_MAX.into(),
         )?;
         in_range("workers", self.workers as u64, 1, WORKERS_MAX as u64)?;
+        in_range(
+            "copy_threads",
+            self.copy_threads as u64,
+            0,
+            crate::copy_engines::COPY_THREADS_MAX as u64,
+        )?;
         in_range("batch_max", self.batch_max.into(), 1, dafs_proto::types::BATCH_MAX.into())?;
         if self.exports.len() > crate::handle_codec::EXPORTS_MAX {
             return Err(ConfigError::AboveMax {
@@ -380,6 +417,11 @@ mod tests {
             refused(|c| c.inline_threshold = c.msg_size_bytes_max),
             "inline_threshold must leave room for headers within msg_size_bytes_max"
         );
+        assert_eq!(
+            refused(|c| c.inline_threshold_shm = c.msg_size_bytes_max),
+            "inline_threshold must leave room for headers within msg_size_bytes_max"
+        );
+        assert_eq!(refused(|c| c.copy_threads = 17), "copy_threads must be 0..=16");
         let e = refused(|c| c.exports[0].path = "/nonexistent/dir".into());
         assert_eq!(e, "export \"export\": /nonexistent/dir is not a directory");
     }

@@ -11,8 +11,11 @@
 //! - storage I/O with explicit offsets (pread/pwrite), every name resolved beneath
 //!   the export with openat2(RESOLVE_BENEATH).
 //!
-//! The thread count is fixed at start (`workers` + the acceptor + the handle sweep, +
-//! the admin and metrics threads when enabled), whatever the clients do.
+//! - `copy_threads` copy engines help a worker place one large direct read
+//!   (`copy_engines`).
+//!
+//! The thread count is fixed at start (`workers` + `copy_threads` + the acceptor + the
+//! handle sweep, + the admin and metrics threads when enabled), whatever the clients do.
 
 #[macro_use]
 mod ratelog;
@@ -20,6 +23,7 @@ pub mod admin;
 pub mod admission;
 pub mod config;
 mod conn;
+pub mod copy_engines;
 pub mod cred;
 mod error;
 pub mod fd_budget;
@@ -93,6 +97,8 @@ pub struct Shared {
     pub host_id: [u8; 16],
     /// Socket path of the shared-memory provider ("" if disabled).
     pub shm_path: String,
+    /// Threads that help place large direct reads.
+    pub copy: copy_engines::CopyEngines,
     shutdown: AtomicBool,
     /// Every worker's inbox and waker (set once the workers exist).
     links: std::sync::OnceLock<Vec<Arc<WorkerLink>>>,
@@ -265,6 +271,8 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         memory: Default::default(),
         host_id: dafs_transport::shm::host_id(),
         shm_path,
+        copy: copy_engines::CopyEngines::start(cfg.copy_threads)
+            .map_err(StartError::io("cannot start a copy engine thread"))?,
         shutdown: AtomicBool::new(false),
         links: std::sync::OnceLock::new(),
         cfg,

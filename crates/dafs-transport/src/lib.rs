@@ -28,7 +28,7 @@ use std::time::Duration;
 
 pub use dafs_proto::RemoteRegion;
 pub use mem_ptr::MemPtr;
-pub use placement::{PlacementDst, PlacementSrc};
+pub use placement::{PlacementDst, PlacementPart, PlacementSrc};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -238,6 +238,12 @@ pub trait ServerConn: Send {
         _consume: &mut dyn FnMut(PlacementSrc<'_>) -> std::io::Result<usize>,
     ) -> Result<Option<usize>, PutError> {
         Ok(None)
+    }
+    /// True for a same-host shared-memory connection: the server exports the
+    /// shared-memory inline threshold to its sessions (`inline_threshold_shm`) instead of
+    /// the network one, since the inline/direct crossover differs by provider.
+    fn is_shared_memory(&self) -> bool {
+        false
     }
     /// True if input is waiting that the readiness fd does not signal (shared-memory
     /// rings); the server's spin loop polls this.

@@ -59,27 +59,16 @@ impl<'a> PlacementDst<'a> {
     /// the file ends (interrupted calls are retried). Returns the bytes placed, short
     /// only at end of file.
     pub fn pread_from(&mut self, fd: BorrowedFd<'_>, offset: u64) -> io::Result<usize> {
-        let mut done = 0;
-        while done < self.len() {
-            let at = self.mem.skip(done);
-            let pos = file_offset(offset, done)?;
-            // SAFETY: `at` lies inside `self.mem`, which the constructor's contract keeps
-            // mapped and writable; the kernel writes at most `at.len()` bytes into it and
-            // no Rust reference to the memory exists, so a concurrent writer in another
-            // process can only change which bytes end up there.
-            let n = unsafe { libc::pread(fd.as_raw_fd(), at.as_ptr().cast(), at.len(), pos) };
-            match n {
-                0 => break,
-                n if n > 0 => done += n as usize,
-                _ => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
-            }
-        }
-        Ok(done)
+        // SAFETY: `self.mem` is mapped and writable for `'a` (constructor contract) and
+        // `&mut self` is held for the whole call.
+        unsafe { pread_into(self.mem, fd, offset) }
+    }
+
+    /// The part `[at, at + len)` as a [`PlacementPart`] that another thread may fill
+    /// while this destination stays lent (a server's copy engines split a large
+    /// placement this way), or `None` if the range does not lie inside.
+    pub fn part(&mut self, at: usize, len: usize) -> Option<PlacementPart> {
+        self.mem.range(at, len).map(|mem| PlacementPart { mem })
     }
 
     /// Copy `src` to the start of the destination; returns `src.len()`. Panics if `src`
@@ -97,6 +86,73 @@ impl<'a> PlacementDst<'a> {
         // copy writes through the raw pointer only: no reference to shared memory.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.mem.as_ptr(), src.len()) };
         src.len()
+    }
+}
+
+/// `pread(2)` from `fd` at `offset` into `mem` until it is full or the file ends
+/// (interrupted calls are retried); the bytes placed, short only at end of file.
+///
+/// # Safety
+/// `mem` must be mapped and writable for the whole call, and no Rust reference to it may
+/// exist meanwhile (other processes may read and write it).
+unsafe fn pread_into(mem: MemPtr, fd: BorrowedFd<'_>, offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < mem.len() {
+        let at = mem.skip(done);
+        let pos = file_offset(offset, done)?;
+        // SAFETY: `at` lies inside `mem`, which the caller keeps mapped and writable; the
+        // kernel writes at most `at.len()` bytes into it and no Rust reference to the
+        // memory exists, so a concurrent writer in another process can only change which
+        // bytes end up there.
+        let n = unsafe { libc::pread(fd.as_raw_fd(), at.as_ptr().cast(), at.len(), pos) };
+        match n {
+            0 => break,
+            n if n > 0 => done += n as usize,
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// A piece of a [`PlacementDst`] for another thread to fill while the destination's
+/// holder waits: the server's copy engines `pread` the pieces of one large READ_DIRECT
+/// at the same time. It carries no lifetime (it crosses to long-lived threads), so
+/// filling it is `unsafe`: the caller shows the destination is still lent.
+#[derive(Debug, Clone, Copy)]
+pub struct PlacementPart {
+    mem: MemPtr,
+}
+
+impl PlacementPart {
+    pub fn len(&self) -> usize {
+        self.mem.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.mem.is_empty()
+    }
+
+    /// The sub-range `[at, at + len)`, or `None` if it does not lie inside.
+    pub fn sub(&self, at: usize, len: usize) -> Option<PlacementPart> {
+        self.mem.range(at, len).map(|mem| PlacementPart { mem })
+    }
+
+    /// Fill from `fd` at `offset`, as [`PlacementDst::pread_from`].
+    ///
+    /// # Safety
+    /// The [`PlacementDst`] this part came from must still be lent (the fill callback it
+    /// was handed to has not returned) for the whole call, and the caller must be the
+    /// only one filling this part (parts of one destination do not overlap when taken
+    /// as disjoint ranges).
+    pub unsafe fn pread_from(&self, fd: BorrowedFd<'_>, offset: u64) -> io::Result<usize> {
+        // SAFETY: a lent destination is mapped and writable (its constructor's contract),
+        // and `self.mem` lies inside it (checked by `PlacementDst::part`).
+        unsafe { pread_into(self.mem, fd, offset) }
     }
 }
 

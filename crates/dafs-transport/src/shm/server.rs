@@ -474,6 +474,10 @@ impl ServerConn for ShmServerConn {
         ShmServerConn::input_pending(self)
     }
 
+    fn is_shared_memory(&self) -> bool {
+        true
+    }
+
     fn arm_sleep(&mut self) -> bool {
         match &self.rings {
             Some(r) => r.c2s.arm_sleep(),

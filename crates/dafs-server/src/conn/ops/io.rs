@@ -83,7 +83,7 @@ impl Conn {
         let fd = of.fd.as_fd();
         let n = self
             .t
-            .put(region, len as usize, &mut |dst| dst.pread_from(fd, offset))
+            .put(region, len as usize, &mut |dst| sh.copy.pread(dst, fd, offset))
             .map_err(placement_status)?;
         sh.stats.bytes_read.fetch_add(n as u64, Relaxed);
         sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);

@@ -159,7 +159,7 @@ impl Conn {
             slots,
             inline_threshold: sh
                 .cfg
-                .inline_threshold
+                .inline_threshold_for(self.t.is_shared_memory())
                 .min(msg_size_bytes_max - INLINE_HEADROOM_BYTES),
             auth: if auth_required { AuthMethod::HmacSha256 } else { AuthMethod::None },
             server_nonce,
