@@ -86,6 +86,53 @@ fn direct_reads_and_writes_land_in_registered_memory() {
 }
 
 #[test]
+fn large_direct_reads_split_over_copy_engines_end_where_the_file_ends() {
+    // Three engines: a 2 MiB read is cut into chunks placed by four threads at once.
+    let (srv, target, _d) = shm_server(&["--copy-threads", "3"]);
+    let len = (1 << 20) + 300 * 1024 + 5;
+    let data = pattern(0, len, 3);
+    std::fs::write(srv.dir().join("short"), &data).unwrap();
+    let mut c = shm_client(&target);
+    let f = c.open("short", OpenOptions::read()).unwrap();
+    let r = c.alloc_registered(2 << 20).unwrap();
+    let cg = c.create_cg().unwrap();
+    for offset in [0usize, 4096, 1 << 20, len - 1, len] {
+        c.region_mut(r).unwrap().fill(0xEE);
+        c.submit_read(
+            &f,
+            offset as u64,
+            IoBuf::Region { region: r, offset: 0, len: 2 << 20 },
+            cg,
+            1,
+        )
+        .unwrap();
+        let done = c.wait_one(cg, None).unwrap().unwrap();
+        let n = done.result.unwrap();
+        assert_eq!(n, len - offset, "read at {offset}");
+        assert!(done.eof, "a short direct read is end of file");
+        let m = c.region(r).unwrap();
+        assert_eq!(&m[..n], &data[offset..], "bytes at {offset}");
+        assert!(m[n..].iter().all(|&b| b == 0xEE), "nothing placed past the end ({offset})");
+    }
+}
+
+#[test]
+fn each_provider_gets_its_own_inline_threshold() {
+    let (srv, _, _d) =
+        shm_server(&["--inline-threshold", "4096", "--inline-threshold-shm", "32768"]);
+    let c = srv.client_with(|c| c.provider = Provider::Auto).unwrap();
+    assert_eq!((c.provider(), c.inline_threshold()), ("shm", 32768));
+    let c = srv.client_with(|c| c.provider = Provider::Tcp).unwrap();
+    assert_eq!((c.provider(), c.inline_threshold()), ("tcp", 4096));
+    // The common setting alone applies to both.
+    let (srv, _, _d) = shm_server(&["--inline-threshold", "8192"]);
+    let c = srv.client_with(|c| c.provider = Provider::Auto).unwrap();
+    assert_eq!((c.provider(), c.inline_threshold()), ("shm", 8192));
+    let c = srv.client_with(|c| c.provider = Provider::Tcp).unwrap();
+    assert_eq!((c.provider(), c.inline_threshold()), ("tcp", 8192));
+}
+
+#[test]
 fn bad_keys_offsets_and_lengths_are_refused() {
     let (srv, target, _d) = shm_server(&[]);
     std::fs::write(srv.dir().join("f"), vec![1u8; 1 << 20]).unwrap();

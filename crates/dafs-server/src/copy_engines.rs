@@ -212,7 +212,12 @@ impl CopyEngines {
 
     /// Fill `dst` from `fd` at `offset`, as [`PlacementDst::pread_from`], with the
     /// engines' help when it is large enough.
-    pub fn pread(&self, dst: &mut PlacementDst<'_>, fd: BorrowedFd<'_>, offset: u64) -> io::Result<usize> {
+    pub fn pread(
+        &self,
+        dst: &mut PlacementDst<'_>,
+        fd: BorrowedFd<'_>,
+        offset: u64,
+    ) -> io::Result<usize> {
         let len = dst.len();
         if self.threads.is_empty() || len < PARALLEL_MIN_BYTES {
             return dst.pread_from(fd, offset);

@@ -361,6 +361,16 @@ impl ServerConn for ShmServerConn {
         if msg.len() > self.msg_size_bytes_max {
             return Err(TransportError::TooBig { len: msg.len(), max: self.msg_size_bytes_max });
         }
+        // Straight into the ring when nothing is queued before it (the common case: one
+        // copy fewer on every reply); only a message that must wait is copied into a
+        // pooled buffer.
+        let rings = self.rings.as_ref().ok_or(TransportError::Protocol("message before HELLO"))?;
+        if self.overflow.is_empty() && rings.s2c.push(msg).map_err(TransportError::Protocol)? {
+            if rings.s2c.needs_wakeup() {
+                send_ctl(&self.sock, Ctl::new(K_DOORBELL, 0, 0, 0, 0), None)?;
+            }
+            return Ok(());
+        }
         let mut b = self.pool.pop().unwrap_or_default();
         b.clear();
         b.extend_from_slice(msg);
