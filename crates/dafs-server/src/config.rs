@@ -141,8 +141,11 @@ pub struct ServerConfig {
 /// Default inline/direct threshold of the network providers. See docs/benchmarks.md for
 /// how it was chosen (the crossover `dafs bench` fits).
 pub const INLINE_THRESHOLD_DEFAULT: u32 = 16 * 1024;
-/// Default inline/direct threshold of shared-memory sessions, from the crossover `dafs
-/// bench` fits for shared memory (docs/benchmarks.md, "shm data path").
+/// Default inline/direct threshold of shared-memory sessions. The crossover `dafs bench`
+/// fits for shared memory is below zero (direct placement into registered memory is
+/// cheaper at every size), but a blocking read into unregistered application memory above
+/// the threshold costs a registration round trip and a `/proc/PID/mem` copy over shm, so
+/// small ones stay inline (docs/benchmarks.md, "shm data path").
 pub const INLINE_THRESHOLD_SHM_DEFAULT: u32 = 16 * 1024;
 
 /// `msg_size_bytes_max` must exceed `inline_threshold` by this much: an inline write of the
