@@ -202,6 +202,16 @@ pub enum PutError {
     Transport(#[from] TransportError),
 }
 
+/// Where a READ_DIRECT reply keeps its count and end-of-file flag (little-endian u32s,
+/// byte offsets into the encoded message). A provider that sends a placement's file bytes
+/// only after the reply is queued ([`ServerConn::put_file`]) corrects them with this if
+/// the file turns out shorter by then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountPatch {
+    pub count_at: usize,
+    pub eof_at: usize,
+}
+
 /// Server end of one client connection. Non-blocking throughout.
 pub trait ServerConn: Send {
     fn raw_fd(&self) -> RawFd;
@@ -224,6 +234,36 @@ pub trait ServerConn: Send {
         len: usize,
         fill: &mut dyn FnMut(&mut PlacementDst<'_>) -> std::io::Result<usize>,
     ) -> Result<usize, PutError>;
+    /// Whether [`Self::put_file`] would send a `len`-byte range from the page cache (and
+    /// so needs its reply queued with [`Self::send_file_reply`]). When it would not, the
+    /// server fills the placement itself, which lets it spread large copies over its
+    /// copy engines. Default: no.
+    fn sends_files(&self, _len: usize) -> bool {
+        false
+    }
+    /// Place up to `len` bytes of the regular file `file` from `offset` into the client's
+    /// region, as [`Self::put`] with a `pread` fill does (which is the default). A
+    /// provider may instead queue the file range itself and send it from the page cache
+    /// later (TCP: `sendfile`), holding `file` until then. Returns the count placed: the
+    /// bytes the file holds there now. The reply to this placement must then be queued
+    /// with [`Self::send_file_reply`], which corrects it should the file shrink before
+    /// its bytes go out (the stream then carries zeros for the missing bytes).
+    fn put_file(
+        &mut self,
+        region: RemoteRegion,
+        len: usize,
+        file: &std::sync::Arc<std::os::fd::OwnedFd>,
+        offset: u64,
+    ) -> Result<usize, PutError> {
+        use std::os::fd::AsFd;
+        self.put(region, len, &mut |dst| dst.pread_from(file.as_fd(), offset))
+    }
+    /// Queue the reply to the placement [`Self::put_file`] queued just before, `patch`
+    /// saying where its count and end-of-file flag are. Default: [`Self::send`] (the
+    /// count was final when `put_file` returned).
+    fn send_file_reply(&mut self, msg: &[u8], _patch: CountPatch) -> Result<(), TransportError> {
+        self.send(msg)
+    }
     /// Start pulling `len` bytes from the client's region; completion arrives as
     /// [`ServerEvent::Pulled`] with this `tag`.
     fn pull(&mut self, region: RemoteRegion, len: usize, tag: u64) -> Result<(), TransportError>;

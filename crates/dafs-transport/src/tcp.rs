@@ -8,16 +8,16 @@
 //! Optionally over TLS ([`crate::tls`]): the same frames on an encrypted stream.
 
 mod client;
+mod out;
 mod server;
 
 pub use client::TcpClient;
-pub use server::{TcpListener, TcpServerConn};
+use out::{Out, OutQueue};
+pub use server::{TcpListener, TcpServerConn, SENDFILE_BYTES_MIN};
 
-use std::collections::VecDeque;
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, Read};
 
 use crate::frame::{FrameHeader, FRAME_HEADER_LEN};
-use crate::mem_ptr::MemPtr;
 use crate::tls::classify;
 use crate::TransportError;
 
@@ -28,104 +28,11 @@ const POOL_MAX: usize = 16;
 /// A server-side message buffer starts at most this large and grows as bytes arrive,
 /// so a peer that announces a large message and stalls pins only what it sent.
 const RECV_CHUNK: usize = 64 * 1024;
-/// Most iovecs handed to one writev.
-const IOV_MAX: usize = 32;
 /// A TLS record starts with its content type and the protocol's major version (3 since
 /// SSL 3.0): what a TLS server sends a plaintext client is an alert or a handshake record.
 const TLS_RECORD_ALERT: u8 = 0x15;
 const TLS_RECORD_HANDSHAKE: u8 = 0x16;
 const TLS_RECORD_VERSION_MAJOR: u8 = 3;
-
-/// One unit of queued output.
-enum Out {
-    Header {
-        bytes: [u8; FRAME_HEADER_LEN],
-        pos: usize,
-    },
-    Owned {
-        buf: Vec<u8>,
-        len: usize,
-        pos: usize,
-    },
-    /// Bytes inside a registered region (client GET_RESP). Valid while the request that
-    /// caused the GET is in flight: the client library pins the region until then.
-    Mem {
-        mem: MemPtr,
-        pos: usize,
-    },
-}
-
-impl Out {
-    fn remaining(&self) -> &[u8] {
-        match self {
-            Out::Header { bytes, pos } => &bytes[*pos..],
-            Out::Owned { buf, len, pos } => &buf[*pos..*len],
-            // SAFETY: see `Out::Mem`: the registration contract keeps the region valid,
-            // and unwritten, while the request that caused the GET is in flight.
-            Out::Mem { mem, pos } => unsafe { mem.skip(*pos).as_slice() },
-        }
-    }
-    fn advance(&mut self, n: usize) {
-        match self {
-            Out::Header { pos, .. } | Out::Owned { pos, .. } | Out::Mem { pos, .. } => *pos += n,
-        }
-    }
-}
-
-/// Output queue shared by both ends: writev as much as the kernel takes.
-#[derive(Default)]
-struct OutQueue {
-    q: VecDeque<Out>,
-    bytes: usize,
-}
-
-impl OutQueue {
-    fn push(&mut self, o: Out) {
-        self.bytes += o.remaining().len();
-        if !o.remaining().is_empty() {
-            self.q.push_back(o);
-        }
-    }
-    /// Returns Ok(true) when empty. Finished owned buffers go back to `pool`.
-    fn flush<W: Write>(
-        &mut self,
-        w: &mut W,
-        pool: &mut Vec<Vec<u8>>,
-    ) -> Result<bool, TransportError> {
-        while !self.q.is_empty() {
-            let n = {
-                let iov: Vec<IoSlice> =
-                    self.q.iter().take(IOV_MAX).map(|o| IoSlice::new(o.remaining())).collect();
-                match w.write_vectored(&iov) {
-                    Ok(0) => return Err(TransportError::Closed),
-                    Ok(n) => n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) if is_disconnect(&e) => return Err(TransportError::Closed),
-                    Err(e) => return Err(classify(e)),
-                }
-            };
-            self.bytes -= n;
-            let mut left = n;
-            while left > 0 {
-                let front = self.q.front_mut().expect("written bytes belong to queued items");
-                let r = front.remaining().len();
-                if left >= r {
-                    left -= r;
-                    if let Some(Out::Owned { buf, .. }) = self.q.pop_front() {
-                        if pool.len() < POOL_MAX {
-                            pool.push(buf);
-                        }
-                    }
-                } else {
-                    front.advance(left);
-                    left = 0;
-                }
-            }
-        }
-        Ok(true)
-    }
-}
 
 fn is_disconnect(e: &io::Error) -> bool {
     matches!(

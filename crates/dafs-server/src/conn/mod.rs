@@ -66,6 +66,12 @@ pub struct Conn {
     pub authenticated: bool,
     /// This connection's `backlog_bytes` as last counted in the global memory budget.
     memory_counted_bytes: usize,
+    /// A READ_DIRECT queued its file range with `put_file`: its reply goes out with
+    /// `send_file_reply` (see `respond`).
+    file_reply: bool,
+    /// A CHAIN's elements are executing: their replies are packed into the chain's, so a
+    /// READ_DIRECT among them places with `put` (its count is final at once).
+    in_chain: bool,
 }
 
 impl Conn {
@@ -83,6 +89,8 @@ impl Conn {
             batches: HashMap::new(),
             read_paused: false,
             destroying: false,
+            file_reply: false,
+            in_chain: false,
         }
     }
 

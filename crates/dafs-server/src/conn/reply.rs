@@ -6,10 +6,16 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use dafs_proto::{Header, Reply, Status};
+use dafs_transport::CountPatch;
 use tracing::{debug, warn};
 
 use super::{Conn, ConnFate};
 use crate::Shared;
+
+/// Where an encoded READ_DIRECT reply keeps its count and end-of-file flag: the first
+/// two u32s of its body, right after the header (checked by a test below).
+const READ_DIRECT_COUNT_PATCH: CountPatch =
+    CountPatch { count_at: dafs_proto::HEADER_LEN, eof_at: dafs_proto::HEADER_LEN + 4 };
 
 /// Reused per-worker buffers: no allocation per request in steady state.
 #[derive(Default)]
@@ -84,7 +90,14 @@ impl Conn {
         slot: SlotUse,
     ) -> ConnFate {
         self.encode(sh, out, req_h, reply);
-        let fate = match self.t.send(out) {
+        let sent = if std::mem::take(&mut self.file_reply) {
+            // READ_DIRECT after a successful `put_file` (the flag is set only then).
+            debug_assert!(matches!(reply, Reply::ReadDirect { .. }), "{reply:?}");
+            self.t.send_file_reply(out, READ_DIRECT_COUNT_PATCH)
+        } else {
+            self.t.send(out)
+        };
+        let fate = match sent {
             Ok(()) => ConnFate::Keep,
             Err(e) => {
                 debug!("send failed: {e}");
@@ -108,5 +121,24 @@ impl Conn {
         s.info.slots_busy.store(s.slots.busy_count(), Relaxed);
         s.info.cache_bytes.store(s.cache.bytes_held() as u64, Relaxed);
         s.info.opens.store(s.opens.len() as u32, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::READ_DIRECT_COUNT_PATCH as P;
+    use dafs_proto::{Header, Opcode, Reply};
+
+    #[test]
+    fn read_direct_count_patch_names_the_count_and_eof_fields() {
+        let req = Header::request(Opcode::ReadDirect, 1, 0, 0, 0);
+        let h = Header::reply_to(&req, dafs_proto::Status::Ok, 0);
+        let mut out = Vec::new();
+        let r = Reply::ReadDirect { count: 0x1122_3344, eof: false };
+        dafs_proto::encode_reply(&h, &r, &mut out, 4096).unwrap();
+        out[P.count_at..P.count_at + 4].copy_from_slice(&7u32.to_le_bytes());
+        out[P.eof_at..P.eof_at + 4].copy_from_slice(&1u32.to_le_bytes());
+        let (_, back) = dafs_proto::decode_reply(&out, 4096).unwrap();
+        assert_eq!(back, Reply::ReadDirect { count: 7, eof: true });
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use dafs_proto::limits;
@@ -11,15 +11,19 @@ use dafs_proto::limits;
 use crate::frame::{FrameHeader, FrameKind, GET_RESP_OK};
 use crate::placement::PlacementDst;
 use crate::tls::{classify, Io, TlsLink};
-use crate::{PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener, TransportError};
+use crate::{
+    CountPatch, PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener, TransportError,
+};
 
 use super::{
     is_disconnect, read_some, take_buf, HeaderReader, Out, OutQueue, POOL_MAX, RECV_CHUNK,
 };
 
-// ---------------------------------------------------------------------------------------
-// Server
-// ---------------------------------------------------------------------------------------
+/// READ_DIRECT placements at least this large go out with `sendfile` (no copy through
+/// user space); smaller ones are read into a pooled buffer, which then leaves in the same
+/// writev as its frame header and reply — two system calls (fstat, sendfile) and a
+/// separate send would cost more than copying a few pages.
+pub const SENDFILE_BYTES_MIN: usize = 16 * 1024;
 
 pub struct TcpListener {
     inner: mio::net::TcpListener,
@@ -292,6 +296,46 @@ impl ServerConn for TcpServerConn {
         Ok(n)
     }
 
+    fn sends_files(&self, len: usize) -> bool {
+        // TLS must encrypt the bytes in user space anyway: the copy stays.
+        self.tls.is_none() && len >= SENDFILE_BYTES_MIN
+    }
+
+    fn put_file(
+        &mut self,
+        region: RemoteRegion,
+        len: usize,
+        file: &Arc<OwnedFd>,
+        offset: u64,
+    ) -> Result<usize, PutError> {
+        if !self.sends_files(len) {
+            return self.put(region, len, &mut |dst| dst.pread_from(file.as_fd(), offset));
+        }
+        if len > limits::DIRECT_BYTES_MAX as usize {
+            return Err(
+                TransportError::TooBig { len, max: limits::DIRECT_BYTES_MAX as usize }.into()
+            );
+        }
+        // The count is what the file holds now; the header carrying it goes first.
+        let size = rustix::fs::fstat(file).map_err(|e| PutError::Fill(e.into()))?.st_size;
+        let n = u64::try_from(size).unwrap_or(0).saturating_sub(offset).min(len as u64) as usize;
+        let h = FrameHeader {
+            kind: FrameKind::Put,
+            len: n as u32,
+            key: region.key,
+            offset: region.offset,
+            tag: 0,
+        };
+        self.out.push(Out::Header { bytes: h.encode(), pos: 0 });
+        self.out.push(Out::File { file: file.clone(), offset, len: n, pos: 0, reply: None });
+        Ok(n)
+    }
+
+    fn send_file_reply(&mut self, msg: &[u8], patch: CountPatch) -> Result<(), TransportError> {
+        self.out.patch_last_file(patch);
+        self.send(msg)
+    }
+
     fn pull(&mut self, region: RemoteRegion, len: usize, tag: u64) -> Result<(), TransportError> {
         if len > limits::DIRECT_BYTES_MAX as usize {
             return Err(TransportError::TooBig { len, max: limits::DIRECT_BYTES_MAX as usize });
@@ -313,7 +357,9 @@ impl ServerConn for TcpServerConn {
     }
 
     fn flush(&mut self) -> Result<bool, TransportError> {
-        let done = self.out.flush(&mut Io::new(&self.sock, &mut self.tls), &mut self.pool)?;
+        let sock = self.tls.is_none().then(|| self.sock.as_fd());
+        let done =
+            self.out.flush_files(&mut Io::new(&self.sock, &mut self.tls), sock, &mut self.pool)?;
         match self.tls.as_deref_mut() {
             // Ciphertext rustls still holds counts as queued output.
             Some(t) => Ok(t.push(self.sock.as_fd()).map_err(|e| {

@@ -31,6 +31,9 @@ impl Conn {
         let mut encoded = Vec::new();
         let mut executed = 0u32;
         let mut failed = u32::MAX;
+        // Element replies are packed into this one (see `Conn::in_chain`). The loop
+        // only breaks, never returns, so the flag is always cleared below.
+        self.in_chain = true;
         for (i, m) in elems.iter().enumerate() {
             executed += 1;
             let outcome = match dafs_proto::decode_request(m, max) {
@@ -73,6 +76,7 @@ impl Conn {
                 _ => {}
             }
         }
+        self.in_chain = false;
         bufs.held = replies;
         Ok(Reply::Chain { executed, failed, replies: &bufs.held })
     }

@@ -65,8 +65,8 @@ impl Conn {
         Ok(Reply::Write { count: n as u32, stable, offset: off })
     }
 
-    /// READ_DIRECT: `put` the file's bytes into the client's region (the fill callback
-    /// `pread`s them); the reply is queued behind the placement.
+    /// READ_DIRECT: place the file's bytes into the client's region (`put_file`: from
+    /// the page cache where the provider can); the reply is queued behind the placement.
     pub(super) fn read_direct(
         &mut self,
         sh: &Shared,
@@ -80,11 +80,18 @@ impl Conn {
         }
         let s = self.session.as_ref().expect("dispatch checked the session");
         let of = s.open_file(open_id, true)?;
-        let fd = of.fd.as_fd();
-        let n = self
-            .t
-            .put(region, len as usize, &mut |dst| sh.copy.pread(dst, fd, offset))
-            .map_err(placement_status)?;
+        let n = if !self.in_chain && self.t.sends_files(len as usize) {
+            // The provider sends the range from the page cache after the reply is
+            // queued; `respond` then queues the reply with `send_file_reply`.
+            let n = self.t.put_file(region, len as usize, &of.fd, offset);
+            self.file_reply = n.is_ok();
+            n
+        } else {
+            // Copied by this worker, with the copy engines' help when large.
+            let fd = of.fd.as_fd();
+            self.t.put(region, len as usize, &mut |dst| sh.copy.pread(dst, fd, offset))
+        }
+        .map_err(placement_status)?;
         sh.stats.bytes_read.fetch_add(n as u64, Relaxed);
         sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);
         Ok(Reply::ReadDirect { count: n as u32, eof: n < len as usize })
