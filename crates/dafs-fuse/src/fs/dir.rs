@@ -27,7 +27,7 @@ pub(super) struct OpenDir {
     /// kernel knows at offset `k` (offsets 1 and 2 are "." and "..", continued by 0).
     cookies: Vec<u64>,
     /// Entries fetched but not yet given to the kernel: they follow offset `pending_off`.
-    pending: VecDeque<DirEntryAt>,
+    pub(super) pending: VecDeque<DirEntryAt>,
     pending_off: usize,
     /// The server said the page in `pending` ends the directory.
     pending_eof: bool,
