@@ -124,11 +124,12 @@ fn spawn_read_ahead_raise(path: PathBuf) {
         tracing::debug!("read-ahead of {} raised to {READ_AHEAD_KB} KiB ({bdi})", path.display());
         Ok::<(), std::io::Error>(())
     };
-    let spawned = std::thread::Builder::new().name("dafs-mount-readahead".into()).spawn(move || {
-        if let Err(e) = raise() {
-            tracing::debug!("read-ahead left at the kernel's default: {e}");
-        }
-    });
+    let spawned =
+        std::thread::Builder::new().name("dafs-mount-readahead".into()).spawn(move || {
+            if let Err(e) = raise() {
+                tracing::debug!("read-ahead left at the kernel's default: {e}");
+            }
+        });
     if let Err(e) = spawned {
         tracing::debug!("read-ahead left at the kernel's default: {e}");
     }

@@ -261,7 +261,9 @@ pub fn run(a: &MountBenchArgs) -> Result<(), String> {
 /// `dafs bench postmark --quick --no-sweep --targets postmark-local,postmark-fuse`:
 /// (local, mount) transactions per second.
 fn postmark(a: &MountBenchArgs) -> Result<(f64, f64), String> {
-    progress("postmark: dafs bench postmark --quick --no-sweep --targets postmark-local,postmark-fuse");
+    progress(
+        "postmark: dafs bench postmark --quick --no-sweep --targets postmark-local,postmark-fuse",
+    );
     let mut args = vec!["--quick", "--no-sweep", "--targets", "postmark-local,postmark-fuse"];
     let tmpdir = a.tmpdir.as_ref().map(|t| t.display().to_string());
     if let Some(t) = &tmpdir {
@@ -318,12 +320,19 @@ fn report(
             (Some(t), None) => format!("≥ {t}x: n/a"),
             (None, _) => String::new(),
         };
-        let _ = writeln!(s, "| {} | {} | {} | {ratio} | {target} |", r.name, fmt(&r.local), fmt(&r.mount));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {ratio} | {target} |",
+            r.name,
+            fmt(&r.local),
+            fmt(&r.mount)
+        );
     }
     match pm {
         Ok((l, m)) => {
             let ratio = util::ratio(*m, *l).map(|x| format!("{x:.2}x")).unwrap_or_default();
-            let _ = writeln!(s, "| PostMark (--quick), transactions/s | {l:.0} | {m:.0} | {ratio} | |");
+            let _ =
+                writeln!(s, "| PostMark (--quick), transactions/s | {l:.0} | {m:.0} | {ratio} | |");
         }
         Err(e) => {
             let _ = writeln!(s, "\nPostMark: not measured: {e}");

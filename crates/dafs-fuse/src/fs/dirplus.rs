@@ -31,8 +31,7 @@ impl DafsFs {
         // "." and "..": the kernel links neither (so counts no lookup for them); their
         // attributes are what we last knew.
         if off == 0 {
-            if reply.add(ino, OFFSET_AFTER_DOT as i64, ".", &self.ttl, &file_attr(ino, &attr), 0)
-            {
+            if reply.add(ino, OFFSET_AFTER_DOT as i64, ".", &self.ttl, &file_attr(ino, &attr), 0) {
                 return Ok(());
             }
             off = OFFSET_AFTER_DOT;
@@ -58,7 +57,8 @@ impl DafsFs {
             match *found {
                 Some((h, a)) => {
                     let ino_e = fs.inodes.remember(ino, &e.entry.name, h, a);
-                    let full = reply.add(ino_e, next as i64, name, &fs.ttl, &file_attr(ino_e, &a), 0);
+                    let full =
+                        reply.add(ino_e, next as i64, name, &fs.ttl, &file_attr(ino_e, &a), 0);
                     if full {
                         // Not given to the kernel: not a lookup it will forget.
                         fs.inodes.forget(ino_e, 1);

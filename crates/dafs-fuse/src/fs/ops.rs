@@ -11,8 +11,8 @@ use dafs_client::dafs_proto::types::{nattr_flags, setattr_mask};
 use dafs_client::dafs_proto::{FileType as DType, SetAttrs};
 use fuser::{
     consts as caps, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow,
 };
 
 use super::dir::OpenDir;
@@ -750,5 +750,3 @@ impl DafsFs {
 fn is_append(flags: i32) -> bool {
     flags & libc::O_APPEND != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY
 }
-
-
