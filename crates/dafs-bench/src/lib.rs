@@ -27,6 +27,7 @@ pub mod gzip;
 mod latency;
 mod libnfs;
 pub mod merge;
+mod mountbench;
 mod nfs;
 mod overlap;
 mod plot;
@@ -126,6 +127,9 @@ pub enum BenchCmd {
     Gzip(gzip::GzipArgs),
     /// Every seed experiment, one report beside the papers' published values.
     Seeds(seeds::SeedsArgs),
+    /// Programs through a `dafs mount` beside a local directory: dd-style 1 MiB
+    /// sequential I/O, 4 KiB random reads, untar + find + stat, PostMark.
+    Mount(mountbench::MountBenchArgs),
 }
 
 const ALL_BACKENDS: [&str; 4] = ["local", "dafs-tcp", "dafs-shm", "nfs"];
@@ -284,6 +288,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         Some(BenchCmd::Postmark(p)) => return postmark::run(p),
         Some(BenchCmd::Gzip(g)) => return gzip::run(g),
         Some(BenchCmd::Seeds(s)) => return seeds::run(s),
+        Some(BenchCmd::Mount(m)) => return mountbench::run(m),
         None => {}
     }
     bench(a).map(|_| ())

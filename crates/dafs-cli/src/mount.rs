@@ -22,7 +22,10 @@ pub struct MountArgs {
     /// Directory to mount on (what it holds stays hidden while mounted).
     pub mountpoint: PathBuf,
     /// Mount options, comma-separated: ro, rw, allow_other, allow_root, attr_ttl_ms=N
-    /// (kernel attribute and name cache lifetime; default 1000, 0 = always ask the server).
+    /// (kernel attribute and name cache lifetime; default 1000, 0 = always ask the server),
+    /// cache=cto (default: file pages kept across opens while the file is unchanged on
+    /// the server) or cache=strict (no data caching, attr_ttl_ms=0), writeback_cache (the
+    /// kernel buffers writes until fsync/close; others see them only then).
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// Return once the mount is up and keep serving it in the background.

@@ -18,9 +18,12 @@ pub enum OptionError {
     /// `attr_ttl_ms=` above the limit.
     #[error("-o attr_ttl_ms={value}: at most {max} (one hour)", max = ATTR_TTL_MS_MAX)]
     AttrTtlTooLong { value: String },
+    /// `cache=` with something other than a cache mode.
+    #[error("-o cache={value}: not a cache mode (cto or strict)")]
+    CacheMode { value: String },
     /// An option this mount does not know.
     #[error(
-        "-o {option}: unknown mount option (known: ro, rw, allow_other, allow_root, attr_ttl_ms=N)"
+        "-o {option}: unknown mount option (known: ro, rw, allow_other, allow_root, attr_ttl_ms=N, cache=cto|strict, writeback_cache)"
     )]
     Unknown { option: String },
     /// `allow_other` and `allow_root` together.

@@ -27,6 +27,10 @@ pub(crate) struct Node {
     /// Last attributes seen: answers fstat of a file deleted while open (its handle
     /// is STALE on the server from then on).
     pub(crate) attr: Attr,
+    /// Close-to-open: the server's (size, mtime, ctime) when the kernel last opened
+    /// the file, i.e. the version its cached pages belong to. The next open keeps the
+    /// pages only if the server still reports exactly this.
+    pub(crate) pages_of: Option<(u64, i64, i64)>,
 }
 
 impl Node {
@@ -64,6 +68,7 @@ impl InodeTable {
                 parent: ROOT_INO,
                 name: Vec::new(),
                 attr,
+                pages_of: None,
             },
         );
         t.by_id.insert((attr.fsid, attr.fileid), ROOT_INO);
@@ -127,6 +132,7 @@ impl InodeTable {
                         parent,
                         name: name.to_vec(),
                         attr,
+                        pages_of: None,
                     },
                 );
                 let before = self.by_id.insert((attr.fsid, attr.fileid), ino);

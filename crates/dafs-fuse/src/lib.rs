@@ -28,4 +28,4 @@ pub use error::{MountError, OptionError};
 pub use fs::{DafsFs, IO_BYTES_MAX};
 pub use mount::{mount, unmount};
 pub use mountinfo::is_dafs_mount;
-pub use options::MountOptions;
+pub use options::{CacheMode, MountOptions};

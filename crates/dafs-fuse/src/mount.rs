@@ -18,6 +18,11 @@ use crate::options::MountOptions;
 const FUSE_DEVICE: &str = "/dev/fuse";
 /// Set to "1": mount through fusermount3 even as root (see [`mount`]).
 const VIA_FUSERMOUNT_ENV: &str = "DAFS_MOUNT_VIA_FUSERMOUNT";
+/// The read-ahead the mount asks for, KiB: as large as one request (`IO_BYTES_MAX`), so a
+/// sequential reader keeps whole 1 MiB requests in flight. The kernel caps a FUSE
+/// mount's read-ahead at the system default (128 KiB) whatever the INIT reply says; root
+/// may raise it in /sys/class/bdi.
+const READ_AHEAD_KB: u32 = crate::fs::IO_BYTES_MAX / 1024;
 /// The signals that unmount: a terminal's ^C, a service manager's stop, a closed terminal.
 const UNMOUNT_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
@@ -95,6 +100,7 @@ pub fn mount(
     let _ = notifier.set(session.notifier());
     on_mounted();
     spawn_signal_thread(abs.clone())?;
+    spawn_read_ahead_raise(abs.clone());
     // Returns when the kernel ends the connection: after any unmount of the mount.
     let r = session.run().map_err(|source| MountError::Serve { path: abs.clone(), source });
     if r.is_err() && via_helper && is_dafs_mount(&abs) {
@@ -103,6 +109,30 @@ pub fn mount(
         let _ = unmount(&abs, true);
     }
     r
+}
+
+/// Raise the mount's read-ahead to [`READ_AHEAD_KB`] once the kernel has initialized it
+/// (its backing device, `/sys/class/bdi/MAJOR:MINOR`, is the mount's st_dev). From a
+/// thread: the stat waits for the INIT reply, which the session's loop sends. Best
+/// effort: not root, or no sysfs, leaves the kernel's default.
+fn spawn_read_ahead_raise(path: PathBuf) {
+    let raise = move || {
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(&path)?.dev();
+        let bdi = format!("/sys/class/bdi/{}:{}/read_ahead_kb", libc::major(dev), libc::minor(dev));
+        std::fs::write(&bdi, READ_AHEAD_KB.to_string())?;
+        tracing::debug!("read-ahead of {} raised to {READ_AHEAD_KB} KiB ({bdi})", path.display());
+        Ok::<(), std::io::Error>(())
+    };
+    let spawned =
+        std::thread::Builder::new().name("dafs-mount-readahead".into()).spawn(move || {
+            if let Err(e) = raise() {
+                tracing::debug!("read-ahead left at the kernel's default: {e}");
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::debug!("read-ahead left at the kernel's default: {e}");
+    }
 }
 
 /// [`UNMOUNT_SIGNALS`] as a signal set.

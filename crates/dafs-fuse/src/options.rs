@@ -18,6 +18,22 @@ pub(crate) const ATTR_TTL_MS_MAX: u64 = 3_600_000;
 /// through fusermount3), which is how [`crate::is_dafs_mount`] recognizes it.
 pub(crate) const SUBTYPE: &str = "dafs";
 
+/// How the kernel may cache file data (`-o cache=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheMode {
+    /// `cache=cto` (the default): close-to-open. The kernel keeps a file's pages across
+    /// opens while the server's size, mtime and ctime at open are those the pages were
+    /// read under; any change by another client drops them at the next open (and a
+    /// change seen in attributes drops them at once). Reads within one open may return
+    /// pages older than another client's later write, as on NFS.
+    CloseToOpen,
+    /// `cache=strict`: no data caching. Every read and write goes to the server
+    /// (direct I/O; the kernel does no read-ahead), and attributes are asked for on every
+    /// use (`attr_ttl_ms=0` unless given after it): a change by another client is seen by
+    /// the next read, even through a file opened before it.
+    Strict,
+}
+
 /// What the kernel may cache, and how the mount looks to other users.
 #[derive(Debug, Clone)]
 pub struct MountOptions {
@@ -36,6 +52,13 @@ pub struct MountOptions {
     /// The export name the client connected with ("" = the server's default): the
     /// root handle is fetched again by it when the server recycles it.
     pub export: String,
+    /// How file data is cached (see [`CacheMode`]).
+    pub cache: CacheMode,
+    /// `-o writeback_cache`: the kernel buffers writes in its page cache and sends them
+    /// in large pieces later, at the latest on fsync(2) and close(2); until then other
+    /// clients do not see them, and the kernel's idea of size and mtime wins over the
+    /// server's. Off by default; ignored with `cache=strict`.
+    pub writeback_cache: bool,
 }
 
 impl Default for MountOptions {
@@ -47,6 +70,8 @@ impl Default for MountOptions {
             allow_root: false,
             fsname: "dafs".into(),
             export: String::new(),
+            cache: CacheMode::CloseToOpen,
+            writeback_cache: false,
         }
     }
 }
@@ -60,6 +85,12 @@ impl MountOptions {
                 "rw" => self.read_only = false,
                 "allow_other" => self.allow_other = true,
                 "allow_root" => self.allow_root = true,
+                "writeback_cache" => self.writeback_cache = true,
+                "cache=cto" => self.cache = CacheMode::CloseToOpen,
+                "cache=strict" => {
+                    self.cache = CacheMode::Strict;
+                    self.attr_ttl = Duration::ZERO;
+                }
                 _ => match opt.split_once('=') {
                     Some(("attr_ttl_ms", v)) => {
                         let ms: u64 = v
@@ -70,6 +101,7 @@ impl MountOptions {
                         }
                         self.attr_ttl = Duration::from_millis(ms);
                     }
+                    Some(("cache", v)) => return Err(OptionError::CacheMode { value: v.into() }),
                     _ => return Err(OptionError::Unknown { option: opt.into() }),
                 },
             }
@@ -78,6 +110,11 @@ impl MountOptions {
             return Err(OptionError::AllowOtherAndRoot);
         }
         Ok(())
+    }
+
+    /// The kernel buffers writes (`writeback_cache`, and data may be cached at all).
+    pub(crate) fn writeback(&self) -> bool {
+        self.writeback_cache && self.cache != CacheMode::Strict
     }
 
     /// The `-o` list for fusermount3 (same options as [`Self::fuse_options`]).
@@ -155,6 +192,28 @@ mod tests {
     }
 
     #[test]
+    fn cache_options_parse() {
+        let mut o = MountOptions::default();
+        assert_eq!(o.cache, CacheMode::CloseToOpen);
+        assert!(!o.writeback_cache && !o.writeback());
+        o.parse_list("writeback_cache").unwrap();
+        assert!(o.writeback());
+        // strict: no data caching, attributes asked for every time (unless given after).
+        o.parse_list("cache=strict").unwrap();
+        assert_eq!(o.cache, CacheMode::Strict);
+        assert_eq!(o.attr_ttl, Duration::ZERO);
+        assert!(!o.writeback(), "strict caches no data, so nothing is written back");
+        o.parse_list("cache=strict,attr_ttl_ms=20").unwrap();
+        assert_eq!(o.attr_ttl, Duration::from_millis(20));
+        o.parse_list("cache=cto").unwrap();
+        assert_eq!(o.cache, CacheMode::CloseToOpen);
+        assert_eq!(
+            o.parse_list("cache=none").unwrap_err().to_string(),
+            "-o cache=none: not a cache mode (cto or strict)"
+        );
+    }
+
+    #[test]
     fn option_errors_read_as_before() {
         let mut o = MountOptions::default();
         let msg = |o: &mut MountOptions, l: &str| o.parse_list(l).unwrap_err().to_string();
@@ -168,7 +227,7 @@ mod tests {
         );
         assert_eq!(
             msg(&mut o, "ro,frobnicate"),
-            "-o frobnicate: unknown mount option (known: ro, rw, allow_other, allow_root, attr_ttl_ms=N)"
+            "-o frobnicate: unknown mount option (known: ro, rw, allow_other, allow_root, attr_ttl_ms=N, cache=cto|strict, writeback_cache)"
         );
         assert_eq!(
             msg(&mut o, "allow_other,allow_root"),

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
+use dafs_client::dafs_proto::{Attr, FileHandle};
 use dafs_client::DirEntryAt;
 use fuser::{FileType, ReplyDirectory};
 
@@ -17,8 +18,8 @@ const READDIR_PAGE_ENTRIES: u32 = 0;
 /// Kernel offsets after the two entries made up here: an entry's offset is where the
 /// listing continues after it, so "." ends at 1, ".." at 2, and the server's entries
 /// follow.
-const OFFSET_AFTER_DOT: usize = 1;
-const OFFSET_AFTER_DOTDOT: usize = 2;
+pub(super) const OFFSET_AFTER_DOT: usize = 1;
+pub(super) const OFFSET_AFTER_DOTDOT: usize = 2;
 
 /// A directory the kernel opened, by the handle number it was given.
 pub(super) struct OpenDir {
@@ -26,10 +27,13 @@ pub(super) struct OpenDir {
     /// kernel knows at offset `k` (offsets 1 and 2 are "." and "..", continued by 0).
     cookies: Vec<u64>,
     /// Entries fetched but not yet given to the kernel: they follow offset `pending_off`.
-    pending: VecDeque<DirEntryAt>,
+    pub(super) pending: VecDeque<DirEntryAt>,
     pending_off: usize,
     /// The server said the page in `pending` ends the directory.
     pending_eof: bool,
+    /// READDIRPLUS: what looking up the first `looked.len()` entries of `pending` gave
+    /// (None: the lookup failed, the entry goes without attributes).
+    pub(super) looked: VecDeque<Option<(FileHandle, Attr)>>,
 }
 
 impl OpenDir {
@@ -40,6 +44,7 @@ impl OpenDir {
             pending: VecDeque::new(),
             pending_off: 0,
             pending_eof: false,
+            looked: VecDeque::new(),
         }
     }
 }
@@ -67,7 +72,19 @@ impl DafsFs {
             off = OFFSET_AFTER_DOTDOT;
         }
         let mut d = self.dirs.remove(&fh).ok_or(libc::EBADF)?;
-        let r = self.fill_dir(ino, &mut d, off, reply);
+        // Plain READDIR takes entries from `pending` without looking them up.
+        d.looked.clear();
+        let r = self.fill_dir(ino, &mut d, off, &mut |_, d, next| {
+            let Some(e) = d.pending.front() else { return false };
+            // d_ino only (the kernel takes inode numbers from lookups): the server's
+            // file id, which is the inode number lookups give in the usual case.
+            reply.add(
+                e.entry.fileid,
+                next as i64,
+                ftype(e.entry.ftype),
+                OsStr::from_bytes(&e.entry.name),
+            )
+        });
         self.dirs.insert(fh, d);
         r
     }
@@ -75,16 +92,18 @@ impl DafsFs {
     /// Entries after kernel offset `off`, until the kernel's buffer is full or the
     /// directory ends. A server page holds up to thousands of entries and the kernel
     /// takes about a hundred per call: the rest waits in `d.pending` for the call that
-    /// continues exactly there.
-    fn fill_dir(
+    /// continues exactly there. `add(fs, dir, entry, offset after it)` gives the kernel
+    /// the first pending entry and says whether its buffer was full (the entry not taken).
+    pub(super) fn fill_dir(
         &mut self,
         ino: u64,
         d: &mut OpenDir,
         mut off: usize,
-        reply: &mut ReplyDirectory,
+        add: &mut dyn FnMut(&mut DafsFs, &mut OpenDir, usize) -> bool,
     ) -> Result<(), i32> {
         if d.pending_off != off {
             d.pending.clear();
+            d.looked.clear();
         }
         loop {
             if d.pending.is_empty() {
@@ -108,17 +127,11 @@ impl DafsFs {
                 } else {
                     d.cookies.push(e.cookie);
                 }
-                // d_ino only (the kernel takes inode numbers from lookups): the server's
-                // file id, which is the inode number lookups give in the usual case.
-                if reply.add(
-                    e.entry.fileid,
-                    next as i64,
-                    ftype(e.entry.ftype),
-                    OsStr::from_bytes(&e.entry.name),
-                ) {
+                if add(self, d, next) {
                     return Ok(());
                 }
                 d.pending.pop_front();
+                d.looked.pop_front();
                 off = next;
                 d.pending_off = off;
             }

@@ -3,11 +3,13 @@
 //! (the `fuser::Filesystem` implementation); what they share lives beside it:
 //! `cred` (the caller stated to the server), `handles` (an inode's working handle, looked up again when the server says STALE),
 //! `session` (failures and a new session after a server restart), `namespace` (new
-//! objects), `file` (open files and writes), `dir` (paged directory listings) and
+//! objects), `file` (open files and writes), `dir` (paged directory listings), `dirplus` (listings with attributes) and
 //! `xattr` (extended attributes over named attributes).
 
+mod cache;
 mod cred;
 mod dir;
+mod dirplus;
 mod file;
 mod handles;
 mod namespace;
@@ -25,7 +27,7 @@ use fuser::{Notifier, ReplyEntry};
 
 use crate::convert::file_attr;
 use crate::inode::{InodeTable, Node};
-use crate::options::MountOptions;
+use crate::options::{CacheMode, MountOptions};
 use dir::OpenDir;
 use file::OpenFile;
 
@@ -38,6 +40,10 @@ pub const IO_BYTES_MAX: u32 = 1 << 20;
 pub struct DafsFs {
     c: Client,
     ttl: Duration,
+    /// How the kernel may cache file data.
+    cache: CacheMode,
+    /// The kernel buffers writes (`-o writeback_cache`, granted by the kernel at init).
+    writeback: bool,
     /// The inodes the kernel knows.
     inodes: InodeTable,
     /// Open files by the handle number the kernel was given.
@@ -65,6 +71,8 @@ impl DafsFs {
         Ok(DafsFs {
             c,
             ttl: opts.attr_ttl,
+            cache: opts.cache,
+            writeback: opts.writeback(),
             inodes: InodeTable::new(root, attr),
             opens: HashMap::new(),
             dirs: HashMap::new(),

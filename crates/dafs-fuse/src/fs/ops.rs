@@ -10,8 +10,9 @@ use std::time::{Duration, SystemTime};
 use dafs_client::dafs_proto::types::{nattr_flags, setattr_mask};
 use dafs_client::dafs_proto::{FileType as DType, SetAttrs};
 use fuser::{
-    Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    consts as caps, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow,
 };
 
 use super::dir::OpenDir;
@@ -19,6 +20,7 @@ use super::file::OpenFile;
 use super::xattr::{nattr_name, USER_PREFIX, XATTR_VALUE_BYTES_MAX};
 use super::{DafsFs, IO_BYTES_MAX};
 use crate::convert::{file_attr, is_stale, time_ns, MODE_PERM_BITS};
+use crate::options::CacheMode;
 
 /// Smallest block size reported by statfs: a server reporting 0 (or less than a
 /// sector) would leave block counts meaningless (or divide by zero).
@@ -32,6 +34,23 @@ impl Filesystem for DafsFs {
         let _ = config.set_max_readahead(IO_BYTES_MAX);
         // Timestamps are nanoseconds end to end.
         let _ = config.set_time_granularity(Duration::from_nanos(1));
+        // Listings with attributes (the kernel picks READDIRPLUS when lookups follow a
+        // listing, as for `ls -l` and `find`), and cached pages dropped as soon as
+        // attributes show a change of size or mtime.
+        let wanted = caps::FUSE_DO_READDIRPLUS | caps::FUSE_READDIRPLUS_AUTO;
+        let wanted = if self.cache == CacheMode::Strict {
+            wanted
+        } else {
+            wanted | caps::FUSE_AUTO_INVAL_DATA
+        };
+        if let Err(missing) = config.add_capabilities(wanted) {
+            tracing::debug!("kernel lacks FUSE capabilities {missing:#x}");
+            let _ = config.add_capabilities(wanted & !missing);
+        }
+        if self.writeback && config.add_capabilities(caps::FUSE_WRITEBACK_CACHE).is_err() {
+            tracing::warn!("the kernel does not offer a writeback cache: writes go through");
+            self.writeback = false;
+        }
         Ok(())
     }
 
@@ -355,8 +374,7 @@ impl Filesystem for DafsFs {
 
     fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         self.act_as(req);
-        let opts = Self::open_opts(flags);
-        match self.with_fh(ino, |c, h| c.open_handle(h, opts)) {
+        match self.open_for_kernel(ino, flags) {
             Ok(file) => {
                 let fh = self.new_fh();
                 // Close-to-open: OPEN's reply carries the server's attributes now. If the
@@ -373,10 +391,9 @@ impl Filesystem for DafsFs {
                     self.invalidate_attrs(ino);
                 }
                 let append = is_append(flags);
+                let cache_flags = self.open_cache_flags(ino, &file.attr, append);
                 self.opens.insert(fh, OpenFile { file, append, ino });
-                // No FOPEN_KEEP_CACHE: the kernel drops this file's cached pages at every
-                // open, so an open sees what other clients wrote before it (close-to-open).
-                reply.opened(fh, open_reply_flags(append))
+                reply.opened(fh, cache_flags)
             }
             Err(e) => reply.error(e),
         }
@@ -507,6 +524,20 @@ impl Filesystem for DafsFs {
         mut reply: ReplyDirectory,
     ) {
         match self.readdir_inner(ino, fh, offset, &mut reply) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdirplus(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        match self.readdirplus_inner(ino, fh, offset, &mut reply) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -672,6 +703,13 @@ impl Filesystem for DafsFs {
         self.act_as(req);
         let n = name.as_bytes();
         let perm = mode & !umask & MODE_PERM_BITS;
+        // With a writeback cache the kernel may read through a write-only open (see
+        // open_for_kernel); whoever creates a file may open it for reading too.
+        let flags = if self.writeback && flags & libc::O_ACCMODE == libc::O_WRONLY {
+            (flags & !libc::O_ACCMODE) | libc::O_RDWR
+        } else {
+            flags
+        };
         let opts =
             Self::open_opts(flags).create(true).exclusive(flags & libc::O_EXCL != 0).mode(perm);
         // A create may be O_RDONLY (open(O_CREAT|O_RDONLY)); DAFS OPEN with CREATE
@@ -682,8 +720,9 @@ impl Filesystem for DafsFs {
                 let ino = self.inodes.remember(parent, n, file.fh, attr);
                 let fh = self.new_fh();
                 let append = is_append(flags);
+                let cache_flags = self.open_cache_flags(ino, &attr, append);
                 self.opens.insert(fh, OpenFile { file, append, ino });
-                reply.created(&self.ttl, &file_attr(ino, &attr), 0, fh, open_reply_flags(append))
+                reply.created(&self.ttl, &file_attr(ino, &attr), 0, fh, cache_flags)
             }
             Err(e) => reply.error(e),
         }
@@ -710,16 +749,4 @@ impl DafsFs {
 /// An open whose writes append (O_APPEND and not read-only).
 fn is_append(flags: i32) -> bool {
     flags & libc::O_APPEND != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY
-}
-
-/// FOPEN flags of an open. Appenders get direct I/O: the kernel then hands each write(2)
-/// (up to `IO_BYTES_MAX`) to the mount as one request, which becomes one atomic APPEND
-/// on the server. Through the page cache the kernel splits a write at page boundaries,
-/// and two appends from two mounts could interleave between the pieces.
-fn open_reply_flags(append: bool) -> u32 {
-    if append {
-        fuser::consts::FOPEN_DIRECT_IO
-    } else {
-        0
-    }
 }
