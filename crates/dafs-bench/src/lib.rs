@@ -23,6 +23,7 @@
 
 mod apps;
 mod backends;
+pub mod copy;
 pub mod gzip;
 mod latency;
 mod libnfs;
@@ -126,6 +127,8 @@ pub enum BenchCmd {
     Gzip(gzip::GzipArgs),
     /// Every seed experiment, one report beside the papers' published values.
     Seeds(seeds::SeedsArgs),
+    /// dafs put/get and cp/dd/tar through the preload library against local copies.
+    Copy(copy::CopyArgs),
 }
 
 const ALL_BACKENDS: [&str; 4] = ["local", "dafs-tcp", "dafs-shm", "nfs"];
@@ -284,6 +287,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         Some(BenchCmd::Postmark(p)) => return postmark::run(p),
         Some(BenchCmd::Gzip(g)) => return gzip::run(g),
         Some(BenchCmd::Seeds(s)) => return seeds::run(s),
+        Some(BenchCmd::Copy(c)) => return copy::run(c),
         None => {}
     }
     bench(a).map(|_| ())
