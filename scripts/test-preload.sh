@@ -125,6 +125,7 @@ check "... sorted output equals the local sort" bash -c "sort -n '$WORK/unsorted
 SHM_URL=$(sed -n 's/^shared memory: //p' "$WORK/main.out")
 if [ -n "$SHM_URL" ]; then
     check "a dafs+shm:// mount URL" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='/dafs-shm-$$=$SHM_URL/' timeout 60 cat '/dafs-shm-$$/src.bin' | cmp - '$WORK/src.bin'"
+    check "a plain dafs://127.0.0.1 mount URL switches to shared memory" bash -c "DAFS_PRELOAD_DEBUG=1 LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 60 cat '$M/src.bin' 2>&1 >/dev/null | grep -q '(shm, session'"
 fi
 check "cat several dafs files" bash -c "LD_PRELOAD='$LIB' DAFS_MOUNT='$M=dafs://$ADDR/' timeout 120 cat '$M/tree/a/f1' '$M/tree/a/f2' > '$L/two'; cat '$WORK/tree/a/f1' '$WORK/tree/a/f2' | cmp - '$L/two'"
 

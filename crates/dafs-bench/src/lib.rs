@@ -23,6 +23,7 @@
 
 mod apps;
 mod backends;
+pub mod copy;
 pub mod gzip;
 mod latency;
 mod libnfs;
@@ -130,6 +131,8 @@ pub enum BenchCmd {
     /// Programs through a `dafs mount` beside a local directory: dd-style 1 MiB
     /// sequential I/O, 4 KiB random reads, untar + find + stat, PostMark.
     Mount(mountbench::MountBenchArgs),
+    /// dafs put/get and cp/dd/tar through the preload library against local copies.
+    Copy(copy::CopyArgs),
 }
 
 const ALL_BACKENDS: [&str; 4] = ["local", "dafs-tcp", "dafs-shm", "nfs"];
@@ -289,6 +292,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         Some(BenchCmd::Gzip(g)) => return gzip::run(g),
         Some(BenchCmd::Seeds(s)) => return seeds::run(s),
         Some(BenchCmd::Mount(m)) => return mountbench::run(m),
+        Some(BenchCmd::Copy(c)) => return copy::run(c),
         None => {}
     }
     bench(a).map(|_| ())

@@ -18,6 +18,8 @@ pub struct Dafsd {
     pub shm_url: Option<String>,
     pub log: PathBuf,
     pub args: Vec<String>,
+    /// The admin socket, when dafsd has one.
+    pub admin: Option<PathBuf>,
 }
 
 /// The dafsd binary: `explicit`, else next to the running executable.
@@ -89,8 +91,15 @@ impl Dafsd {
                 let _ = tx.send(line);
             }
         });
-        let mut d =
-            Dafsd { child, pid, addr: String::new(), shm_url: None, log: log.to_path_buf(), args };
+        let mut d = Dafsd {
+            child,
+            pid,
+            addr: String::new(),
+            shm_url: None,
+            log: log.to_path_buf(),
+            args,
+            admin: None,
+        };
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -100,6 +109,8 @@ impl Dafsd {
                         d.addr = a.trim().to_string();
                     } else if let Some(u) = line.strip_prefix("shared memory: ") {
                         d.shm_url = Some(u.trim().to_string());
+                    } else if let Some(p) = line.strip_prefix("admin: ") {
+                        d.admin = Some(PathBuf::from(p.trim()));
                     } else if line.starts_with("exports:") {
                         break;
                     }

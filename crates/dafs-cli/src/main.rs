@@ -6,13 +6,51 @@
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
-use dafs_client::{Client, ClientConfig, Error, OpenOptions};
+use clap::{Parser, Subcommand, ValueEnum};
+use dafs_client::{Client, ClientConfig, Error, Provider};
 use dafs_proto::FileType;
 
 mod admin;
 mod mount;
 mod serve;
+mod transfer;
+
+/// `--provider`: how a `dafs://host:port` URL is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProviderArg {
+    /// Shared memory when the server runs on this host and offers it, else TCP.
+    Auto,
+    /// Always TCP.
+    Tcp,
+}
+
+/// Pipelining of get, put and cat.
+#[derive(clap::Args, Debug, Clone)]
+struct PipelineArgs {
+    /// Requests in flight (each one block of registered memory).
+    #[arg(long, default_value_t = transfer::QUEUE_DEPTH_DEFAULT, value_name = "N")]
+    queue_depth: usize,
+    /// Bytes per request (suffixes k, m; lowered to the server's max I/O size).
+    #[arg(long, default_value_t = transfer::BLOCK_BYTES_DEFAULT, value_parser = transfer::parse_size, value_name = "SIZE")]
+    block_size: usize,
+    /// Make the copy durable before exiting: get fsyncs the local file, put COMMITs on
+    /// the server. Without it, as with cp, the data reaches disk when the system writes
+    /// it back.
+    #[arg(long)]
+    sync: bool,
+}
+
+impl PipelineArgs {
+    fn pipeline(&self) -> Result<transfer::Pipeline, Fail> {
+        let p = transfer::Pipeline {
+            queue_depth: self.queue_depth,
+            block_bytes: self.block_size,
+            sync: self.sync,
+        };
+        p.check()?;
+        Ok(p)
+    }
+}
 
 #[derive(Parser, Debug)]
 #[command(name = "dafs", version, about = "DAFS: Direct Access File System client and server")]
@@ -42,6 +80,9 @@ struct Cli {
     /// Check the server certificate against this name instead of the URL's host.
     #[arg(long, global = true, value_name = "NAME")]
     tls_server_name: Option<String>,
+    /// Transport for dafs:// URLs: auto (shared memory on the server's host) or tcp.
+    #[arg(long, global = true, value_enum, default_value_t = ProviderArg::Auto)]
+    provider: ProviderArg,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -60,11 +101,26 @@ enum Cmd {
     /// Show attributes of a path.
     Stat { url: String },
     /// Write files to standard output.
-    Cat { urls: Vec<String> },
+    Cat {
+        urls: Vec<String>,
+        #[command(flatten)]
+        pipe: PipelineArgs,
+    },
     /// Copy a remote file to a local path ("-" for standard output).
-    Get { url: String, local: PathBuf },
-    /// Copy a local file ("-" for standard input) to a remote path.
-    Put { local: PathBuf, url: String },
+    Get {
+        url: String,
+        local: PathBuf,
+        #[command(flatten)]
+        pipe: PipelineArgs,
+    },
+    /// Copy a local file ("-" for standard input) to a remote path (created, or
+    /// truncated if it exists).
+    Put {
+        local: PathBuf,
+        url: String,
+        #[command(flatten)]
+        pipe: PipelineArgs,
+    },
     /// Remove files.
     Rm { urls: Vec<String> },
     /// Create directories.
@@ -110,9 +166,9 @@ fn main() {
     std::process::exit(code);
 }
 
-struct Fail(i32, String);
+pub(crate) struct Fail(i32, String);
 
-fn op_err(what: &str, e: Error) -> Fail {
+pub(crate) fn op_err(what: &str, e: Error) -> Fail {
     match e {
         Error::Transport(_) | Error::Disconnected | Error::Protocol(_) => {
             Fail(3, format!("{what}: {e}"))
@@ -123,7 +179,11 @@ fn op_err(what: &str, e: Error) -> Fail {
 
 fn connect(cli: &Cli, url: &str) -> Result<(Client, String), Fail> {
     let (addr, path) = dafs_client::parse_url(url).map_err(|e| Fail(2, format!("{url}: {e}")))?;
-    let mut cfg = ClientConfig { export: cli.export.clone(), ..Default::default() };
+    let provider = match cli.provider {
+        ProviderArg::Auto => Provider::Auto,
+        ProviderArg::Tcp => Provider::Tcp,
+    };
+    let mut cfg = ClientConfig { export: cli.export.clone(), provider, ..Default::default() };
     if let Some(p) = &cli.secret_file {
         cfg.secret = Some(serve::read_secret(p).map_err(|e| Fail(2, e))?);
     }
@@ -168,9 +228,6 @@ fn progress(cli: &Cli, total: u64) -> indicatif::ProgressBar {
     );
     pb
 }
-
-/// Transfer unit for get/put/cat: large enough for direct placement.
-const CHUNK: usize = 4 * 1024 * 1024;
 
 fn type_char(t: FileType) -> char {
     match t {
@@ -241,25 +298,31 @@ fn run(cli: &Cli) -> Result<(), Fail> {
             );
             Ok(())
         }
-        Cmd::Cat { urls } => {
+        Cmd::Cat { urls, pipe } => {
+            let p = pipe.pipeline()?;
             let mut out = std::io::stdout().lock();
             for url in urls {
                 let (mut c, path) = connect(cli, url)?;
-                copy_out(cli, &mut c, &path, &mut out)?;
+                copy_out(cli, &mut c, &path, &mut out, &p)?;
             }
             Ok(())
         }
-        Cmd::Get { url, local } => {
+        Cmd::Get { url, local, pipe } => {
+            let p = pipe.pipeline()?;
             let (mut c, path) = connect(cli, url)?;
             if local.as_os_str() == "-" {
-                return copy_out(cli, &mut c, &path, &mut std::io::stdout().lock());
+                return copy_out(cli, &mut c, &path, &mut std::io::stdout().lock(), &p);
             }
             let mut f = std::fs::File::create(local)
                 .map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
-            copy_out(cli, &mut c, &path, &mut f)?;
-            f.sync_all().map_err(|e| Fail(1, format!("{}: {e}", local.display())))
+            copy_out(cli, &mut c, &path, &mut f, &p)?;
+            if p.sync {
+                f.sync_all().map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
+            }
+            Ok(())
         }
-        Cmd::Put { local, url } => {
+        Cmd::Put { local, url, pipe } => {
+            let p = pipe.pipeline()?;
             let (mut c, path) = connect(cli, url)?;
             let (mut input, size): (Box<dyn Read>, u64) = if local.as_os_str() == "-" {
                 (Box::new(std::io::stdin().lock()), 0)
@@ -269,24 +332,10 @@ fn run(cli: &Cli) -> Result<(), Fail> {
                 let size = f.metadata().map(|m| m.len()).unwrap_or(0);
                 (Box::new(f), size)
             };
-            let f = c.create(&path).map_err(|e| op_err(&path, e))?;
-            let region = c.alloc_registered(CHUNK).map_err(|e| op_err("register", e))?;
             let pb = progress(cli, size);
-            let mut off = 0u64;
-            loop {
-                let buf = c.region_mut(region).map_err(|e| op_err("region", e))?;
-                let n = read_full(&mut input, buf)
-                    .map_err(|e| Fail(1, format!("{}: {e}", local.display())))?;
-                if n == 0 {
-                    break;
-                }
-                write_region(&mut c, &f, region, n, off).map_err(|e| op_err(&path, e))?;
-                off += n as u64;
-                pb.set_position(off);
-            }
+            let name = local.display().to_string();
+            transfer::copy_in(&mut c, &path, &mut input, &name, &p, &mut |n| pb.set_position(n))?;
             pb.finish_and_clear();
-            c.fsync(&f).map_err(|e| op_err(&path, e))?;
-            c.close(f).map_err(|e| op_err(&path, e))?;
             Ok(())
         }
         Cmd::Rm { urls } => each(cli, urls, |c, p| c.remove(p)),
@@ -354,96 +403,23 @@ fn each(
     }
 }
 
-fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
-/// Write `n` bytes of the region at `off` through the asynchronous path.
-fn write_region(
+fn copy_out(
+    cli: &Cli,
     c: &mut Client,
-    f: &dafs_client::File,
-    region: dafs_client::RegionId,
-    n: usize,
-    off: u64,
-) -> Result<(), Error> {
-    let cg = c.create_cg()?;
-    let max = c.io_bytes_max();
-    let mut pos = 0;
-    while pos < n {
-        let len = max.min(n - pos);
-        c.submit_write(
-            f,
-            off + pos as u64,
-            dafs_client::IoBuf::Region { region, offset: pos, len },
-            cg,
-            0,
-        )?;
-        pos += len;
-    }
-    let mut res = Ok(());
-    for done in c.wait_all(cg)? {
-        if let Err(e) = done.result {
-            res = Err(e);
-        }
-    }
-    c.destroy_cg(cg)?;
-    res
-}
-
-fn copy_out(cli: &Cli, c: &mut Client, path: &str, out: &mut dyn Write) -> Result<(), Fail> {
-    let f = c.open(path, OpenOptions::read()).map_err(|e| op_err(path, e))?;
-    let region = c.alloc_registered(CHUNK).map_err(|e| op_err("register", e))?;
-    let pb = progress(cli, f.attr.size);
-    let cg = c.create_cg().map_err(|e| op_err("completion group", e))?;
-    let mut off = 0u64;
-    loop {
-        let max = c.io_bytes_max().min(CHUNK);
-        let mut pos = 0;
-        let mut i = 0;
-        while pos < CHUNK {
-            let len = max.min(CHUNK - pos);
-            c.submit_read(
-                &f,
-                off + pos as u64,
-                dafs_client::IoBuf::Region { region, offset: pos, len },
-                cg,
-                i,
-            )
-            .map_err(|e| op_err(path, e))?;
-            pos += len;
-            i += 1;
-        }
-        let mut done = c.wait_all(cg).map_err(|e| op_err(path, e))?;
-        done.sort_by_key(|d| d.user_data);
-        let mut got = 0;
-        let mut short = false;
-        for d in done {
-            let n = d.result.map_err(|e| op_err(path, e))?;
-            if !short {
-                got += n;
-            }
-            if n < max {
-                short = true;
-            }
-        }
-        let data = c.region(region).map_err(|e| op_err("region", e))?;
-        out.write_all(&data[..got]).map_err(|e| Fail(1, format!("write: {e}")))?;
-        off += got as u64;
-        pb.set_position(off);
-        if short || got == 0 {
-            break;
-        }
-    }
-    pb.finish_and_clear();
-    out.flush().map_err(|e| Fail(1, format!("write: {e}")))?;
-    c.close(f).map_err(|e| op_err(path, e))
+    path: &str,
+    out: &mut dyn Write,
+    p: &transfer::Pipeline,
+) -> Result<(), Fail> {
+    // Sized once the file is open (the bar shows only for large files).
+    let pb = std::cell::RefCell::new(indicatif::ProgressBar::hidden());
+    let r = transfer::copy_out(
+        c,
+        path,
+        out,
+        p,
+        &mut |size| *pb.borrow_mut() = progress(cli, size),
+        &mut |n| pb.borrow().set_position(n),
+    );
+    pb.borrow().finish_and_clear();
+    r.map(|_| ())
 }

@@ -458,3 +458,66 @@ fn mount_help_says_who_may_use_the_mount() {
     assert!(text.contains("ONLY THE USER WHO MOUNTED IT"), "{text}");
     assert!(text.contains("-o allow_other"), "{text}");
 }
+
+/// get, put and cat with their pipelining options: the queue depth and block size change
+/// how the bytes travel, never which; --sync; --provider tcp; a put creates a new file
+/// (mode 0644) and truncates an existing longer one; bad values are usage errors.
+#[test]
+fn copy_options() {
+    use std::os::unix::fs::PermissionsExt;
+    let srv = TestServer::start(&[]);
+    let scratch = srv.base_dir().join("scratch-opts");
+    std::fs::create_dir(&scratch).unwrap();
+    let data = pattern(0, 300_001, 7);
+    let src = scratch.join("src");
+    std::fs::write(&src, &data).unwrap();
+    for qd in ["1", "2", "5"] {
+        for bs in ["4k", "64k", "1m"] {
+            let opts = ["--queue-depth", qd, "--block-size", bs];
+            let name = format!("q{qd}-b{bs}");
+            ok(&[&["put"][..], &opts, &[p(&src), &srv.url(&name)]].concat());
+            let on_disk = std::fs::read(srv.dir().join(&name)).unwrap();
+            assert!(on_disk == data, "put {opts:?}: the server's copy differs");
+            let dst = scratch.join(&name);
+            ok(&[&["get"][..], &opts, &[&srv.url(&name), p(&dst)]].concat());
+            assert!(std::fs::read(&dst).unwrap() == data, "get {opts:?}: differs");
+            let o = ok(&[&["cat"][..], &opts, &[&srv.url(&name)]].concat());
+            assert!(o.stdout == data, "cat {opts:?}: differs");
+        }
+    }
+    // A new file: created with mode 0644 and exactly the input.
+    ok(&["put", "--sync", p(&src), &srv.url("new")]);
+    let new = srv.dir().join("new");
+    assert_eq!(std::fs::metadata(&new).unwrap().permissions().mode() & 0o777, 0o644);
+    assert!(std::fs::read(&new).unwrap() == data);
+    // An existing longer file: truncated to the input (file and stdin sources).
+    std::fs::write(srv.dir().join("long"), vec![0xee; 1_000_000]).unwrap();
+    ok(&["put", "--queue-depth", "3", p(&src), &srv.url("long")]);
+    assert!(std::fs::read(srv.dir().join("long")).unwrap() == data, "put onto a longer file");
+    // An existing empty file is reused.
+    std::fs::write(srv.dir().join("empty"), b"").unwrap();
+    ok(&["put", p(&src), &srv.url("empty")]);
+    assert!(std::fs::read(srv.dir().join("empty")).unwrap() == data);
+    // get --sync into an existing longer local file.
+    let dst = scratch.join("synced");
+    std::fs::write(&dst, vec![1u8; 2_000_000]).unwrap();
+    ok(&["get", "--sync", &srv.url("new"), p(&dst)]);
+    assert!(std::fs::read(&dst).unwrap() == data);
+    // --provider tcp stays on TCP for a same-host server.
+    let o = ok(&["--provider", "tcp", "ping", &srv.url("/")]);
+    assert!(stdout(&o).contains("over tcp"), "{}", stdout(&o));
+    ok(&["--provider", "tcp", "get", &srv.url("new"), p(&dst)]);
+    assert!(std::fs::read(&dst).unwrap() == data);
+    for bad in [
+        &["get", "--queue-depth", "0", &srv.url("new"), p(&dst)][..],
+        &["get", "--queue-depth", "33", &srv.url("new"), p(&dst)],
+        &["put", "--block-size", "0", p(&src), &srv.url("x")],
+        &["put", "--block-size", "lots", p(&src), &srv.url("x")],
+        &["cat", "--block-size", "1g", &srv.url("new")],
+        &["--provider", "udp", "cat", &srv.url("new")],
+    ] {
+        let o = expect(2, bad);
+        assert!(!stderr(&o).is_empty(), "{}", show(bad, &o));
+    }
+    assert!(!srv.dir().join("x").exists(), "a refused put created its target");
+}

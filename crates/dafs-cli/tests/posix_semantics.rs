@@ -118,3 +118,54 @@ fn embedding_the_server_leaves_the_process_umask_alone() {
     c.create_file("f", 0o666, true).unwrap();
     assert_eq!(mode_of(&export.path().join("f")), 0o666);
 }
+
+/// O_TRUNC and truncate-to-0 of a file that is already empty still mark its
+/// modification and change times (the server sets them instead of calling ftruncate(0),
+/// which ext4 takes as replace-and-flush-on-close), and a non-empty file is still cut.
+#[test]
+fn truncating_an_empty_file_marks_its_times() {
+    use std::os::unix::fs::MetadataExt;
+    let srv = TestServer::start(&[]);
+    let mut c = srv.client();
+    let p = srv.dir().join("empty");
+    std::fs::write(&p, b"").unwrap();
+    let old_ns = 1_000_000_000i64; // 1970, far behind "now"
+    let set_old = |c: &mut dafs_client::Client| {
+        c.set_times("empty", old_ns, old_ns).unwrap();
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(m.mtime(), 1);
+        m.ctime_nsec() + m.ctime() * 1_000_000_000
+    };
+    let marked = |ctime_before: i64| {
+        let m = std::fs::metadata(&p).unwrap();
+        assert!(m.mtime() > 1, "mtime not marked: {}", m.mtime());
+        let ctime = m.ctime_nsec() + m.ctime() * 1_000_000_000;
+        assert!(ctime >= ctime_before, "ctime went back");
+        assert_eq!(m.len(), 0);
+    };
+    // OPEN with TRUNCATE
+    let ct = set_old(&mut c);
+    let f = c.open("empty", OpenOptions::write_only().truncate(true)).unwrap();
+    assert!(f.attr.mtime_ns > old_ns, "the open's attributes show the new mtime");
+    c.close(f).unwrap();
+    marked(ct);
+    // OPEN with CREATE and TRUNCATE of the existing empty file
+    let ct = set_old(&mut c);
+    let f = c.open("empty", OpenOptions::write_only().create(true).truncate(true)).unwrap();
+    c.close(f).unwrap();
+    marked(ct);
+    // SETATTR size 0
+    let ct = set_old(&mut c);
+    let a = c.truncate("empty", 0).unwrap();
+    assert!(a.mtime_ns > old_ns);
+    marked(ct);
+    // A non-empty file is cut, by both.
+    std::fs::write(&p, b"data").unwrap();
+    let f = c.open("empty", OpenOptions::write_only().truncate(true)).unwrap();
+    assert_eq!(f.attr.size, 0);
+    c.close(f).unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), 0);
+    std::fs::write(&p, b"data").unwrap();
+    assert_eq!(c.truncate("empty", 0).unwrap().size, 0);
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), 0);
+}

@@ -162,6 +162,52 @@ impl Client {
         Ok(out)
     }
 
+    /// LOOKUP `path` from the export's root, then `req` on what it found (`req` names
+    /// it [`Chain::CURRENT`]), in one round trip: the looked-up handle and `req`'s reply.
+    /// `None` when the path does not fit one LOOKUP (the caller walks it instead) or the
+    /// chain was cut by a server restart (the caller sends the two requests). A root
+    /// handle the server recycled is fetched again and the chain retried once, as
+    /// `lookup_path` does.
+    pub(crate) fn lookup_then(
+        &mut self,
+        path: &str,
+        req: &Request<'_>,
+    ) -> Result<Option<(FileHandle, ChainReply)>> {
+        let p = clean_path(path)?;
+        if p.is_empty() || p.len() > limits::PATH_BYTES_MAX {
+            return Ok(None);
+        }
+        let mut retried = false;
+        loop {
+            let chain = Chain::new()
+                .push(&Request::Lookup { dir: self.root, path: p.as_bytes(), follow: true })
+                .push(req);
+            let mut out = match self.run_chain(&chain) {
+                // A chain in flight across a server restart is not resent (it could hold
+                // anything); these two elements may be, as separate requests: the caller
+                // does that, and gets what a resent LOOKUP and OPEN/REMOVE would.
+                Err(Error::Disconnected) => return Ok(None),
+                r => r?,
+            };
+            match out.failed.take() {
+                Some((0, Error::Status(Status::Stale))) if !retried => {
+                    retried = true;
+                    let export = self.cfg.export.clone();
+                    self.refresh_root(&export)?;
+                }
+                Some((_, e)) => return Err(e),
+                None => {
+                    return match (out.replies.first(), out.replies.get(1)) {
+                        (Some(ChainReply::Handle { fh, .. }), Some(r)) => {
+                            Ok(Some((*fh, r.clone())))
+                        }
+                        _ => Err(unexpected_reply(Opcode::Chain)),
+                    };
+                }
+            }
+        }
+    }
+
     /// LOOKUP + OPEN + READ (+ nothing else) in one round trip: the open file and up
     /// to `min(len, inline_threshold())` bytes from its start.
     pub fn open_and_read(&mut self, path: &str, len: usize) -> Result<(File, Vec<u8>, bool)> {

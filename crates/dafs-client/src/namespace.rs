@@ -9,7 +9,7 @@ use dafs_proto::{
 use crate::at::check_rename_flags;
 use crate::error::unexpected_reply;
 use crate::file::MODE_BITS;
-use crate::{Client, Error, File, OpenOptions, ProtocolViolation, Result};
+use crate::{ChainReply, Client, Error, File, OpenOptions, ProtocolViolation, Result};
 
 /// A directory entry with its name owned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +74,14 @@ pub(crate) fn split_parent(path: &str) -> Result<(String, String)> {
         return Err(Error::Status(Status::NameTooLong));
     }
     Ok((parent, name))
+}
+
+/// An OPEN reply, owned (as a chain returns it).
+fn owned_open(r: Reply<'_>) -> Result<ChainReply> {
+    match r {
+        Reply::Open { open_id, fh, attr } => Ok(ChainReply::Open { open_id, fh, attr }),
+        _ => Err(unexpected_reply(Opcode::Open)),
+    }
 }
 
 impl Client {
@@ -169,31 +177,50 @@ impl Client {
     pub fn open(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
         opts.check()?;
         // Opens that create, or that act on the name later (delete-on-close), name the
-        // file in its directory; others open the looked-up handle.
-        let (m, by_name) = if opts.flags & (open_flags::CREATE | open_flags::DELETE_ON_CLOSE) != 0 {
+        // file in its directory; others open the looked-up handle. Either way the LOOKUP
+        // and the OPEN travel as one chain (one round trip) when the path fits one LOOKUP.
+        let by_name_flags = open_flags::CREATE | open_flags::DELETE_ON_CLOSE;
+        let (reply, by_name) = if opts.flags & by_name_flags != 0 {
             let (parent, name) = split_parent(path)?;
-            let dir = self.dir_of(&parent)?;
-            let m = self.call(&Request::Open {
+            let open_in = |dir| Request::Open {
                 fh: dir,
                 flags: opts.flags,
                 mode: opts.mode,
                 name: name.as_bytes(),
                 key: opts.key_bytes(),
-            })?;
-            (m, Some((dir, name)))
+            };
+            let chained = if parent.is_empty() {
+                None
+            } else {
+                self.lookup_then(&parent, &open_in(crate::Chain::CURRENT))?
+            };
+            match chained {
+                Some((dir, r)) => (r, Some((dir, name))),
+                None => {
+                    let dir = self.dir_of(&parent)?;
+                    let m = self.call(&open_in(dir))?;
+                    (owned_open(self.decode(&m)?.1)?, Some((dir, name)))
+                }
+            }
         } else {
-            let (fh, _) = self.lookup_path(path, true)?;
-            let m = self.call(&Request::Open {
+            let open_fh = |fh| Request::Open {
                 fh,
                 flags: opts.flags,
                 mode: opts.mode,
                 name: b"",
                 key: opts.key_bytes(),
-            })?;
-            (m, None)
+            };
+            match self.lookup_then(path, &open_fh(crate::Chain::CURRENT))? {
+                Some((_, r)) => (r, None),
+                None => {
+                    let (fh, _) = self.lookup_path(path, true)?;
+                    let m = self.call(&open_fh(fh))?;
+                    (owned_open(self.decode(&m)?.1)?, None)
+                }
+            }
         };
-        let f = match self.decode(&m)?.1 {
-            Reply::Open { open_id, fh, attr } => File {
+        let f = match reply {
+            ChainReply::Open { open_id, fh, attr } => File {
                 open_id,
                 session_id: self.session_id,
                 fh,
@@ -269,6 +296,13 @@ impl Client {
     /// Remove a file (not a directory).
     pub fn remove(&mut self, path: &str) -> Result<()> {
         let (parent, name) = split_parent(path)?;
+        if !parent.is_empty() {
+            // LOOKUP of the directory and REMOVE in one round trip.
+            let req = Request::Remove { dir: crate::Chain::CURRENT, name: name.as_bytes() };
+            if self.lookup_then(&parent, &req)?.is_some() {
+                return Ok(());
+            }
+        }
         let dir = self.dir_of(&parent)?;
         let m = self.call(&Request::Remove { dir, name: name.as_bytes() })?;
         self.decode(&m).map(|_| ())

@@ -123,6 +123,22 @@ pub fn fsstat(fd: BorrowedFd) -> FsResult<FsStat> {
     })
 }
 
+/// Set the size of `file` (open for writing) to `size`, as ftruncate(2) does. Cutting an
+/// already empty file to 0 marks its modification and change times (what O_TRUNC and
+/// truncate(2) promise) without calling ftruncate(0): ext4 takes a truncate to 0 as a
+/// file being replaced and writes its data back when it is closed (auto_da_alloc),
+/// which turns every create-with-O_TRUNC of a new file into a flush.
+pub fn set_size(file: BorrowedFd, size: u64, size_now: u64) -> FsResult<()> {
+    if size == 0 && size_now == 0 {
+        let ts = rfs::Timestamps {
+            last_access: rfs::Timespec { tv_sec: 0, tv_nsec: rfs::UTIME_OMIT },
+            last_modification: rfs::Timespec { tv_sec: 0, tv_nsec: rfs::UTIME_NOW },
+        };
+        return rfs::futimens(file, &ts).map_err(st);
+    }
+    rfs::ftruncate(file, size).map_err(st)
+}
+
 pub fn timespec_from_ns(ns: i64) -> rfs::Timespec {
     rfs::Timespec {
         tv_sec: ns.div_euclid(1_000_000_000),

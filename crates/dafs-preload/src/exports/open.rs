@@ -43,7 +43,10 @@ pub(super) fn do_open(t: &Target, flags: c_int, mode: Mode) -> Result<c_int, c_i
                 }
                 return Ok((Kind::Path, a.is_dir(), fh, None));
             }
-            if flags & libc::O_NOFOLLOW != 0 {
+            // O_CREAT | O_EXCL never follows a final symlink (it fails with EEXIST, which
+            // the exclusive OPEN reports by itself): no lstat round trip for it.
+            let excl = libc::O_CREAT | libc::O_EXCL;
+            if flags & libc::O_NOFOLLOW != 0 && flags & excl != excl {
                 match c.lstat(rel) {
                     Ok(a) if a.ftype == FileType::Symlink => return err(libc::ELOOP),
                     Ok(_) | Err(Error::Status(Status::NoEnt)) => {}

@@ -84,13 +84,14 @@ pub(super) fn set_attr(
     if set.mask & setattr_mask::SIZE != 0 {
         // Only regular files have a size to set (truncate(2): EISDIR for a directory,
         // EINVAL for anything else — and a FIFO must not even be opened).
-        match FileType::from_mode(fsops::fstat(fd)?.st_mode) {
+        let now = fsops::fstat(fd)?;
+        match FileType::from_mode(now.st_mode) {
             FileType::Regular => {}
             FileType::Directory => return Err(Status::IsDir),
             _ => return Err(Status::Inval),
         }
         let f = sh.handles.retry_fds(|| fsops::reopen(fd, OFlags::WRONLY))?;
-        rfs::ftruncate(&f, set.size).map_err(st)?;
+        fsops::set_size(f.as_fd(), set.size, now.st_size as u64)?;
     }
     if set.mask & setattr_mask::MODE != 0 {
         rfs::chmod(path.as_c_str(), Mode::from_raw_mode(set.mode)).map_err(st)?;

@@ -129,9 +129,9 @@ impl Conn {
             },
         )?;
         if truncate {
-            if let Err(e) = rfs::ftruncate(&file, 0) {
+            if let Err(e) = fsops::set_size(file.as_fd(), 0, stat.st_size as u64) {
                 sh.open_table.release(file_key, s.id, open_id);
-                return Err(st(e));
+                return Err(e);
             }
         }
         let stat = if truncate { fsops::fstat(file.as_fd())? } else { stat };
