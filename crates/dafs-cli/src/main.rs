@@ -11,6 +11,7 @@ use dafs_client::{Client, ClientConfig, Error, OpenOptions};
 use dafs_proto::FileType;
 
 mod admin;
+mod cluster_io;
 mod mount;
 mod serve;
 
@@ -269,6 +270,9 @@ fn run(cli: &Cli) -> Result<(), Fail> {
                 let size = f.metadata().map(|m| m.len()).unwrap_or(0);
                 (Box::new(f), size)
             };
+            if c.cluster_epoch().is_some() {
+                return cluster_io::copy_in(&mut c, &path, &mut input);
+            }
             let f = c.create(&path).map_err(|e| op_err(&path, e))?;
             let region = c.alloc_registered(CHUNK).map_err(|e| op_err("register", e))?;
             let pb = progress(cli, size);
@@ -400,6 +404,9 @@ fn write_region(
 }
 
 fn copy_out(cli: &Cli, c: &mut Client, path: &str, out: &mut dyn Write) -> Result<(), Fail> {
+    if c.cluster_epoch().is_some() {
+        return cluster_io::copy_out(c, path, out);
+    }
     let f = c.open(path, OpenOptions::read()).map_err(|e| op_err(path, e))?;
     let region = c.alloc_registered(CHUNK).map_err(|e| op_err("register", e))?;
     let pb = progress(cli, f.attr.size);

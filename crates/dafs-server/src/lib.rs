@@ -18,6 +18,7 @@
 mod ratelog;
 pub mod admin;
 pub mod admission;
+pub mod cluster;
 pub mod config;
 mod conn;
 pub mod cred;
