@@ -27,12 +27,13 @@ if [ "$status" -ne 0 ]; then
 fi
 # Adapter suites (C API + fio engine, Python package, preload library, FUSE mount, the
 # POSIX conformance of the last two against ext4, the SQLite VFS, the ODM library, Berkeley
-# DB, and MPI-IO: Open MPI OMPIO components, MPICH through the preload library): each script
+# DB, MPI-IO: Open MPI OMPIO components, MPICH through the preload library, and federation:
+# several dafsd with etcd membership): each script
 # installs what it needs, runs real programs against a real dafsd, and prints
 # "N passed, N failed".
 for extra in scripts/test-c.sh scripts/test-python.sh scripts/test-preload.sh scripts/test-fuse.sh \
     scripts/test-posix.sh scripts/test-sqlite.sh scripts/test-odm.sh scripts/test-bdb.sh \
-    scripts/test-mpi.sh; do
+    scripts/test-mpi.sh scripts/test-federation.sh; do
     if [ -x "$extra" ]; then
         echo "==> $extra"
         out=$("$extra" 2>&1) || { echo "$out" | tail -60; echo "==> FAILED: $extra"; exit 1; }

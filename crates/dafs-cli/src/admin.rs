@@ -40,6 +40,9 @@ enum AdminCmd {
     Slots { session: String, slots: u32 },
     /// End one session now (its open files and locks are released).
     Kill { session: String },
+    /// A federated node's view of its cluster: members, epoch, and this node's request
+    /// counters (names it manages, holds, refused with WRONG_NODE).
+    Cluster,
 }
 
 fn find_socket() -> Result<PathBuf, (i32, String)> {
@@ -112,6 +115,7 @@ pub fn run(a: &AdminArgs) -> Result<(), (i32, String)> {
         AdminCmd::Fenced => "fenced".to_string(),
         AdminCmd::Slots { session, slots } => format!("slots {session} {slots}"),
         AdminCmd::Kill { session } => format!("kill {session}"),
+        AdminCmd::Cluster => "cluster".to_string(),
     };
     if line.split_whitespace().count() != line.split(' ').count() || line.contains('\n') {
         return Err((2, "arguments must not contain spaces or newlines".into()));
@@ -189,6 +193,27 @@ pub fn run(a: &AdminArgs) -> Result<(), (i32, String)> {
             println!("session {session}: target highest slot {}", v["target_highest"])
         }
         AdminCmd::Kill { session } => println!("session {session} ended"),
+        AdminCmd::Cluster => {
+            println!("node {}  epoch {}  policy {}", v["node"], v["epoch"], v["policy"]);
+            println!("{:<4} {:<28} {:<24} INCARNATION", "", "ID", "ADDRESS");
+            for m in v["members"].as_array().into_iter().flatten() {
+                println!(
+                    "{:<4} {:<28} {:<24} {}",
+                    if m["self"].as_bool() == Some(true) { "*" } else { "" },
+                    m["id"].as_str().unwrap_or(""),
+                    m["addr"].as_str().unwrap_or(""),
+                    m["incarnation"],
+                );
+            }
+            if let Some(c) = v["counters"].as_object() {
+                for (k, val) in c {
+                    println!("{k:<24} {val}");
+                }
+            }
+            if let Some(e) = v["membership_error"].as_str() {
+                println!("membership error: {e}");
+            }
+        }
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ use dafs_client::{Client, ClientConfig, Error, Provider};
 use dafs_proto::FileType;
 
 mod admin;
+mod cluster_io;
 mod mount;
 mod serve;
 mod transfer;
@@ -332,6 +333,9 @@ fn run(cli: &Cli) -> Result<(), Fail> {
                 let size = f.metadata().map(|m| m.len()).unwrap_or(0);
                 (Box::new(f), size)
             };
+            if c.cluster_epoch().is_some() {
+                return cluster_io::copy_in(&mut c, &path, &mut input);
+            }
             let pb = progress(cli, size);
             let name = local.display().to_string();
             transfer::copy_in(&mut c, &path, &mut input, &name, &p, &mut |n| pb.set_position(n))?;
@@ -410,6 +414,9 @@ fn copy_out(
     out: &mut dyn Write,
     p: &transfer::Pipeline,
 ) -> Result<(), Fail> {
+    if c.cluster_epoch().is_some() {
+        return cluster_io::copy_out(c, path, out);
+    }
     // Sized once the file is open (the bar shows only for large files).
     let pb = std::cell::RefCell::new(indicatif::ProgressBar::hidden());
     let r = transfer::copy_out(

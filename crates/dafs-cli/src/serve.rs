@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use dafs_server::{Export, ServerConfig, TlsServerOptions};
 
+mod cluster;
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
     /// Directory to export (the default export). More with --export NAME=DIR.
@@ -168,6 +170,14 @@ pub struct ServeArgs {
     /// the shared-memory provider off (it has no client certificates).
     #[arg(long, value_name = "FILE")]
     pub tls_client_ca: Option<PathBuf>,
+    /// Be a node of the federated cluster this cluster.toml describes (static
+    /// `members`, or membership in etcd).
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+    /// This node's id in the cluster (default: the --listen address as written, which
+    /// is the id of a member given as "host:port" in cluster.toml).
+    #[arg(long, value_name = "ID", requires = "cluster")]
+    pub node_id: Option<String>,
 }
 
 #[derive(serde::Deserialize, Default, Debug)]
@@ -403,6 +413,9 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
         // (reported by validate).
         cfg.shm_socket = None;
     }
+    if let Some(file) = &a.cluster {
+        cfg.cluster = Some(cluster::node(file, a.node_id.as_deref(), &cfg.listen)?);
+    }
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)
 }
@@ -419,8 +432,22 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
             format!("{}={}{}", e.name, e.path.display(), if e.read_only { " (ro)" } else { "" })
         })
         .collect();
+    let node = cfg.cluster.clone();
     let handle = dafs_server::start(cfg).map_err(|e| e.to_string())?;
     println!("dafsd listening on {}", handle.local_addr());
+    if let (Some(file), Some(node)) = (&a.cluster, &node) {
+        match cluster::join(file, node, &handle.local_addr()) {
+            Ok(Some(epoch)) => println!("cluster: joined as {} at epoch {epoch}", node.me()),
+            Ok(None) => {
+                let epoch = node.map().map_or(0, |m| m.epoch());
+                println!("cluster: node {} of a static cluster, epoch {epoch}", node.me())
+            }
+            Err(e) => {
+                handle.shutdown();
+                return Err(e);
+            }
+        }
+    }
     if let Some(t) = &tls {
         println!(
             "tls: required on {} ({})",
@@ -446,6 +473,9 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
     let _ = std::io::stdout().flush();
     wait_for_signal();
     eprintln!("dafsd: shutting down");
+    if let Some(node) = &node {
+        node.leave();
+    }
     handle.shutdown();
     Ok(())
 }

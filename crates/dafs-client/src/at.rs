@@ -63,8 +63,15 @@ impl Client {
         })?;
         match self.decode(&m)?.1 {
             Reply::Open { open_id, fh, attr } => {
-                let f =
-                    File { open_id, session_id: self.session_id, fh, attr, pos: 0, origin: None };
+                let f = File {
+                    open_id,
+                    session_id: self.session_id,
+                    fh,
+                    attr,
+                    pos: 0,
+                    origin: None,
+                    node: 0,
+                };
                 self.track_open(&f, None, &opts);
                 Ok(f)
             }
@@ -85,8 +92,15 @@ impl Client {
         })?;
         match self.decode(&m)?.1 {
             Reply::Open { open_id, fh, attr } => {
-                let f =
-                    File { open_id, session_id: self.session_id, fh, attr, pos: 0, origin: None };
+                let f = File {
+                    open_id,
+                    session_id: self.session_id,
+                    fh,
+                    attr,
+                    pos: 0,
+                    origin: None,
+                    node: 0,
+                };
                 self.track_open(&f, Some((dir, name)), &opts);
                 Ok(f)
             }

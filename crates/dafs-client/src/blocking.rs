@@ -12,6 +12,9 @@ use crate::{Client, Error, File, IoBuf, ProtocolViolation, RegionId, Result};
 impl Client {
     /// Read into `buf` at `offset`; returns bytes read (short only at end of file).
     pub fn pread(&mut self, f: &File, buf: &mut [u8], offset: u64) -> Result<usize> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.pread(f, buf, offset));
+        }
         self.blocking_io(self.open_id_of(f)?, buf.as_mut_ptr(), buf.len(), offset, true)
     }
 
@@ -19,11 +22,17 @@ impl Client {
     /// the file system failed after some (a short write, e.g. full: the error, such as
     /// ENOSPC, comes with the next call).
     pub fn pwrite(&mut self, f: &File, buf: &[u8], offset: u64) -> Result<usize> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.pwrite(f, buf, offset));
+        }
         self.blocking_io(self.open_id_of(f)?, buf.as_ptr() as *mut u8, buf.len(), offset, false)
     }
 
     /// Read at the file position and advance it.
     pub fn read(&mut self, f: &mut File, buf: &mut [u8]) -> Result<usize> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_node(f.node, |n| n.read(f, buf));
+        }
         let n = self.blocking_io(self.open_id_of(f)?, buf.as_mut_ptr(), buf.len(), f.pos, true)?;
         f.pos += n as u64;
         Ok(n)
@@ -31,6 +40,9 @@ impl Client {
 
     /// Write at the file position and advance it.
     pub fn write(&mut self, f: &mut File, buf: &[u8]) -> Result<usize> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_node(f.node, |n| n.write(f, buf));
+        }
         let n = self.blocking_io(
             self.open_id_of(f)?,
             buf.as_ptr() as *mut u8,

@@ -211,6 +211,9 @@ impl Client {
     /// LOOKUP + OPEN + READ (+ nothing else) in one round trip: the open file and up
     /// to `min(len, inline_threshold())` bytes from its start.
     pub fn open_and_read(&mut self, path: &str, len: usize) -> Result<(File, Vec<u8>, bool)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.open_and_read(path, len);
+        }
         let n = len.min(self.inline_threshold) as u32;
         let chain = Chain::new()
             .lookup(self.root, path)
@@ -234,6 +237,7 @@ impl Client {
                     attr: *attr,
                     pos: data.len() as u64,
                     origin: Some((path.to_string(), OpenOptions::read())),
+                    node: 0,
                 };
                 self.track_open(&f, None, &OpenOptions::read());
                 Ok((f, data.clone(), *eof))
@@ -245,6 +249,9 @@ impl Client {
     /// Create (or truncate) `path`, write `data` (at most the inline threshold), make it
     /// durable and close it — one round trip (LOOKUP parent + OPEN + WRITE + COMMIT + CLOSE).
     pub fn create_and_write(&mut self, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.create_and_write(path, data, mode);
+        }
         if data.len() > self.inline_threshold {
             return Err(Error::InvalidArgument(
                 "data larger than inline_threshold(): use open + pwrite",

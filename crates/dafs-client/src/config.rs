@@ -130,6 +130,10 @@ fn request_deadline_of(value: Option<&str>) -> Duration {
 /// `dafs+shm:///run/dafsd.sock/path` -> ("dafs+shm:///run/dafsd.sock", "/path"): the
 /// socket path ends at the first component ending in `.sock`.
 pub fn parse_url(url: &str) -> Result<(String, String)> {
+    // Cluster URLs (two or more hosts, or etcd): the target is the cluster's URL.
+    if let Some(split) = crate::cluster::split_url(url)? {
+        return Ok(split);
+    }
     if let Some(rest) = url.strip_prefix("dafs+shm://") {
         if !rest.starts_with('/') {
             return Err(Error::InvalidArgument("dafs+shm:// URLs name an absolute socket path"));

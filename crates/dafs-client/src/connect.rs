@@ -76,6 +76,9 @@ impl Client {
     /// `cfg.provider == Provider::Tcp`), `dafs+tls://host:port` (TCP over TLS, also
     /// selected by `cfg.tls`), or `dafs+shm:///path/to/socket`.
     pub fn connect(target: &str, cfg: ClientConfig) -> Result<Client> {
+        if let Some(c) = crate::cluster::connect(target, &cfg)? {
+            return Ok(c);
+        }
         if let Some(path) = target.strip_prefix("dafs+shm://") {
             let t = ShmClient::connect(std::path::Path::new(path), cfg.connect_timeout)?;
             return Ok(Self::establish(Box::new(t), &cfg)?.0);
@@ -247,6 +250,7 @@ impl Client {
             held: Default::default(),
             sync_failed: None,
             reclaiming: false,
+            cluster: None,
         };
         c.start_session(&n)?;
         Ok((c, n.offer))
@@ -367,7 +371,7 @@ impl Drop for Client {
 }
 
 /// Placeholder transport of a client whose transport moved to a new session.
-struct NoTransport;
+pub(crate) struct NoTransport;
 
 impl ClientTransport for NoTransport {
     fn msg_size_bytes_max(&self) -> usize {

@@ -45,6 +45,13 @@ pub enum Error {
     /// the lease ran out): nothing was sent. Re-open it ([`Client::reopen`](crate::Client::reopen)).
     #[error("file opened in a lost session (re-open it)")]
     StaleOpen,
+    /// A cluster URL, map or call the cluster client cannot serve (see the message).
+    #[error("cluster: {0}")]
+    Cluster(String),
+    /// The cluster node holding the name could not be reached: names on other nodes
+    /// still work; the node's own work again once it is back.
+    #[error("cluster node {node} unavailable: {source}")]
+    NodeUnavailable { node: String, source: Box<Error> },
 }
 
 /// A violation of the protocol the client detected in what the server sent (or, for
@@ -115,6 +122,11 @@ impl Error {
             Error::Auth(_) => libc::EACCES,
             Error::TimedOut => libc::ETIMEDOUT,
             Error::StaleOpen => libc::ESTALE,
+            Error::Cluster(_) => libc::EINVAL,
+            Error::NodeUnavailable { source, .. } => match source.errno() {
+                libc::ENOTCONN | libc::EIO => libc::EHOSTDOWN,
+                e => e,
+            },
         }
     }
     /// The server status, if the server answered.

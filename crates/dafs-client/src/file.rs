@@ -28,6 +28,8 @@ pub struct File {
     pub pos: u64,
     /// Path and options it was opened with, for [`Client::reopen`] after a session loss.
     pub(crate) origin: Option<(String, OpenOptions)>,
+    /// On a cluster client: the node (slot) the file was opened on.
+    pub(crate) node: usize,
 }
 
 impl File {

@@ -67,6 +67,7 @@ mod batch;
 mod blocking;
 mod cg;
 mod chain;
+mod cluster;
 mod completions;
 mod config;
 mod connect;
@@ -99,6 +100,7 @@ pub use at::DirEntryAt;
 pub use batch::{BatchCompletion, BatchIoDesc};
 pub use cg::{CgId, Completion};
 pub use chain::{Chain, ChainOutcome, ChainReply};
+pub use cluster::{ClusterNodeInfo, WRONG_NODE_RETRY_TIME_MAX};
 pub use config::{parse_url, ClientConfig, Provider, REQUEST_DEADLINE_ENV};
 pub use dafs_proto;
 pub use dafs_transport::tls::TlsClientOptions;
@@ -164,6 +166,9 @@ pub struct Client {
     sync_failed: Option<(u64, Error)>,
     /// A reclaim is under way: a second restart meanwhile is not reclaimed from again.
     reclaiming: bool,
+    /// Set on the front client of a cluster URL: its calls are routed to the nodes'
+    /// sessions (see `cluster`); its own session is closed.
+    cluster: Option<Box<cluster::Cluster>>,
 }
 
 // A Client may move to another thread (one thread at a time: it is not Sync). The raw

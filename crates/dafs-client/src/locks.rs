@@ -31,6 +31,9 @@ impl Client {
     /// `len == 0` locks to the end of the 64-bit range. Locks are advisory and belong to
     /// this session: they are released by [`Client::unlock`] or when the session ends.
     pub fn lock(&mut self, f: &File, offset: u64, len: u64, exclusive: bool) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.lock(f, offset, len, exclusive));
+        }
         let ltype = if exclusive {
             dafs_proto::types::lock_type::EXCLUSIVE
         } else {
@@ -52,6 +55,9 @@ impl Client {
         exclusive: bool,
         timeout: Duration,
     ) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.lock_wait(f, offset, len, exclusive, timeout));
+        }
         let deadline = Instant::now() + timeout;
         let mut backoff = LOCK_WAIT_BACKOFF_START;
         loop {
@@ -76,6 +82,9 @@ impl Client {
         len: u64,
         exclusive: bool,
     ) -> Result<Option<LockInfo>> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.test_lock(f, offset, len, exclusive));
+        }
         let ltype = if exclusive {
             dafs_proto::types::lock_type::EXCLUSIVE
         } else {
@@ -96,6 +105,9 @@ impl Client {
 
     /// Release this session's locks over a range (may split locks it partly covers).
     pub fn unlock(&mut self, f: &File, offset: u64, len: u64) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.unlock(f, offset, len));
+        }
         let m = self.call(&Request::Unlock { fh: f.fh, offset, len })?;
         self.decode(&m)?;
         self.held.unlocked(f.fh, offset, len);

@@ -133,21 +133,33 @@ impl Client {
 
     /// Look up a path (following symlinks) and return its handle and attributes.
     pub fn lookup(&mut self, path: &str) -> Result<(FileHandle, Attr)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.lookup(path, true);
+        }
         self.lookup_path(path, true)
     }
 
     /// Look up a path without following a final symlink: the link's own handle.
     pub fn lookup_nofollow(&mut self, path: &str) -> Result<(FileHandle, Attr)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.lookup(path, false);
+        }
         self.lookup_path(path, false)
     }
 
     /// Attributes of a path, following a final symlink.
     pub fn stat(&mut self, path: &str) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.stat(path, true);
+        }
         Ok(self.lookup_path(path, true)?.1)
     }
 
     /// Attributes of a path, not following a final symlink.
     pub fn lstat(&mut self, path: &str) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.stat(path, false);
+        }
         Ok(self.lookup_path(path, false)?.1)
     }
 
@@ -161,6 +173,9 @@ impl Client {
     }
 
     pub fn fstat(&mut self, f: &File) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.fstat(f));
+        }
         self.getattr(f.fh)
     }
 
@@ -175,6 +190,9 @@ impl Client {
 
     /// Open a file.
     pub fn open(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.open(path, opts);
+        }
         opts.check()?;
         // Opens that create, or that act on the name later (delete-on-close), name the
         // file in its directory; others open the looked-up handle. Either way the LOOKUP
@@ -227,6 +245,7 @@ impl Client {
                 attr,
                 pos: 0,
                 origin: Some((path.to_string(), opts)),
+                node: 0,
             },
             _ => return Err(unexpected_reply(Opcode::Open)),
         };
@@ -242,6 +261,9 @@ impl Client {
     /// Close `f`. A file of a lost session has nothing left to close (the server released
     /// it with the session): that succeeds at once.
     pub fn close(&mut self, f: File) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_node(f.node, |n| n.close(f));
+        }
         let Ok(open_id) = self.open_id_of(&f) else { return Ok(()) };
         let m = self.call(&Request::Close { open_id });
         // Closed, or no longer known to the server: nothing to reclaim either way.
@@ -251,11 +273,17 @@ impl Client {
 
     /// Make the file's data durable (COMMIT).
     pub fn fsync(&mut self, f: &File) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.fsync(f));
+        }
         let m = self.call(&Request::Commit { open_id: self.open_id_of(f)?, offset: 0, len: 0 })?;
         self.decode(&m).map(|_| ())
     }
 
     pub fn mkdir(&mut self, path: &str, mode: u32) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.mkdir(path, mode);
+        }
         let (parent, name) = split_parent(path)?;
         let dir = self.dir_of(&parent)?;
         let m = self.call(&Request::Create {
@@ -278,6 +306,9 @@ impl Client {
         mode: u32,
         exclusive: bool,
     ) -> Result<(FileHandle, Attr)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.create_file(path, mode, exclusive);
+        }
         let (parent, name) = split_parent(path)?;
         let dir = self.dir_of(&parent)?;
         let m = self.call(&Request::Create {
@@ -295,6 +326,9 @@ impl Client {
 
     /// Remove a file (not a directory).
     pub fn remove(&mut self, path: &str) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.remove(path);
+        }
         let (parent, name) = split_parent(path)?;
         if !parent.is_empty() {
             // LOOKUP of the directory and REMOVE in one round trip.
@@ -309,6 +343,9 @@ impl Client {
     }
 
     pub fn rmdir(&mut self, path: &str) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.rmdir(path);
+        }
         let (parent, name) = split_parent(path)?;
         let dir = self.dir_of(&parent)?;
         let m = self.call(&Request::RmDir { dir, name: name.as_bytes() })?;
@@ -325,6 +362,9 @@ impl Client {
     /// `EXCHANGE`: swap the two names, both must exist). Anything else is
     /// [`Error::InvalidArgument`], refused before it is sent.
     pub fn rename_with_flags(&mut self, from: &str, to: &str, flags: u32) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.rename(from, to, flags);
+        }
         check_rename_flags(flags)?;
         let (fp, fname) = split_parent(from)?;
         let (tp, tname) = split_parent(to)?;
@@ -346,6 +386,9 @@ impl Client {
     }
 
     fn link_with(&mut self, existing: &str, new_path: &str, follow: bool) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.link(existing, new_path, follow);
+        }
         let (fh, _) = self.lookup_path(existing, follow)?;
         let (p, name) = split_parent(new_path)?;
         let dir = self.dir_of(&p)?;
@@ -357,6 +400,9 @@ impl Client {
     }
 
     pub fn symlink(&mut self, target: &str, link_path: &str) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.symlink(target, link_path);
+        }
         let (p, name) = split_parent(link_path)?;
         let dir = self.dir_of(&p)?;
         let m =
@@ -369,12 +415,18 @@ impl Client {
 
     /// Make a special file at `path` (see [`Client::mknod_at`]).
     pub fn mknod(&mut self, path: &str, ftype: FileType, mode: u32, rdev: u64) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.mknod(path, ftype, mode, rdev);
+        }
         let (p, name) = split_parent(path)?;
         let dir = self.dir_of(&p)?;
         self.mknod_at(dir, name.as_bytes(), ftype, mode, rdev).map(|(_, attr)| attr)
     }
 
     pub fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.readlink(path);
+        }
         let (fh, _) = self.lookup_path(path, false)?;
         self.readlink_handle(fh)
     }
@@ -389,16 +441,25 @@ impl Client {
     }
 
     pub fn truncate(&mut self, path: &str, size: u64) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.truncate(path, size);
+        }
         let (fh, _) = self.lookup_path(path, true)?;
         self.setattr(fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
     }
 
     /// Set the size of an open file (also after a rename; `Stale` once it has no name left).
     pub fn ftruncate(&mut self, f: &File, size: u64) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.ftruncate(f, size));
+        }
         self.setattr(f.fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
     }
 
     pub fn chmod(&mut self, path: &str, mode: u32) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.chmod(path, mode);
+        }
         let (fh, _) = self.lookup_path(path, true)?;
         self.setattr(
             fh,
@@ -408,6 +469,9 @@ impl Client {
 
     /// Set access and modification times (nanoseconds since the epoch).
     pub fn set_times(&mut self, path: &str, atime_ns: i64, mtime_ns: i64) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.set_times(path, atime_ns, mtime_ns);
+        }
         let (fh, _) = self.lookup_path(path, true)?;
         self.setattr(
             fh,
@@ -422,11 +486,17 @@ impl Client {
 
     /// Which of `mask` ([`dafs_proto::types::access_mask`]) the server grants.
     pub fn access(&mut self, path: &str, mask: u32) -> Result<u32> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.access(path, mask);
+        }
         let (fh, _) = self.lookup_path(path, true)?;
         self.access_handle(fh, mask)
     }
 
     pub fn statfs(&mut self) -> Result<FsStat> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.statfs();
+        }
         let m = self.call(&Request::FsStat { fh: self.root })?;
         match self.decode(&m)?.1 {
             Reply::FsStat(s) => Ok(s),
@@ -462,6 +532,9 @@ impl Client {
 
     /// All entries of a directory (any size: continues with cookies).
     pub fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.readdir(path);
+        }
         let (dir, attr) = self.lookup_path(path, true)?;
         if !attr.is_dir() {
             return Err(Error::Status(Status::NotDir));
@@ -482,6 +555,9 @@ impl Client {
     /// [`Client::reestablish`]); the position carries over. Creation and truncation are
     /// not repeated.
     pub fn reopen(&mut self, f: &File) -> Result<File> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.reopen(f);
+        }
         let (path, opts) =
             f.origin.clone().ok_or(Error::InvalidArgument("file was not opened by path"))?;
         let mut opts = opts;

@@ -10,6 +10,9 @@ impl Client {
     /// Advise the server about the access pattern of a file range
     /// ([`dafs_proto::types::cache_hint`]; `len == 0`: to the end of the file).
     pub fn cache_hint(&mut self, f: &File, offset: u64, len: u64, hint: u32) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.cache_hint(f, offset, len, hint));
+        }
         let m =
             self.call(&Request::CacheHint { open_id: self.open_id_of(f)?, offset, len, hint })?;
         self.decode(&m).map(|_| ())
@@ -19,6 +22,9 @@ impl Client {
     /// server writes it at the end of file as of that moment (across all clients) and
     /// returns the offset it chose.
     pub fn append(&mut self, f: &File, data: &[u8]) -> Result<u64> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.append(f, data));
+        }
         if data.len() <= self.inline_threshold {
             let m = self.call(&Request::WriteInline {
                 open_id: self.open_id_of(f)?,
@@ -67,6 +73,9 @@ impl Client {
     /// Give a create-unlinked file ([`OpenOptions::unlinked`](crate::OpenOptions::unlinked)) its name: the commit of
     /// the create/commit/abort pattern. (Abort: close it without publishing.)
     pub fn publish(&mut self, f: &File) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.with_file(f, |n| n.publish(f));
+        }
         let m = self.call(&Request::Publish { open_id: self.open_id_of(f)? })?;
         match self.decode(&m)?.1 {
             Reply::Handle { attr, .. } => Ok(attr),

@@ -256,8 +256,10 @@ impl Client {
 
     pub(crate) fn decode<'a>(&self, m: &'a [u8]) -> Result<(Header, Reply<'a>)> {
         let (h, r) = dafs_proto::decode_reply(m, self.msg_size_bytes_max)?;
-        if let Reply::Error(s) = r {
-            return Err(Error::Status(s));
+        match r {
+            Reply::Error(s) => return Err(Error::Status(s)),
+            Reply::WrongNode { .. } => return Err(Error::Status(dafs_proto::Status::WrongNode)),
+            _ => {}
         }
         Ok((h, r))
     }

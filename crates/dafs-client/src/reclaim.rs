@@ -230,6 +230,7 @@ impl Client {
     /// restart): sent again after a pause, within the request deadline. Reclaims are
     /// never answered GRACE.
     pub(crate) fn call(&mut self, req: &Request) -> Result<Vec<u8>> {
+        self.cluster_refuses()?;
         let give_up = Instant::now() + self.cfg.request_deadline;
         let mut backoff = GRACE_BACKOFF_START;
         loop {

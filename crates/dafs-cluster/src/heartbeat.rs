@@ -23,7 +23,8 @@ pub const BEAT_INTERVAL_MIN: Duration = Duration::from_millis(100);
 /// What the thread publishes.
 #[derive(Debug, Clone)]
 struct State {
-    map: PlacementMap,
+    /// Shared, so a server can check every request against it without copying it.
+    map: Arc<PlacementMap>,
     lease: LeaseId,
     last_error: Option<MembershipError>,
     rejoins: u64,
@@ -55,7 +56,12 @@ impl Heartbeat {
     ) -> Result<Heartbeat, MembershipError> {
         let (reg, map) = membership.join(member.clone(), ttl_s)?;
         let shared = Arc::new(Shared {
-            state: Mutex::new(State { map, lease: reg.lease, last_error: None, rejoins: 0 }),
+            state: Mutex::new(State {
+                map: Arc::new(map),
+                lease: reg.lease,
+                last_error: None,
+                rejoins: 0,
+            }),
             stop: Mutex::new(false),
             wake: Condvar::new(),
         });
@@ -72,7 +78,12 @@ impl Heartbeat {
 
     /// The placement map after the last successful beat.
     pub fn map(&self) -> PlacementMap {
-        self.state().map
+        (*self.map_shared()).clone()
+    }
+
+    /// The placement map after the last successful beat, shared (no copy).
+    pub fn map_shared(&self) -> Arc<PlacementMap> {
+        self.shared.state.lock().expect("heartbeat state lock").map.clone()
     }
 
     /// The lease currently held.
@@ -144,7 +155,9 @@ fn beat_loop(
         let mut st = shared.state.lock().expect("heartbeat state lock");
         match result {
             Ok(map) => {
-                st.map = map;
+                if *st.map != map {
+                    st.map = Arc::new(map);
+                }
                 st.last_error = None;
             }
             Err(e) => st.last_error = Some(e),

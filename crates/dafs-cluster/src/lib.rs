@@ -16,8 +16,8 @@
 //! - [`heartbeat`]: a node's thread that keeps its lease, reconciles and rejoins;
 //! - [`trace`]: the seed's PostMark pathname set (Table I).
 //!
-//! Nothing here is wired into the server's or the client's request path yet; see
-//! docs/architecture.md, "Federation (in progress)".
+//! Used by `dafsd --cluster` (dafs-server's `cluster`) and by cluster URLs in the
+//! client library (dafs-client's `cluster`); see docs/architecture.md, "Federation".
 
 pub mod config;
 pub mod etcd;

@@ -25,7 +25,8 @@ pub const MAGIC: u32 = 0x5346_4144;
 /// verifier, OPEN/LOCK RECLAIM, RECLAIM_COMPLETE), session tokens keying SESSION_BIND,
 /// MKNOD, NAMETOOLONG for long names. Version 3: 40-byte file handles (a 64-bit key tag,
 /// so that a handle of another server secret is reliably STALE, not BADHANDLE).
-pub const PROTOCOL_VERSION: u16 = 3;
+/// Version 4: federation (CLUSTER_MAP, WRONG_NODE carrying the node's epoch).
+pub const PROTOCOL_VERSION: u16 = 4;
 pub const HEADER_LEN: usize = 48;
 pub const FLAG_REPLY: u32 = 1;
 

@@ -37,6 +37,9 @@ wire_enum! {
         SetCred = 5,
         /// The client has reclaimed (after a server restart) everything it is going to.
         ReclaimComplete = 6,
+        /// The answering node's view of the cluster: its node id, the placement map's
+        /// epoch and the map itself (federated servers; `NOTSUPP` from a lone server).
+        ClusterMap = 7,
         GetRootHandle = 10,
         Lookup = 11,
         LookupParent = 12,
@@ -229,6 +232,11 @@ wire_enum! {
         /// The reclaim does not match what can be reclaimed (e.g. it conflicts with
         /// state another client reclaimed).
         ReclaimBad = 10036,
+        /// Federation: the request names a path this node neither manages under its
+        /// placement map nor holds. The reply carries the node's epoch (an 8-byte body,
+        /// the one error reply with a body): the client refreshes its map (CLUSTER_MAP)
+        /// and sends the request to the node the map names.
+        WrongNode = 10037,
     }
 }
 
@@ -277,6 +285,7 @@ impl Status {
             Status::Grace => 11,           // EAGAIN: the client library waits and retries
             Status::NoGrace => 5,          // EIO: state lost in a restart (as NFS reports it)
             Status::ReclaimBad => 5,       // EIO
+            Status::WrongNode => 121,      // EREMOTEIO: the name lives on another node
             _ => 5,
         }
     }
@@ -369,6 +378,7 @@ impl Status {
             Status::Grace => "server in its grace period after a restart; retry",
             Status::NoGrace => "state lost in a server restart (reclaim refused)",
             Status::ReclaimBad => "reclaim does not match the state held before the restart",
+            Status::WrongNode => "name belongs to another cluster node (refresh the placement map)",
         }
     }
 }

@@ -326,6 +326,8 @@ proptest! {
         let fixed = RawHeader::parse(&buf).unwrap().fixed_len as usize;
         if let Reply::Error(_) = reply {
             prop_assert_eq!(fixed, 0);
+        } else if let Reply::WrongNode { .. } = reply {
+            prop_assert_eq!(fixed, 8);
         } else {
             prop_assert_eq!(fixed, REPLY_FIXED_LEN.iter().find(|(o, _)| *o == op).unwrap().1);
         }

@@ -11,6 +11,7 @@
 //! fence CLIENT_ID          -> {"ok":true,"sessions":N}   (CLIENT_ID may end in '*')
 //! unfence CLIENT_ID        -> {"ok":true|false}
 //! fenced                   -> ["pattern", ..]
+//! cluster                  -> {"node":..,"epoch":..,"members":[..],"counters":{..}}
 //! slots SESSION_ID N       -> {"ok":true,"target_highest":N-1}
 //! kill SESSION_ID          -> {"ok":true}
 //! ```
@@ -99,6 +100,10 @@ pub fn command(sh: &Shared, line: &str) -> Value {
     match words.as_slice() {
         ["sessions"] => sessions_json(sh),
         ["stats"] => stats_json(sh),
+        ["cluster"] => match &sh.cfg.cluster {
+            Some(node) => node.admin_json(),
+            None => err("this server is not part of a cluster (dafsd --cluster)"),
+        },
         ["fence", pattern] => {
             let n = fence(sh, pattern);
             json!({ "ok": true, "sessions": n })

@@ -38,6 +38,9 @@ impl Export {
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub exports: Vec<Export>,
+    /// This node's membership of a federated cluster (`dafsd --cluster`); None: a
+    /// stand-alone server.
+    pub cluster: Option<std::sync::Arc<crate::cluster::ClusterNode>>,
     /// TCP listen address, e.g. "127.0.0.1:7420" (port 0 picks a free one).
     pub listen: String,
     /// Event-loop worker threads (besides the acceptor, the handle sweep, and the admin
@@ -195,6 +198,7 @@ impl ServerConfig {
     pub fn new(export_path: impl Into<PathBuf>) -> Self {
         ServerConfig {
             exports: vec![Export::new("export", export_path, false)],
+            cluster: None,
             listen: "127.0.0.1:7420".into(),
             workers: 2,
             secret: None,

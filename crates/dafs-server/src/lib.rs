@@ -21,6 +21,7 @@
 mod ratelog;
 pub mod admin;
 pub mod admission;
+pub mod cluster;
 pub mod config;
 mod conn;
 pub mod copy_engines;

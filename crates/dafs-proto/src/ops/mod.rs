@@ -18,6 +18,8 @@ use crate::status::Status;
 pub const NONCE_LEN: usize = 32;
 /// Size of one group id in SET_CRED's packed group list (a little-endian u32).
 pub const GROUP_ID_LEN: usize = std::mem::size_of::<u32>();
+/// Longest node id a CLUSTER_MAP reply carries (as `dafs_cluster::NODE_ID_BYTES_MAX`).
+pub const CLUSTER_NODE_ID_BYTES_MAX: usize = 128;
 
 /// Encode a request (appending to `buf`). `h.opcode` must match the request.
 pub fn encode_request(
@@ -41,6 +43,10 @@ pub fn encode_reply(
     max_len: usize,
 ) -> Result<usize, EncodeError> {
     assert!(h.is_reply);
+    assert!(
+        !matches!(reply, Reply::Error(Status::WrongNode)),
+        "WRONG_NODE carries the node's epoch: send Reply::WrongNode"
+    );
     assert!(reply.fits(h.opcode), "reply body {reply:?} does not fit op {:?}", h.opcode);
     let mut h = *h;
     h.status = reply.status();
@@ -76,6 +82,12 @@ pub fn decode_reply(buf: &[u8], max_len: usize) -> Result<(Header, Reply<'_>), D
     let h = frame.raw.validate()?;
     if !h.is_reply {
         return Err(DecodeError::NotAReply);
+    }
+    if h.status == Status::WrongNode {
+        let mut d = Dec::new(frame.fixed, frame.heap);
+        let epoch = d.u64()?;
+        d.end()?;
+        return Ok((h, Reply::WrongNode { epoch }));
     }
     if h.status != Status::Ok {
         if !frame.fixed.is_empty() || !frame.heap.is_empty() {

@@ -6,12 +6,25 @@ use crate::limits;
 use crate::status::{Opcode, Status};
 use crate::types::*;
 
-use super::NONCE_LEN;
+use super::{CLUSTER_NODE_ID_BYTES_MAX, NONCE_LEN};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply<'a> {
-    /// Any op whose reply status is not `Ok`: no body.
+    /// Any op whose reply status is not `Ok` (except `WRONG_NODE`): no body.
     Error(Status),
+    /// Status `WRONG_NODE` (any op naming a path): the answering node's placement-map
+    /// epoch, the only error reply with a body (8 bytes).
+    WrongNode {
+        epoch: u64,
+    },
+    /// CLUSTER_MAP: the answering node's id, the epoch of its placement map, and the map
+    /// (JSON, as `dafs_cluster::PlacementMap::to_json` writes it; the protocol crate
+    /// carries it as bytes).
+    ClusterMap {
+        epoch: u64,
+        node_id: &'a [u8],
+        map: &'a [u8],
+    },
     /// Null, SessionDestroy, Close, Remove, RmDir, Rename, Commit.
     Empty,
     SessionCreate {
@@ -143,6 +156,7 @@ enum Shape {
     LockTest,
     NamedAttr,
     NamedAttrList,
+    ClusterMap,
 }
 
 fn shape_of(op: Opcode) -> Shape {
@@ -168,6 +182,7 @@ fn shape_of(op: Opcode) -> Shape {
         LockTest => Shape::LockTest,
         GetNamedAttr => Shape::NamedAttr,
         ListNamedAttr => Shape::NamedAttrList,
+        ClusterMap => Shape::ClusterMap,
         // Reserved ops only ever answer with an error status.
         _ => Shape::Empty,
     }
@@ -176,7 +191,7 @@ fn shape_of(op: Opcode) -> Shape {
 impl Reply<'_> {
     fn shape(&self) -> Option<Shape> {
         Some(match self {
-            Reply::Error(_) => return None,
+            Reply::Error(_) | Reply::WrongNode { .. } => return None,
             Reply::Empty => Shape::Empty,
             Reply::SessionCreate { .. } => Shape::SessionCreate,
             Reply::SessionAuth { .. } => Shape::SessionAuth,
@@ -196,6 +211,7 @@ impl Reply<'_> {
             Reply::LockTest { .. } => Shape::LockTest,
             Reply::NamedAttr { .. } => Shape::NamedAttr,
             Reply::NamedAttrList { .. } => Shape::NamedAttrList,
+            Reply::ClusterMap { .. } => Shape::ClusterMap,
         })
     }
 
@@ -210,6 +226,7 @@ impl Reply<'_> {
     pub fn status(&self) -> Status {
         match self {
             Reply::Error(s) => *s,
+            Reply::WrongNode { .. } => Status::WrongNode,
             _ => Status::Ok,
         }
     }
@@ -217,6 +234,12 @@ impl Reply<'_> {
     pub(super) fn enc<'a>(&'a self, e: &mut Enc<'a, '_>) {
         match self {
             Reply::Error(_) | Reply::Empty => {}
+            Reply::WrongNode { epoch } => e.u64(*epoch),
+            Reply::ClusterMap { epoch, node_id, map } => {
+                e.u64(*epoch);
+                e.heap(node_id);
+                e.heap(map);
+            }
             Reply::SessionCreate {
                 msg_size_bytes_max,
                 slots,
@@ -441,6 +464,11 @@ impl Reply<'_> {
             Shape::NamedAttrList => {
                 Reply::NamedAttrList { names: d.heap(limits::MSG_SIZE_BYTES_MAX as usize)? }
             }
+            Shape::ClusterMap => Reply::ClusterMap {
+                epoch: d.u64()?,
+                node_id: d.heap(CLUSTER_NODE_ID_BYTES_MAX)?,
+                map: d.heap(limits::MSG_SIZE_BYTES_MAX as usize)?,
+            },
             Shape::FsStat => Reply::FsStat(FsStat {
                 total_bytes: d.u64()?,
                 free_bytes: d.u64()?,

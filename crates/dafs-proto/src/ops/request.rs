@@ -229,6 +229,8 @@ pub enum Request<'a> {
     /// An op the spec reserves but this version does not implement; its body is not
     /// interpreted, and the answer is `NOTSUPP`.
     Reserved(Opcode),
+    /// CLUSTER_MAP: no body; the answer is [`Reply::ClusterMap`](super::Reply::ClusterMap).
+    ClusterMap,
 }
 
 impl Request<'_> {
@@ -276,6 +278,7 @@ impl Request<'_> {
             Publish { .. } => Opcode::Publish,
             Mknod { .. } => Opcode::Mknod,
             ReclaimComplete => Opcode::ReclaimComplete,
+            ClusterMap => Opcode::ClusterMap,
             Reserved(op) => *op,
         }
     }
@@ -283,7 +286,7 @@ impl Request<'_> {
     pub(super) fn enc<'a>(&'a self, e: &mut Enc<'a, '_>) {
         use Request::*;
         match self {
-            Null | SessionDestroy | ReclaimComplete | Reserved(_) => {}
+            Null | SessionDestroy | ReclaimComplete | ClusterMap | Reserved(_) => {}
             SessionCreate { msg_size_bytes_max, slots, auth, flags, client_id } => {
                 e.u32(*msg_size_bytes_max);
                 e.u32(*slots);
@@ -471,6 +474,7 @@ impl Request<'_> {
             Opcode::Null => Null,
             Opcode::SessionDestroy => SessionDestroy,
             Opcode::ReclaimComplete => ReclaimComplete,
+            Opcode::ClusterMap => ClusterMap,
             Opcode::SessionCreate => {
                 let msg_size_bytes_max = d.u32()?;
                 let slots = d.u32()?;

@@ -136,6 +136,7 @@ pub(crate) fn sample_requests() -> Vec<Request<'static>> {
         Request::RemoveNamedAttr { fh: fh(1), name: b"color" },
         Request::Publish { open_id: 12 },
         Request::ReclaimComplete,
+        Request::ClusterMap,
         Request::Mknod {
             dir: fh(1),
             ftype: FileType::CharDevice,
@@ -231,6 +232,9 @@ fn every_reply_roundtrips() {
         ),
         (Opcode::SetCred, Reply::Empty),
         (Opcode::Lock, Reply::Error(Status::Denied)),
+        (Opcode::Lookup, Reply::WrongNode { epoch: 7 }),
+        (Opcode::Create, Reply::WrongNode { epoch: u64::MAX }),
+        (Opcode::ClusterMap, Reply::ClusterMap { epoch: 3, node_id: b"n1", map: b"{}" }),
     ];
     let mut buf = Vec::new();
     for (op, reply) in cases {

@@ -59,6 +59,7 @@ pub const REQ_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::Publish, 8),
     (Opcode::ReclaimComplete, 0),
     (Opcode::Mknod, 64),
+    (Opcode::ClusterMap, 0),
 ];
 
 pub const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
@@ -103,6 +104,7 @@ pub const REPLY_FIXED_LEN: &[(Opcode, usize)] = &[
     (Opcode::Publish, 128),
     (Opcode::ReclaimComplete, 0),
     (Opcode::Mknod, 128),
+    (Opcode::ClusterMap, 24),
 ];
 
 pub const RESERVED: &[Opcode] = &[Opcode::Callback];
@@ -268,7 +270,7 @@ pub fn fh_bytes() -> impl Strategy<Value = [u8; FileHandle::LEN]> {
     proptest::array::uniform::<_, { FileHandle::LEN }>(any::<u8>())
 }
 
-pub const REQUEST_KINDS: usize = 42;
+pub const REQUEST_KINDS: usize = 43;
 
 /// A valid request of kind `p.kind % REQUEST_KINDS` (every opcode, reserved ones as one kind).
 pub fn build_request(p: &Parts) -> Request<'_> {
@@ -441,6 +443,7 @@ pub fn build_request(p: &Parts) -> Request<'_> {
                 name: b"node",
             }
         }
+        41 => Request::ClusterMap,
         _ => Request::Reserved(RESERVED[p.x as usize % RESERVED.len()]),
     }
 }
@@ -486,7 +489,7 @@ pub fn attr_of(p: &Parts) -> Attr {
     }
 }
 
-pub const REPLY_KINDS: usize = 20;
+pub const REPLY_KINDS: usize = 21;
 
 /// A valid (op, reply) pair of kind `p.kind % REPLY_KINDS`.
 pub fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
@@ -619,13 +622,23 @@ pub fn build_reply(p: &Parts) -> (Opcode, Reply<'_>) {
                 },
             )
         }
+        19 => (
+            O::ClusterMap,
+            Reply::ClusterMap {
+                epoch: p.a,
+                node_id: &p.fh1[..p.x as usize % p.fh1.len()],
+                map: &p.data,
+            },
+        ),
         _ => {
             let errors: Vec<Status> =
                 Status::ALL.iter().copied().filter(|s| *s != Status::Ok).collect();
-            (
-                Opcode::ALL[p.y as usize % Opcode::ALL.len()],
-                Reply::Error(errors[p.x as usize % errors.len()]),
-            )
+            let op = Opcode::ALL[p.y as usize % Opcode::ALL.len()];
+            match errors[p.x as usize % errors.len()] {
+                // The one error reply with a body: the node's epoch.
+                Status::WrongNode => (op, Reply::WrongNode { epoch: p.b }),
+                s => (op, Reply::Error(s)),
+            }
         }
     }
 }

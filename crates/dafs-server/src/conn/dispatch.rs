@@ -214,7 +214,10 @@ impl Conn {
                 return ConnFate::Keep;
             }
             Ok(Outcome::Deferred) => return ConnFate::Keep,
-            Err(status) => self.respond(sh, &mut sc.out, &h, &Reply::Error(status), complete),
+            Err(status) => {
+                let reply = crate::cluster::error_reply(sh, status);
+                self.respond(sh, &mut sc.out, &h, &reply, complete)
+            }
         };
         if destroy {
             self.destroying = true;

@@ -58,7 +58,7 @@ impl Conn {
             let (sub_h, reply) = match outcome {
                 Ok(r) => r,
                 Err((sub_h, status)) => {
-                    self.encode(sh, &mut encoded, &sub_h, &Reply::Error(status));
+                    self.encode(sh, &mut encoded, &sub_h, &crate::cluster::error_reply(sh, status));
                     pack_messages([encoded.as_slice()], &mut replies);
                     failed = i as u32;
                     break;
@@ -94,6 +94,7 @@ fn chainable(r: &Request) -> bool {
             | Request::ReclaimComplete
             | Request::Chain { .. }
             | Request::BatchIo { .. }
+            | Request::ClusterMap
             | Request::Reserved(_)
     )
 }

@@ -73,6 +73,7 @@ fn handles_of<'r>(req: &'r Request) -> [Option<&'r FileHandle>; 2] {
         | R::CacheHint { .. }
         | R::BatchIo { .. }
         | R::Chain { .. }
+        | R::ClusterMap
         | R::Reserved(_) => [None, None],
     }
 }

@@ -56,6 +56,7 @@ impl Conn {
         // carry no handle; an empty id is admitted by unrestricted exports only.
         let client_id = self.session.as_ref().map_or("", |s| s.info.client_id.as_str());
         handle_check::check_handles(sh, client_id, &req)?;
+        crate::cluster::check_request(sh, &req)?;
         let reply = match req {
             R::Null => Reply::Empty,
             R::SessionCreate { .. } | R::SessionBind { .. } => {
@@ -146,6 +147,7 @@ impl Conn {
             }
             R::Chain { elements, .. } => self.chain(sh, bufs, h, elements)?,
             R::ReclaimComplete => self.reclaim_complete(sh),
+            R::ClusterMap => crate::cluster::map_reply(sh, &mut bufs.held)?,
             R::Reserved(_) => return Err(Status::NotSupp),
         };
         Ok(Outcome::Reply(reply))

@@ -1,0 +1,411 @@
+//! Federation on the client: one namespace over the nodes of a cluster.
+//!
+//! [`Client::connect`] given a cluster URL (`dafs://h1:p,h2:p/`, `dafs+tls://...` with
+//! two or more hosts, or `dafs+etcd://HOST:PORT/NAME/`) returns a *front* client whose
+//! calls this module routes: each path goes to the node the placement map's hash
+//! names (its manager), over one session per node opened on first use. A node that
+//! answers `WRONG_NODE` has another map: the client fetches the newest map it can
+//! (CLUSTER_MAP from that node, or etcd) and sends the request again, transparently,
+//! for up to [`WRONG_NODE_RETRY_TIME_MAX`]. Directories are virtual: mkdir/rmdir act
+//! on every node, readdir merges the nodes' listings (`vdir`). Open files remember
+//! their node. The front client itself holds no session: calls by handle (the `*_at`
+//! family, `getattr(fh)`, ...) cannot be routed by path and are refused.
+
+mod ops;
+mod vdir;
+
+use std::time::{Duration, Instant};
+
+use dafs_cluster::membership::Membership;
+use dafs_cluster::{ClusterPath, ClusterUrl, NodeId, PlacementMap};
+use dafs_proto::{Opcode, Reply, Request, Status};
+
+use crate::{Client, ClientConfig, Error, Result};
+
+/// How long a request keeps being re-sent after `WRONG_NODE` while the nodes' maps
+/// converge (a node learns a new epoch at its next heartbeat: a third of the lease).
+pub const WRONG_NODE_RETRY_TIME_MAX: Duration = Duration::from_secs(10);
+const WRONG_NODE_BACKOFF_START: Duration = Duration::from_millis(10);
+const WRONG_NODE_BACKOFF_MAX: Duration = Duration::from_millis(250);
+/// Node slots ever created (a slot is kept per node id for the client's life, so open
+/// files keep naming their node across map changes): members plus churn.
+pub const NODE_SLOTS_MAX: usize = 2 * dafs_cluster::placement::MEMBERS_MAX;
+
+/// One node the client knows (by id; the address follows the newest map).
+struct NodeSlot {
+    id: NodeId,
+    addr: String,
+    client: Option<Client>,
+    /// Requests routed to this node (see [`Client::cluster_nodes`]).
+    requests: u64,
+}
+
+/// The routing state of a front client.
+pub(crate) struct Cluster {
+    url: String,
+    cfg: ClientConfig,
+    tls: bool,
+    map: PlacementMap,
+    /// Slot of each map member, indexed like `map.members()`.
+    member_slot: Vec<usize>,
+    slots: Vec<NodeSlot>,
+    etcd: Option<Membership>,
+    contacts: Vec<String>,
+    pub(crate) map_refreshes: u64,
+}
+
+/// What [`Client::cluster_nodes`] reports of one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNodeInfo {
+    pub id: String,
+    pub addr: String,
+    pub connected: bool,
+    pub requests: u64,
+}
+
+/// The connect target for a cluster URL, if `url` is one (two or more hosts, or etcd):
+/// `(target, path)` as [`parse_url`](crate::parse_url) returns them.
+pub(crate) fn split_url(url: &str) -> Result<Option<(String, String)>> {
+    if !is_cluster_target(url) {
+        return Ok(None);
+    }
+    let parsed = ClusterUrl::parse(url).map_err(|e| Error::Cluster(e.to_string()))?;
+    let path = parsed.path().to_string();
+    let target = match &parsed {
+        ClusterUrl::Etcd { endpoints, name, .. } => {
+            format!("dafs+etcd://{}/{name}", endpoints.join(","))
+        }
+        ClusterUrl::Static { tls, hosts, .. } => {
+            format!("{}{}", if *tls { "dafs+tls://" } else { "dafs://" }, hosts.join(","))
+        }
+    };
+    Ok(Some((target, path)))
+}
+
+fn is_cluster_target(t: &str) -> bool {
+    if t.starts_with("dafs+etcd://") {
+        return true;
+    }
+    let hosts = t.strip_prefix("dafs://").or_else(|| t.strip_prefix("dafs+tls://"));
+    hosts.is_some_and(|h| h.split('/').next().unwrap_or("").contains(','))
+}
+
+/// Connect to a cluster if `target` names one (else None: an ordinary server).
+pub(crate) fn connect(target: &str, cfg: &ClientConfig) -> Result<Option<Client>> {
+    let Some((target, _)) = split_url(target)? else { return Ok(None) };
+    let url = ClusterUrl::parse(&target).map_err(|e| Error::Cluster(e.to_string()))?;
+    let (etcd, contacts, tls) = match &url {
+        ClusterUrl::Etcd { .. } => {
+            (Membership::from_url(&url, cfg.connect_timeout), Vec::new(), false)
+        }
+        ClusterUrl::Static { tls, hosts, .. } => (None, hosts.clone(), *tls),
+    };
+    let mut c = Cluster {
+        url: target.clone(),
+        cfg: cfg.clone(),
+        tls,
+        map: PlacementMap::new(
+            0,
+            Default::default(),
+            vec![dafs_cluster::Member::new(NodeId::new("-").expect("valid id"), "-")],
+        )
+        .expect("a one-member map"),
+        member_slot: Vec::new(),
+        slots: Vec::new(),
+        etcd,
+        contacts,
+        map_refreshes: 0,
+    };
+    // The front client: the first contact's negotiated values (sizes, slots), with its
+    // session ended — calls it cannot route fail instead of reaching one node.
+    let (front_addr, map) = c.first_map()?;
+    c.install(map)?;
+    let mut front = Client::connect(&c.node_target(&front_addr), cfg.clone())?;
+    front.call(&Request::SessionDestroy).and_then(|m| front.decode(&m).map(|_| ()))?;
+    front.dead = true;
+    front.t = Box::new(crate::connect::NoTransport);
+    front.cluster = Some(Box::new(c));
+    Ok(Some(front))
+}
+
+impl Cluster {
+    fn node_target(&self, addr: &str) -> String {
+        if self.tls {
+            format!("dafs+tls://{addr}")
+        } else {
+            addr.to_string()
+        }
+    }
+
+    /// The map to start with: etcd's, or the first contact that answers CLUSTER_MAP.
+    /// Returns the address of a live node with it.
+    fn first_map(&mut self) -> Result<(String, PlacementMap)> {
+        if let Some(m) = &self.etcd {
+            let (map, _) = m
+                .current_map()
+                .map_err(|e| Error::Cluster(format!("{}: {e}", self.url)))?
+                .ok_or_else(|| Error::Cluster(format!("{}: no cluster map in etcd", self.url)))?;
+            let addr = map.members()[0].addr.clone();
+            return Ok((addr, map));
+        }
+        let mut last = None;
+        for host in self.contacts.clone() {
+            match Client::connect(&self.node_target(&host), self.cfg.clone())
+                .and_then(|mut n| fetch_map(&mut n))
+            {
+                Ok((_, map)) => return Ok((host, map)),
+                Err(e) => last = Some(format!("{host}: {e}")),
+            }
+        }
+        Err(Error::Cluster(format!(
+            "{}: no contact point answered with a cluster map ({})",
+            self.url,
+            last.unwrap_or_default()
+        )))
+    }
+
+    /// Make `map` the one in force, keeping the sessions of nodes still at the same
+    /// address.
+    fn install(&mut self, map: PlacementMap) -> Result<()> {
+        let mut member_slot = Vec::with_capacity(map.members().len());
+        for m in map.members() {
+            let slot = match self.slots.iter().position(|s| s.id == m.id) {
+                Some(i) => {
+                    if self.slots[i].addr != m.addr {
+                        self.slots[i].addr = m.addr.clone();
+                        self.slots[i].client = None;
+                    }
+                    i
+                }
+                None => {
+                    if self.slots.len() == NODE_SLOTS_MAX {
+                        return Err(Error::Cluster(format!(
+                            "more than {NODE_SLOTS_MAX} node ids seen in this client's life"
+                        )));
+                    }
+                    self.slots.push(NodeSlot {
+                        id: m.id.clone(),
+                        addr: m.addr.clone(),
+                        client: None,
+                        requests: 0,
+                    });
+                    self.slots.len() - 1
+                }
+            };
+            member_slot.push(slot);
+        }
+        self.map = map;
+        self.member_slot = member_slot;
+        Ok(())
+    }
+
+    pub(crate) fn epoch(&self) -> u64 {
+        self.map.epoch()
+    }
+
+    /// The slot of the node managing `path`.
+    fn manager_slot(&self, path: &ClusterPath) -> usize {
+        self.member_slot[self.map.manager_index(path)]
+    }
+
+    /// The session to node `slot`, opened if need be. A node that cannot be reached is
+    /// reported by id and address.
+    fn node(&mut self, slot: usize) -> Result<&mut Client> {
+        self.slots[slot].requests += 1;
+        if self.slots[slot].client.is_none() {
+            let target = self.node_target(&self.slots[slot].addr);
+            let c = Client::connect(&target, self.cfg.clone())
+                .map_err(|e| self.unavailable(slot, e))?;
+            self.slots[slot].client = Some(c);
+        }
+        Ok(self.slots[slot].client.as_mut().expect("connected above"))
+    }
+
+    /// Run `op` on node `slot`; a failure of the node itself (not an answer) drops its
+    /// session, so the next call reconnects (the node may have restarted).
+    fn on<T>(&mut self, slot: usize, op: impl FnOnce(&mut Client) -> Result<T>) -> Result<T> {
+        let r = op(self.node(slot)?);
+        match r {
+            Err(e) if node_failed(&e) => {
+                self.slots[slot].client = None;
+                Err(self.unavailable(slot, e))
+            }
+            r => r,
+        }
+    }
+
+    fn unavailable(&self, slot: usize, e: Error) -> Error {
+        if matches!(e, Error::NodeUnavailable { .. }) {
+            return e;
+        }
+        let s = &self.slots[slot];
+        Error::NodeUnavailable { node: format!("{} ({})", s.id, s.addr), source: Box::new(e) }
+    }
+
+    /// Run `op` on the manager of `path`, following the map through `WRONG_NODE`.
+    fn routed<T>(
+        &mut self,
+        path: &ClusterPath,
+        mut op: impl FnMut(&mut Client) -> Result<T>,
+    ) -> Result<T> {
+        let give_up = Instant::now() + WRONG_NODE_RETRY_TIME_MAX;
+        let mut backoff = WRONG_NODE_BACKOFF_START;
+        loop {
+            let slot = self.manager_slot(path);
+            match self.on(slot, &mut op) {
+                Err(Error::Status(Status::WrongNode)) if Instant::now() < give_up => {
+                    if !self.refresh(slot)? {
+                        // The node's map is not newer than ours: it has not caught up
+                        // with the epoch yet. Give it time.
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(WRONG_NODE_BACKOFF_MAX);
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Fetch a newer map (from node `slot`, else etcd, else any node); true if the map
+    /// in force changed.
+    fn refresh(&mut self, slot: usize) -> Result<bool> {
+        let mut best: Option<PlacementMap> = None;
+        if let Ok((_, m)) = self.on(slot, fetch_map) {
+            best = Some(m);
+        }
+        if let Some(e) = &self.etcd {
+            if let Ok(Some((m, _))) = e.current_map() {
+                if best.as_ref().is_none_or(|b| m.epoch() > b.epoch()) {
+                    best = Some(m);
+                }
+            }
+        }
+        match best {
+            Some(m) if m.epoch() > self.map.epoch() => {
+                self.map_refreshes += 1;
+                self.install(m)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    pub(crate) fn nodes(&self) -> Vec<ClusterNodeInfo> {
+        self.member_slot
+            .iter()
+            .map(|&i| {
+                let s = &self.slots[i];
+                ClusterNodeInfo {
+                    id: s.id.to_string(),
+                    addr: s.addr.clone(),
+                    connected: s.client.is_some(),
+                    requests: s.requests,
+                }
+            })
+            .collect()
+    }
+
+    /// The node id the map names for `path` (for tests and tools).
+    pub(crate) fn node_for(&self, path: &str) -> Result<String> {
+        Ok(self.map.manager(&cluster_path(path)?).id.to_string())
+    }
+}
+
+/// CLUSTER_MAP on one node: its id and its map.
+fn fetch_map(c: &mut Client) -> Result<(String, PlacementMap)> {
+    let m = c.call(&Request::ClusterMap)?;
+    match c.decode(&m)?.1 {
+        Reply::ClusterMap { node_id, map, .. } => {
+            let map = PlacementMap::from_json(map).map_err(|e| Error::Cluster(e.to_string()))?;
+            Ok((String::from_utf8_lossy(node_id).into_owned(), map))
+        }
+        _ => Err(crate::error::unexpected_reply(Opcode::ClusterMap)),
+    }
+}
+
+/// Errors that say the node (not the file) is the problem.
+fn node_failed(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Transport(_)
+            | Error::Disconnected
+            | Error::TimedOut
+            | Error::NodeUnavailable { .. }
+            | Error::Status(Status::BadSession)
+    )
+}
+
+/// The cluster path of a client path (relative to the export root or absolute).
+pub(crate) fn cluster_path(path: &str) -> Result<ClusterPath> {
+    let p = crate::namespace::clean_path(path)?;
+    ClusterPath::new(format!("/{p}")).map_err(|e| Error::Cluster(e.to_string()))
+}
+
+impl Client {
+    /// The cluster's nodes as this client sees them (None: not a cluster client).
+    pub fn cluster_nodes(&self) -> Option<Vec<ClusterNodeInfo>> {
+        self.cluster.as_ref().map(|c| c.nodes())
+    }
+
+    /// The epoch of the placement map this client routes with (None: not a cluster).
+    pub fn cluster_epoch(&self) -> Option<u64> {
+        self.cluster.as_ref().map(|c| c.epoch())
+    }
+
+    /// The id of the node the map names for `path` (None: not a cluster client).
+    pub fn cluster_node_for(&self, path: &str) -> Option<Result<String>> {
+        self.cluster.as_ref().map(|c| c.node_for(path))
+    }
+
+    /// Maps fetched after WRONG_NODE answers (None: not a cluster client).
+    pub fn cluster_map_refreshes(&self) -> Option<u64> {
+        self.cluster.as_ref().map(|c| c.map_refreshes)
+    }
+
+    /// The refusal of a call the front client of a cluster cannot route.
+    pub(crate) fn cluster_refuses(&self) -> Result<()> {
+        match self.cluster {
+            Some(_) => Err(Error::Cluster(
+                "calls by file handle cannot be routed on a cluster URL (a virtual directory \
+                 spans every node): use the path-based calls"
+                    .into(),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_urls_are_told_from_server_urls() {
+        assert_eq!(split_url("dafs://h1:7420/a").unwrap(), None);
+        assert_eq!(split_url("dafs+shm:///x.sock/a").unwrap(), None);
+        assert_eq!(
+            split_url("dafs://h1,h2:9/a/b").unwrap(),
+            Some(("dafs://h1:7420,h2:9".into(), "/a/b".into()))
+        );
+        assert_eq!(
+            split_url("dafs+tls://h1,h2/").unwrap(),
+            Some(("dafs+tls://h1:7420,h2:7420".into(), "/".into()))
+        );
+        assert_eq!(
+            split_url("dafs+etcd://127.0.0.1:2379/prod/x").unwrap(),
+            Some(("dafs+etcd://127.0.0.1:2379/prod".into(), "/x".into()))
+        );
+        // The target splits again to itself: Client::connect takes either form.
+        let (t, _) = split_url("dafs://h1,h2:9/a/b").unwrap().unwrap();
+        assert_eq!(split_url(&t).unwrap().unwrap().0, t);
+        assert!(matches!(split_url("dafs://h1,,h2/"), Err(Error::Cluster(_))));
+        assert!(matches!(split_url("dafs+etcd://e1/"), Err(Error::Cluster(_))));
+    }
+
+    #[test]
+    fn client_paths_hash_as_the_server_names_them() {
+        assert_eq!(cluster_path("a//b/./c").unwrap().to_string(), "/a/b/c");
+        assert_eq!(cluster_path("/a/b").unwrap(), cluster_path("a/b/").unwrap());
+        assert_eq!(cluster_path("").unwrap().to_string(), "/");
+    }
+}

@@ -1,0 +1,238 @@
+//! The path-based calls of a cluster client: each on the node the map names for its
+//! path (see the module documentation of `cluster`).
+//!
+//! A name is looked for on its manager first. If the manager does not have it and the
+//! cluster has other nodes, they are asked too: a file stays on the node that created
+//! it when a later map moves its name (no data moves on a membership change), and a
+//! node holding such a file serves it (the server's check lets a held name through).
+//! A miss therefore costs one round trip per node. Creating calls go to the manager;
+//! if the manager lacks the parent directory (it joined after the directory was made,
+//! or was down), the directory is made there first with the mode it has elsewhere.
+
+use dafs_proto::types::{open_flags, FsStat};
+use dafs_proto::{Attr, FileHandle, FileType, Status};
+
+use super::{cluster_path, Cluster};
+use crate::{Client, Error, File, OpenOptions, Result};
+
+impl Cluster {
+    /// `op` on the node holding the existing name `path`: its slot and the result.
+    pub(super) fn existing<T>(
+        &mut self,
+        path: &str,
+        mut op: impl FnMut(&mut Client) -> Result<T>,
+    ) -> Result<(usize, T)> {
+        let cp = cluster_path(path)?;
+        match self.routed(&cp, &mut op) {
+            Err(Error::Status(Status::NoEnt)) if self.member_slot.len() > 1 => {
+                let manager = self.manager_slot(&cp);
+                for slot in self.member_slot.clone() {
+                    if slot == manager {
+                        continue;
+                    }
+                    match self.on(slot, &mut op) {
+                        Ok(v) => return Ok((slot, v)),
+                        // Not there, or the node is down: its names fail on their own.
+                        Err(Error::Status(Status::NoEnt | Status::WrongNode))
+                        | Err(Error::NodeUnavailable { .. }) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(Error::Status(Status::NoEnt))
+            }
+            r => r.map(|v| (self.manager_slot(&cp), v)),
+        }
+    }
+
+    /// `op` on the manager of the new name `path` (making its parent directory there
+    /// if only other nodes have it): its slot and the result.
+    pub(super) fn creating<T>(
+        &mut self,
+        path: &str,
+        mut op: impl FnMut(&mut Client) -> Result<T>,
+    ) -> Result<(usize, T)> {
+        let cp = cluster_path(path)?;
+        let r = match self.routed(&cp, &mut op) {
+            Err(Error::Status(Status::NoEnt)) if self.repair_parent(&cp)? => {
+                self.routed(&cp, &mut op)
+            }
+            r => r,
+        };
+        r.map(|v| (self.manager_slot(&cp), v))
+    }
+
+    pub(crate) fn lookup(&mut self, path: &str, follow: bool) -> Result<(FileHandle, Attr)> {
+        if follow {
+            self.existing(path, |c| c.lookup(path)).map(|r| r.1)
+        } else {
+            self.existing(path, |c| c.lookup_nofollow(path)).map(|r| r.1)
+        }
+    }
+
+    pub(crate) fn stat(&mut self, path: &str, follow: bool) -> Result<Attr> {
+        self.lookup(path, follow).map(|(_, a)| a)
+    }
+
+    pub(crate) fn open(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
+        let (slot, mut f) = if opts.flags & open_flags::CREATE != 0 {
+            self.creating(path, |c| c.open(path, opts))?
+        } else {
+            self.existing(path, |c| c.open(path, opts))?
+        };
+        f.node = slot;
+        Ok(f)
+    }
+
+    pub(crate) fn open_and_read(
+        &mut self,
+        path: &str,
+        len: usize,
+    ) -> Result<(File, Vec<u8>, bool)> {
+        let (slot, (mut f, data, eof)) = self.existing(path, |c| c.open_and_read(path, len))?;
+        f.node = slot;
+        Ok((f, data, eof))
+    }
+
+    pub(crate) fn create_and_write(&mut self, path: &str, data: &[u8], mode: u32) -> Result<()> {
+        self.creating(path, |c| c.create_and_write(path, data, mode)).map(|r| r.1)
+    }
+
+    pub(crate) fn create_file(
+        &mut self,
+        path: &str,
+        mode: u32,
+        exclusive: bool,
+    ) -> Result<(FileHandle, Attr)> {
+        self.creating(path, |c| c.create_file(path, mode, exclusive)).map(|r| r.1)
+    }
+
+    pub(crate) fn remove(&mut self, path: &str) -> Result<()> {
+        self.existing(path, |c| c.remove(path)).map(|r| r.1)
+    }
+
+    /// Rename within one node. A file whose new name the map places on another node,
+    /// and any directory (it exists on every node), answer EXDEV: the caller copies
+    /// and removes, as `mv` does across file systems.
+    pub(crate) fn rename(&mut self, from: &str, to: &str, flags: u32) -> Result<()> {
+        let (slot, attr) = self.existing(from, |c| c.lstat(from))?;
+        if attr.ftype == FileType::Directory {
+            return Err(Error::Status(Status::XDev));
+        }
+        let to_cp = cluster_path(to)?;
+        if self.manager_slot(&to_cp) != slot {
+            return Err(Error::Status(Status::XDev));
+        }
+        self.on(slot, |c| c.rename_with_flags(from, to, flags))
+    }
+
+    /// Hard links stay on one node: EXDEV if the map places the new name elsewhere.
+    pub(crate) fn link(&mut self, existing: &str, new_path: &str, follow: bool) -> Result<Attr> {
+        let (slot, _) = self.existing(existing, |c| c.lstat(existing))?;
+        if self.manager_slot(&cluster_path(new_path)?) != slot {
+            return Err(Error::Status(Status::XDev));
+        }
+        self.on(slot, |c| {
+            if follow {
+                c.link_follow(existing, new_path)
+            } else {
+                c.link(existing, new_path)
+            }
+        })
+    }
+
+    pub(crate) fn symlink(&mut self, target: &str, link_path: &str) -> Result<Attr> {
+        self.creating(link_path, |c| c.symlink(target, link_path)).map(|r| r.1)
+    }
+
+    pub(crate) fn mknod(&mut self, path: &str, ft: FileType, mode: u32, rdev: u64) -> Result<Attr> {
+        self.creating(path, |c| c.mknod(path, ft, mode, rdev)).map(|r| r.1)
+    }
+
+    pub(crate) fn readlink(&mut self, path: &str) -> Result<Vec<u8>> {
+        self.existing(path, |c| c.readlink(path)).map(|r| r.1)
+    }
+
+    pub(crate) fn truncate(&mut self, path: &str, size: u64) -> Result<Attr> {
+        self.existing(path, |c| c.truncate(path, size)).map(|r| r.1)
+    }
+
+    pub(crate) fn chmod(&mut self, path: &str, mode: u32) -> Result<Attr> {
+        // A directory's mode is kept alike on every node.
+        if self.stat(path, true)?.ftype == FileType::Directory {
+            return self.on_every_node(path, |c| c.chmod(path, mode));
+        }
+        self.existing(path, |c| c.chmod(path, mode)).map(|r| r.1)
+    }
+
+    pub(crate) fn set_times(&mut self, path: &str, atime_ns: i64, mtime_ns: i64) -> Result<Attr> {
+        self.existing(path, |c| c.set_times(path, atime_ns, mtime_ns)).map(|r| r.1)
+    }
+
+    pub(crate) fn access(&mut self, path: &str, mask: u32) -> Result<u32> {
+        self.existing(path, |c| c.access(path, mask)).map(|r| r.1)
+    }
+
+    pub(crate) fn get_nattr(&mut self, path: &str, name: &str) -> Result<Vec<u8>> {
+        self.existing(path, |c| c.get_nattr(path, name)).map(|r| r.1)
+    }
+
+    pub(crate) fn set_nattr(&mut self, path: &str, n: &str, v: &[u8], flags: u32) -> Result<()> {
+        self.existing(path, |c| c.set_nattr(path, n, v, flags)).map(|r| r.1)
+    }
+
+    pub(crate) fn list_nattr(&mut self, path: &str) -> Result<Vec<String>> {
+        self.existing(path, |c| c.list_nattr(path)).map(|r| r.1)
+    }
+
+    pub(crate) fn remove_nattr(&mut self, path: &str, name: &str) -> Result<()> {
+        self.existing(path, |c| c.remove_nattr(path, name)).map(|r| r.1)
+    }
+
+    /// The cluster's space: the nodes' sums (every node must answer).
+    pub(crate) fn statfs(&mut self) -> Result<FsStat> {
+        let mut total: Option<FsStat> = None;
+        for slot in self.member_slot.clone() {
+            let s = self.on(slot, |c| c.statfs())?;
+            total = Some(match total {
+                None => s,
+                Some(t) => FsStat {
+                    total_bytes: t.total_bytes.saturating_add(s.total_bytes),
+                    free_bytes: t.free_bytes.saturating_add(s.free_bytes),
+                    avail_bytes: t.avail_bytes.saturating_add(s.avail_bytes),
+                    total_files: t.total_files.saturating_add(s.total_files),
+                    free_files: t.free_files.saturating_add(s.free_files),
+                    block_size: t.block_size,
+                    name_max: t.name_max.min(s.name_max),
+                },
+            });
+        }
+        Ok(total.expect("a map has at least one member"))
+    }
+
+    /// `op` on the node `f` was opened on.
+    pub(crate) fn with_file<T>(
+        &mut self,
+        f: &File,
+        op: impl FnOnce(&mut Client) -> Result<T>,
+    ) -> Result<T> {
+        self.with_node(f.node, op)
+    }
+
+    /// `op` on node `slot` (the node of an open file).
+    pub(crate) fn with_node<T>(
+        &mut self,
+        slot: usize,
+        op: impl FnOnce(&mut Client) -> Result<T>,
+    ) -> Result<T> {
+        if slot >= self.slots.len() {
+            return Err(Error::InvalidArgument("file was not opened by this cluster client"));
+        }
+        self.on(slot, op)
+    }
+
+    pub(crate) fn reopen(&mut self, f: &File) -> Result<File> {
+        let mut nf = self.with_file(f, |c| c.reopen(f))?;
+        nf.node = f.node;
+        Ok(nf)
+    }
+}
