@@ -7,6 +7,8 @@ need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v cmp >/dev/null 2>&1 || need_apt+=(diffutils)
+# The libfabric provider (crates/dafs-ofi) compiles a C shim against libfabric 1.17+.
+pkg-config --exists libfabric 2>/dev/null || need_apt+=(libfabric-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "==> installing Debian packages: ${need_apt[*]}"
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

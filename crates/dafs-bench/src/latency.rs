@@ -69,6 +69,14 @@ pub(crate) fn latency_model(
                 Dafs::new("dafs-tcp", s.addr.clone(), Provider::Tcp, s.pid, cfg.size, DATA_FILE),
             ));
         }
+        for (name, url) in crate::ofi::targets(s).into_iter().filter(|(n, _)| want(n)) {
+            let short = name.trim_start_matches("dafs-").to_string();
+            clients.push((
+                short,
+                mode.into(),
+                Dafs::new(name, url, Provider::Auto, s.pid, cfg.size, DATA_FILE),
+            ));
+        }
         if want("dafs-shm") {
             if let Some(u) = &s.shm_url {
                 clients.push((

@@ -27,6 +27,7 @@ pub mod copy;
 pub mod gzip;
 mod latency;
 mod libnfs;
+mod ofi;
 pub mod merge;
 mod mountbench;
 mod nfs;
@@ -135,7 +136,8 @@ pub enum BenchCmd {
     Copy(copy::CopyArgs),
 }
 
-const ALL_BACKENDS: [&str; 4] = ["local", "dafs-tcp", "dafs-shm", "nfs"];
+const ALL_BACKENDS: [&str; 6] =
+    ["local", "dafs-tcp", "dafs-shm", ofi::BACKENDS[0], ofi::BACKENDS[1], "nfs"];
 const ALL_WORKLOADS: [&str; 4] = ["bandwidth", "latency", "metadata", "overlap"];
 const DATA_FILE: &str = "bench.dat";
 
@@ -161,7 +163,7 @@ fn resolve(a: &BenchArgs) -> Result<Cfg, String> {
         match s.trim().to_ascii_lowercase().as_str() {
             "tcp" => "dafs-tcp".into(),
             "shm" => "dafs-shm".into(),
-            x => x.into(),
+            x => ofi::backend_alias(x).unwrap_or(x).into(),
         }
     };
     let backends: Vec<String> = if a.backends.is_empty() {
@@ -349,7 +351,7 @@ pub fn bench(a: &BenchArgs) -> Result<Results, String> {
     let want = |b: &str| cfg.backends.iter().any(|x| x == b);
     let mut dafsd_bin = None;
     let mut main_srv = None;
-    if want("dafs-tcp") || want("dafs-shm") {
+    if want("dafs-tcp") || want("dafs-shm") || ofi::BACKENDS.iter().any(|b| want(b)) {
         let bin = server::find_dafsd(a.dafsd.as_deref())?;
         res.info.dafsd = bin.display().to_string();
         let srv = Dafsd::start(
@@ -378,6 +380,16 @@ pub fn bench(a: &BenchArgs) -> Result<Results, String> {
         }));
     }
     if let Some(srv) = &main_srv {
+        for (name, url) in ofi::targets(srv).into_iter().filter(|(n, _)| want(n)) {
+            let mut d = Dafs::new(name, url, Provider::Auto, srv.pid, cfg.size, DATA_FILE);
+            match d.describe() {
+                Ok(s) => {
+                    res.info.sessions.push((name.into(), s));
+                    backends.push(Box::new(d));
+                }
+                Err(e) => res.errors.push(format!("{name}: {e}")),
+            }
+        }
         if want("dafs-tcp") {
             let mut d = Dafs::new(
                 "dafs-tcp",

@@ -16,6 +16,8 @@ pub struct Dafsd {
     pub addr: String,
     /// "dafs+shm:///path.sock", when the server offers shared memory.
     pub shm_url: Option<String>,
+    /// libfabric listeners (`ofi+NAME://HOST:PORT`), see [`crate::ofi`].
+    pub ofi_urls: Vec<String>,
     pub log: PathBuf,
     pub args: Vec<String>,
     /// The admin socket, when dafsd has one.
@@ -71,6 +73,7 @@ impl Dafsd {
             "--shm-socket".into(),
             sock.display().to_string(),
         ];
+        args.extend(crate::ofi::listen_args());
         if let Some(t) = inline_threshold {
             args.push("--inline-threshold".into());
             args.push(t.to_string());
@@ -96,6 +99,7 @@ impl Dafsd {
             pid,
             addr: String::new(),
             shm_url: None,
+            ofi_urls: Vec::new(),
             log: log.to_path_buf(),
             args,
             admin: None,
@@ -107,6 +111,8 @@ impl Dafsd {
                 Ok(line) => {
                     if let Some(a) = line.strip_prefix("dafsd listening on ") {
                         d.addr = a.trim().to_string();
+                    } else if let Some(u) = line.strip_prefix("libfabric: ") {
+                        d.ofi_urls.extend(u.split(' ').next().map(str::to_string));
                     } else if let Some(u) = line.strip_prefix("shared memory: ") {
                         d.shm_url = Some(u.trim().to_string());
                     } else if let Some(p) = line.strip_prefix("admin: ") {

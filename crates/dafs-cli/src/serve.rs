@@ -11,8 +11,15 @@ pub struct ServeArgs {
     /// Directory to export (the default export). More with --export NAME=DIR.
     pub dir: Option<PathBuf>,
     /// Listen address (port 0 picks a free port; the chosen address is printed).
+    /// `ofi+PROVIDER://HOST:PORT` listens with libfabric instead (like --ofi-listen;
+    /// TCP then takes the config file's `listen` or an ephemeral loopback port).
     #[arg(long, default_value = "127.0.0.1:7420")]
     pub listen: String,
+    /// A libfabric listener, `ofi+PROVIDER://HOST:PORT` (PROVIDER: tcp = tcp;ofi_rxm,
+    /// shm, verbs = verbs;ofi_rxm, or a libfabric provider string); repeatable.
+    /// Clients connect with `dafs+ofi://HOST:PORT`.
+    #[arg(long = "ofi-listen", value_name = "ofi+PROVIDER://HOST:PORT")]
+    pub ofi_listen: Vec<String>,
     /// Additional exports, NAME=DIR (append ":ro" for read-only).
     #[arg(long = "export", value_name = "NAME=DIR[:ro]")]
     pub exports: Vec<String>,
@@ -184,6 +191,8 @@ pub struct ServeArgs {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     listen: Option<String>,
+    #[serde(default)]
+    ofi_listen: Vec<String>,
     workers: Option<usize>,
     secret_file: Option<PathBuf>,
     slots: Option<u32>,
@@ -299,10 +308,14 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     let mut cfg = ServerConfig::new(".");
     cfg.exports = exports;
-    cfg.listen = if a.listen != "127.0.0.1:7420" {
+    cfg.ofi_listen = if a.ofi_listen.is_empty() { fc.ofi_listen.clone() } else { a.ofi_listen.clone() };
+    cfg.listen = if a.listen.starts_with("ofi+") {
+        cfg.ofi_listen.insert(0, a.listen.clone());
+        fc.listen.clone().unwrap_or_else(|| "127.0.0.1:0".into())
+    } else if a.listen != "127.0.0.1:7420" {
         a.listen.clone()
     } else {
-        fc.listen.unwrap_or_else(|| a.listen.clone())
+        fc.listen.clone().unwrap_or_else(|| a.listen.clone())
     };
     macro_rules! pick {
         ($field:ident, $flag:expr, $file:expr) => {
@@ -447,6 +460,9 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
                 return Err(e);
             }
         }
+    }
+    for u in handle.ofi_urls() {
+        println!("libfabric: {u} (clients: dafs+{u})");
     }
     if let Some(t) = &tls {
         println!(

@@ -30,6 +30,14 @@ fn faulty_client(
 ) -> (Client, std::sync::Arc<FaultControl>) {
     let inner: Box<dyn ClientTransport> = match provider {
         Provider::Tcp => Box::new(TcpClient::connect(&srv.addr(), Duration::from_secs(5)).unwrap()),
+        Provider::Ofi(name) => Box::new(
+            dafs_ofi::OfiClient::connect(
+                &srv.addr_for(provider),
+                Some(&dafs_ofi::provider_for(name)),
+                Duration::from_secs(5),
+            )
+            .unwrap(),
+        ),
         _ => {
             Box::new(ShmClient::connect(srv.shm_socket().unwrap(), Duration::from_secs(5)).unwrap())
         }
@@ -662,7 +670,7 @@ fn fsynced_records_survive_server_restarts(provider: Provider) {
     const FILES: usize = 4;
     const RESTARTS: u32 = 20;
     let mut srv = RestartableServer::start(&[]);
-    let addr = srv.addr();
+    let addr = srv.addr_for(provider);
     let dir = srv.dir();
     let stop = Arc::new(AtomicBool::new(false));
     let killer = {

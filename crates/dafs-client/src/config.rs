@@ -84,6 +84,10 @@ pub enum Provider {
     Auto,
     /// Always TCP.
     Tcp,
+    /// libfabric with this provider (URL name: "tcp" = `tcp;ofi_rxm`, "shm", "verbs",
+    /// ...): a `host:port` target is then the server's libfabric listener, as with a
+    /// `dafs+ofi+NAME://host:port` URL.
+    Ofi(&'static str),
 }
 
 impl Default for ClientConfig {
@@ -124,11 +128,27 @@ fn request_deadline_of(value: Option<&str>) -> Duration {
     }
 }
 
+/// `dafs+ofi://` or `dafs+ofi+NAME://` (libfabric; see `dafs_ofi`) and the rest.
+fn ofi_scheme(url: &str) -> Result<(&str, &str)> {
+    let bad = || {
+        Error::InvalidArgument(
+            "libfabric URLs are dafs+ofi://HOST:PORT or dafs+ofi+PROVIDER://HOST:PORT",
+        )
+    };
+    let i = url.find("://").ok_or_else(bad)?;
+    let name = &url["dafs+ofi".len()..i];
+    if !(name.is_empty() || name.len() > 1 && name.starts_with('+') && !name.contains('/')) {
+        return Err(bad());
+    }
+    Ok(url.split_at(i + 3))
+}
+
 /// Split a URL into (connect target, path inside the export):
 /// `dafs://host:port/path` -> ("host:port", "/path");
 /// `dafs+tls://host:port/path` -> ("dafs+tls://host:port", "/path");
 /// `dafs+shm:///run/dafsd.sock/path` -> ("dafs+shm:///run/dafsd.sock", "/path"): the
-/// socket path ends at the first component ending in `.sock`.
+/// socket path ends at the first component ending in `.sock`;
+/// `dafs+ofi[+NAME]://host:port/path` -> ("dafs+ofi[+NAME]://host:port", "/path").
 pub fn parse_url(url: &str) -> Result<(String, String)> {
     // Cluster URLs (two or more hosts, or etcd): the target is the cluster's URL.
     if let Some(split) = crate::cluster::split_url(url)? {
@@ -157,6 +177,7 @@ pub fn parse_url(url: &str) -> Result<(String, String)> {
     }
     let (scheme, rest) = match url.strip_prefix("dafs+tls://") {
         Some(r) => ("dafs+tls://", r),
+        None if url.starts_with("dafs+ofi") => ofi_scheme(url)?,
         None => (
             "",
             url.strip_prefix("dafs://").ok_or(Error::InvalidArgument(

@@ -74,10 +74,15 @@ impl Client {
     /// Connect and establish a session. `target` is `host:port` (TCP; on the server's
     /// host the library switches to shared memory by itself unless
     /// `cfg.provider == Provider::Tcp`), `dafs+tls://host:port` (TCP over TLS, also
-    /// selected by `cfg.tls`), or `dafs+shm:///path/to/socket`.
+    /// selected by `cfg.tls`), `dafs+shm:///path/to/socket`, or `dafs+ofi://host:port`
+    /// / `dafs+ofi+PROVIDER://host:port` (libfabric, also selected by
+    /// [`Provider::Ofi`]).
     pub fn connect(target: &str, cfg: ClientConfig) -> Result<Client> {
         if let Some(c) = crate::cluster::connect(target, &cfg)? {
             return Ok(c);
+        }
+        if let Some(t) = crate::ofi::connect(target, &cfg)? {
+            return Ok(Self::establish(t, &cfg)?.0);
         }
         if let Some(path) = target.strip_prefix("dafs+shm://") {
             let t = ShmClient::connect(std::path::Path::new(path), cfg.connect_timeout)?;

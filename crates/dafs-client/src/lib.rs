@@ -82,6 +82,7 @@ pub mod limits;
 mod locks;
 mod namespace;
 mod nattr;
+mod ofi;
 mod open_modes;
 mod progress;
 mod reclaim;

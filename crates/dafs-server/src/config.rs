@@ -43,6 +43,9 @@ pub struct ServerConfig {
     pub cluster: Option<std::sync::Arc<crate::cluster::ClusterNode>>,
     /// TCP listen address, e.g. "127.0.0.1:7420" (port 0 picks a free one).
     pub listen: String,
+    /// libfabric listeners, each `ofi+NAME://HOST:PORT` (`NAME`: `tcp` = `tcp;ofi_rxm`,
+    /// `shm`, `verbs` = `verbs;ofi_rxm`, or a libfabric provider string).
+    pub ofi_listen: Vec<String>,
     /// Event-loop worker threads (besides the acceptor, the handle sweep, and the admin
     /// and metrics threads when enabled).
     pub workers: usize,
@@ -200,6 +203,7 @@ impl ServerConfig {
             exports: vec![Export::new("export", export_path, false)],
             cluster: None,
             listen: "127.0.0.1:7420".into(),
+            ofi_listen: Vec::new(),
             workers: 2,
             secret: None,
             slots_max: 64,

@@ -37,6 +37,7 @@ pub mod live;
 pub mod locks;
 pub mod memory;
 mod nattr;
+mod ofi_listen;
 pub mod openstate;
 pub mod sessions;
 pub mod state_dir;
@@ -127,6 +128,8 @@ pub struct ServerHandle {
     shared: Arc<Shared>,
     local_addr: String,
     metrics_addr: Option<String>,
+    /// `ofi+NAME://HOST:PORT` of each libfabric listener (ports resolved).
+    ofi_urls: Vec<String>,
     links: Vec<Arc<WorkerLink>>,
     acceptor_waker: Arc<Waker>,
     threads: Vec<JoinHandle<()>>,
@@ -140,6 +143,10 @@ impl ServerHandle {
     /// The Prometheus endpoint's address, if enabled.
     pub fn metrics_addr(&self) -> Option<&str> {
         self.metrics_addr.as_deref()
+    }
+    /// The libfabric listeners' URLs (`ofi+NAME://HOST:PORT`, ports resolved).
+    pub fn ofi_urls(&self) -> &[String] {
+        &self.ofi_urls
     }
     /// The shared-memory provider's socket path, if enabled.
     pub fn shm_path(&self) -> Option<&str> {
@@ -253,6 +260,8 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         None => None,
     };
     let shm_path = cfg.shm_socket.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    let mut ofi_listeners = ofi_listen::bind_all(&cfg.ofi_listen)?;
+    let ofi_urls: Vec<String> = ofi_listeners.iter().map(|l| l.url()).collect();
     let shared = Arc::new(Shared {
         handles,
         boot_verifier: u64::from_le_bytes(instance),
@@ -308,6 +317,7 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
             .register(l.mio(), SHM_LISTENER, Interest::READABLE)
             .map_err(StartError::io("cannot watch the shared-memory socket"))?;
     }
+    ofi_listen::watch(&ofi_listeners, apoll.registry())?;
     let acceptor_waker = Arc::new(
         Waker::new(apoll.registry(), WAKER)
             .map_err(StartError::io("cannot create the acceptor's waker"))?,
@@ -318,7 +328,9 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         threads.push(
             std::thread::Builder::new()
                 .name("dafsd-accept".into())
-                .spawn(move || accept_loop(sh, apoll, listener, shm_listener, links))
+                .spawn(move || {
+                    accept_loop(sh, apoll, listener, shm_listener, &mut ofi_listeners, links)
+                })
                 .map_err(StartError::io("cannot start the acceptor thread"))?,
         );
     }
@@ -359,7 +371,7 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         );
     }
     info!(addr = %local_addr, tls = shared.cfg.tls.is_some(), shm = %shared.shm_path, exports = shared.cfg.exports.len(), workers = shared.cfg.workers, "dafsd listening");
-    Ok(ServerHandle { shared, local_addr, metrics_addr, links, acceptor_waker, threads })
+    Ok(ServerHandle { shared, local_addr, metrics_addr, ofi_urls, links, acceptor_waker, threads })
 }
 
 fn accept_loop(
@@ -367,6 +379,7 @@ fn accept_loop(
     mut poll: Poll,
     mut listener: TcpListener,
     mut shm: Option<ShmListener>,
+    ofi: &mut [dafs_ofi::OfiListener],
     links: Vec<Arc<WorkerLink>>,
 ) {
     let mut events = Events::with_capacity(ACCEPTOR_EVENTS_MAX);
@@ -409,6 +422,7 @@ fn accept_loop(
                 }
                 sh.stats.shm_uid_refusals.store(l.uid_refusals(), Relaxed);
             }
+            ofi_listen::accept_all(ofi, &mut got);
             if got.is_empty() {
                 break;
             }

@@ -90,6 +90,11 @@ impl Registry {
         r.mem.range(off, len).ok_or(TransportError::BadRegion)
     }
 
+    /// The registration under `key`, if live.
+    pub fn get(&self, key: u64) -> Option<Registration> {
+        self.regions.get(&key).copied()
+    }
+
     pub fn len(&self) -> usize {
         self.regions.len()
     }

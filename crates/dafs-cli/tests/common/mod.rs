@@ -61,7 +61,49 @@ pub struct TestServer {
     base: tempfile::TempDir,
     secret: Option<Vec<u8>>,
     shm_socket: Option<PathBuf>,
+    /// libfabric listeners, `ofi+NAME://127.0.0.1:PORT`.
+    ofi: Vec<String>,
     exit: Option<ExitStatus>,
+}
+
+/// The libfabric listeners every test server has (unless the extra args give their
+/// own `--ofi-listen` or `--no-ofi`): the providers of the `ofi_*` test matrices.
+pub const OFI_LISTENERS: [&str; 2] = ["ofi+tcp://127.0.0.1:0", "ofi+shm://127.0.0.1:0"];
+
+/// `extra_args` plus the default libfabric listeners (`--no-ofi`: none; it is the
+/// harness's, not dafsd's). Returns the arguments and how many listeners they have.
+pub fn with_ofi_listeners(extra_args: &[&str]) -> (Vec<String>, usize) {
+    let mut args: Vec<String> =
+        extra_args.iter().filter(|a| **a != "--no-ofi").map(|a| a.to_string()).collect();
+    let given = args.iter().filter(|a| a.starts_with("ofi+")).count();
+    if given == 0 && !extra_args.contains(&"--no-ofi") {
+        for l in OFI_LISTENERS {
+            args.push("--ofi-listen".into());
+            args.push(l.into());
+        }
+        return (args, OFI_LISTENERS.len());
+    }
+    (args, given)
+}
+
+/// Read the `libfabric: URL ...` lines dafsd prints after its first line.
+pub fn read_ofi_urls(out: &mut impl BufRead, n: usize) -> Vec<String> {
+    (0..n)
+        .filter_map(|_| {
+            let mut line = String::new();
+            out.read_line(&mut line).ok()?;
+            Some(line.trim().strip_prefix("libfabric: ")?.split(' ').next()?.to_string())
+        })
+        .collect()
+}
+
+/// `host:port` of the listener for libfabric provider `name` among `urls`.
+pub fn ofi_addr_in(urls: &[String], name: &str) -> String {
+    let prefix = format!("ofi+{name}://");
+    urls.iter()
+        .find_map(|u| u.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {prefix} listener among {urls:?}"))
+        .to_string()
 }
 
 impl TestServer {
@@ -122,7 +164,8 @@ impl TestServer {
             cmd.arg("--shm-socket").arg(&p);
             Some(p)
         };
-        cmd.args(extra_args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::from(log));
+        let (extra, n_ofi) = with_ofi_listeners(extra_args);
+        cmd.args(&extra).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::from(log));
         let mut child =
             cmd.spawn().map_err(|e| format!("cannot run {}: {e}", dafsd_bin().display()))?;
         let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
@@ -138,8 +181,10 @@ impl TestServer {
                 "dafsd did not start (first stdout line {line:?}, exit {status:?}); stderr:\n{err}"
             ));
         };
+        let ofi = read_ofi_urls(&mut out, n_ofi);
         Ok(TestServer {
             child: Some(child),
+            ofi,
             _stdout: Some(out),
             addr,
             export,
@@ -208,9 +253,24 @@ impl TestServer {
         }
     }
 
-    /// Connect with `cfg` as given (no secret added).
+    /// Connect with `cfg` as given (no secret added); with `Provider::Ofi(name)` to the
+    /// libfabric listener for `name`.
     pub fn connect(&self, cfg: ClientConfig) -> dafs_client::Result<Client> {
-        Client::connect(&self.addr, cfg)
+        Client::connect(&self.addr_for(cfg.provider), cfg)
+    }
+
+    /// The address a client with `provider` connects to: the libfabric listener's for
+    /// `Provider::Ofi`, else the TCP one.
+    pub fn addr_for(&self, provider: Provider) -> String {
+        match provider {
+            Provider::Ofi(name) => ofi_addr_in(&self.ofi, name),
+            _ => self.addr.clone(),
+        }
+    }
+
+    /// The libfabric listeners' URLs (`ofi+NAME://HOST:PORT`).
+    pub fn ofi_urls(&self) -> &[String] {
+        &self.ofi
     }
 
     /// Connect with [`TestServer::config`] modified by `f`.
@@ -243,8 +303,13 @@ impl TestServer {
         let c = self.client_with(|cfg| cfg.provider = provider).unwrap_or_else(|e| {
             panic!("connect to {} ({provider:?}): {e}\nstderr:\n{}", self.addr, self.stderr_log())
         });
+        let ofi_name;
         let want = match provider {
             Provider::Tcp => "tcp",
+            Provider::Ofi(name) => {
+                ofi_name = format!("ofi+{name}");
+                ofi_name.as_str()
+            }
             _ if self.shm_socket.is_some() => "shm",
             _ => "tcp",
         };
@@ -302,7 +367,8 @@ pub fn pattern(off: u64, len: usize, seed: u8) -> Vec<u8> {
 
 /// Define one `#[test]` per listed function and provider: `tcp::NAME` with
 /// `Provider::Tcp`, `shm::NAME` with `Provider::Auto` (what a client on the server's host
-/// gets by default). The test file must have `Provider` in scope.
+/// gets by default), `ofi_tcp::NAME` / `ofi_shm::NAME` with `Provider::Ofi("tcp")` /
+/// `Provider::Ofi("shm")` (libfabric `tcp;ofi_rxm` / `shm`). The test file must have `Provider` in scope.
 #[allow(unused_macros)]
 macro_rules! for_each_provider {
     ($($name:ident),* $(,)?) => {
@@ -311,6 +377,12 @@ macro_rules! for_each_provider {
         }
         mod shm {
             $( #[test] fn $name() { super::$name(super::Provider::Auto) } )*
+        }
+        mod ofi_tcp {
+            $( #[test] fn $name() { super::$name(super::Provider::Ofi("tcp")) } )*
+        }
+        mod ofi_shm {
+            $( #[test] fn $name() { super::$name(super::Provider::Ofi("shm")) } )*
         }
     };
 }

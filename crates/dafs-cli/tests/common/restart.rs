@@ -21,6 +21,8 @@ pub struct RestartableServer {
     addr: String,
     base: tempfile::TempDir,
     extra: Vec<String>,
+    /// libfabric listeners (ports of the first start, reused by restarts).
+    ofi: Vec<String>,
     restarts: u32,
 }
 
@@ -35,6 +37,7 @@ impl RestartableServer {
             addr: "127.0.0.1:0".into(),
             base,
             extra: extra_args.iter().map(|a| a.to_string()).collect(),
+            ofi: Vec::new(),
             restarts: 0,
         };
         s.spawn();
@@ -51,13 +54,23 @@ impl RestartableServer {
                 .append(true)
                 .open(self.base.path().join("dafsd.stderr"))
                 .unwrap();
+            let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+            let (mut args, n_ofi) = super::with_ofi_listeners(&extra);
+            if !self.ofi.is_empty() {
+                // Same ports as the first start: clients reconnect to them.
+                args.retain(|a| a != "--ofi-listen" && !a.starts_with("ofi+"));
+                for u in &self.ofi {
+                    args.push("--ofi-listen".into());
+                    args.push(u.clone());
+                }
+            }
             let mut child = Command::new(dafsd_bin())
                 .arg(self.dir())
                 .arg("--listen")
                 .arg(&self.addr)
                 .arg("--shm-socket")
                 .arg(self.shm_socket())
-                .args(&self.extra)
+                .args(&args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::from(log))
@@ -68,6 +81,7 @@ impl RestartableServer {
             let _ = out.read_line(&mut line);
             if let Some(a) = line.trim().strip_prefix("dafsd listening on ") {
                 self.addr = a.to_string();
+                self.ofi = super::read_ofi_urls(&mut out, n_ofi);
                 self.child = Some((child, out));
                 return;
             }
@@ -115,6 +129,14 @@ impl RestartableServer {
                 assert!(Instant::now() < deadline, "dafsd did not stop");
                 std::thread::sleep(Duration::from_millis(1));
             }
+        }
+    }
+
+    /// The address a client with `provider` connects to (see `TestServer::addr_for`).
+    pub fn addr_for(&self, provider: super::Provider) -> String {
+        match provider {
+            super::Provider::Ofi(name) => super::ofi_addr_in(&self.ofi, name),
+            _ => self.addr.clone(),
         }
     }
 
