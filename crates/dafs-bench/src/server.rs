@@ -92,8 +92,7 @@ impl Dafsd {
                 let _ = tx.send(line);
             }
         });
-        let mut d =
-            Dafsd {
+        let mut d = Dafsd {
             child,
             pid,
             addr: String::new(),

@@ -79,6 +79,9 @@ impl Client {
     /// [`Provider::Ofi`]).
     pub fn connect(target: &str, cfg: ClientConfig) -> Result<Client> {
         if let Some(t) = crate::ofi::connect(target, &cfg)? {
+            // Ask for no more than the provider's receive buffers hold.
+            let max = u32::try_from(t.msg_size_bytes_max()).unwrap_or(u32::MAX);
+            let cfg = ClientConfig { msg_size_bytes_max: cfg.msg_size_bytes_max.min(max), ..cfg };
             return Ok(Self::establish(t, &cfg)?.0);
         }
         if let Some(path) = target.strip_prefix("dafs+shm://") {
