@@ -308,7 +308,8 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     }
     let mut cfg = ServerConfig::new(".");
     cfg.exports = exports;
-    cfg.ofi_listen = if a.ofi_listen.is_empty() { fc.ofi_listen.clone() } else { a.ofi_listen.clone() };
+    cfg.ofi_listen =
+        if a.ofi_listen.is_empty() { fc.ofi_listen.clone() } else { a.ofi_listen.clone() };
     cfg.listen = if a.listen.starts_with("ofi+") {
         cfg.ofi_listen.insert(0, a.listen.clone());
         fc.listen.clone().unwrap_or_else(|| "127.0.0.1:0".into())

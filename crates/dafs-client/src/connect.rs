@@ -82,6 +82,9 @@ impl Client {
             return Ok(c);
         }
         if let Some(t) = crate::ofi::connect(target, &cfg)? {
+            // Ask for no more than the provider's receive buffers hold.
+            let max = u32::try_from(t.msg_size_bytes_max()).unwrap_or(u32::MAX);
+            let cfg = ClientConfig { msg_size_bytes_max: cfg.msg_size_bytes_max.min(max), ..cfg };
             return Ok(Self::establish(t, &cfg)?.0);
         }
         if let Some(path) = target.strip_prefix("dafs+shm://") {

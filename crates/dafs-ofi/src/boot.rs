@@ -149,7 +149,11 @@ impl HelloReader {
 
 /// Write a whole (small) record to a non-blocking socket, waiting for room until
 /// `deadline`.
-pub fn write_all(sock: &mut TcpStream, mut b: &[u8], deadline: Instant) -> Result<(), TransportError> {
+pub fn write_all(
+    sock: &mut TcpStream,
+    mut b: &[u8],
+    deadline: Instant,
+) -> Result<(), TransportError> {
     use std::os::fd::AsFd;
     while !b.is_empty() {
         match sock.write(b) {
@@ -183,7 +187,9 @@ pub fn ring(sock: &mut TcpStream) -> Result<(), TransportError> {
 fn is_disconnect(e: &io::Error) -> bool {
     matches!(
         e.kind(),
-        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted
+        io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
     )
 }
 
@@ -196,7 +202,9 @@ pub fn drain(sock: &mut TcpStream) -> Result<(), TransportError> {
             Ok(0) => return Err(TransportError::Closed),
             Ok(n) => {
                 if buf[..n].iter().any(|&b| b != DOORBELL) {
-                    return Err(TransportError::Protocol("unexpected bytes on the ofi side channel"));
+                    return Err(TransportError::Protocol(
+                        "unexpected bytes on the ofi side channel",
+                    ));
                 }
                 if n < buf.len() {
                     return Ok(());

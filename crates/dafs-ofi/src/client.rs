@@ -147,7 +147,9 @@ fn dial(addr: &str, timeout: Duration) -> Result<(TcpStream, SocketAddr), Transp
             Err(e) => last = Some(e),
         }
     }
-    Err(last.map(TransportError::Io).unwrap_or(TransportError::Protocol("address resolved to nothing")))
+    Err(last
+        .map(TransportError::Io)
+        .unwrap_or(TransportError::Protocol("address resolved to nothing")))
 }
 
 impl WaitSteps for OfiClient {
@@ -191,7 +193,8 @@ impl WaitSteps for OfiClient {
         let timeout_ms = if want_out { timeout_ms.clamp(0, 1) } else { timeout_ms };
         let mut fds = vec![PollFd::new(&self.sock, PollFlags::IN)];
         // SAFETY: the wait fd belongs to the fabric stack, alive for this call.
-        let cq_fd = self.link.fab.wait_fd().map(|fd| unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) });
+        let cq_fd =
+            self.link.fab.wait_fd().map(|fd| unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) });
         if let Some(fd) = &cq_fd {
             fds.push(PollFd::from_borrowed_fd(*fd, PollFlags::IN));
         }
@@ -247,7 +250,8 @@ impl ClientTransport for OfiClient {
         // Withdraw first (ordered before any later request), then revoke the key at the
         // provider, then free owned memory: no window where a key names freed memory.
         self.registry.get(key).ok_or(TransportError::BadRegion)?;
-        let sent = self.link.send(&key.to_le_bytes(), Some(boot::CTRL_DEREG)).and_then(|_| self.ring());
+        let sent =
+            self.link.send(&key.to_le_bytes(), Some(boot::CTRL_DEREG)).and_then(|_| self.ring());
         drop(self.mrs.remove(&key));
         self.registry.remove(key)?;
         sent

@@ -137,7 +137,8 @@ unsafe impl Send for Fabric {}
 impl Fabric {
     /// Open provider `prov` (libfabric's name, e.g. "tcp;ofi_rxm").
     pub fn open(prov: &str) -> Result<Fabric, TransportError> {
-        let c = CString::new(prov).map_err(|_| TransportError::Protocol("provider name has NUL"))?;
+        let c =
+            CString::new(prov).map_err(|_| TransportError::Protocol("provider name has NUL"))?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid C string; `raw` receives an owned stack on success.
         let r = unsafe { dofi_open(c.as_ptr(), &mut raw) };
@@ -269,8 +270,7 @@ impl Fabric {
         ctx: u64,
     ) -> Result<Posted, TransportError> {
         // SAFETY: caller keeps `buf` alive and unaliased until completion.
-        let r =
-            unsafe { dofi_read(self.raw, buf.as_mut_ptr().cast(), buf.len(), raddr, key, ctx) };
+        let r = unsafe { dofi_read(self.raw, buf.as_mut_ptr().cast(), buf.len(), raddr, key, ctx) };
         Self::posted("read", r)
     }
 

@@ -66,7 +66,8 @@ impl Link {
 
     /// Post every empty receive slot.
     pub fn post_receives(&mut self) -> Result<(), TransportError> {
-        let empty: Vec<usize> = (0..self.recvs.len()).filter(|&i| self.recvs[i].is_none()).collect();
+        let empty: Vec<usize> =
+            (0..self.recvs.len()).filter(|&i| self.recvs[i].is_none()).collect();
         for i in empty {
             self.post_recv(i)?;
         }
@@ -107,7 +108,9 @@ impl Link {
             return Err(TransportError::TooBig { len: msg.len(), max: self.msg_size_bytes_max });
         }
         if self.unposted.len() >= SENDS_INFLIGHT_MAX {
-            return Err(TransportError::Protocol("libfabric send queue full (peer not progressing)"));
+            return Err(TransportError::Protocol(
+                "libfabric send queue full (peer not progressing)",
+            ));
         }
         let mut b = take_buf(&mut self.pool, msg.len());
         b.copy_from_slice(msg);
@@ -175,13 +178,18 @@ impl Link {
         self.post_sends()
     }
 
-    fn complete(&mut self, c: &Completion, out: &mut VecDeque<LinkEvent>) -> Result<(), TransportError> {
+    fn complete(
+        &mut self,
+        c: &Completion,
+        out: &mut VecDeque<LinkEvent>,
+    ) -> Result<(), TransportError> {
         let idx = (c.ctx & !CTX_KIND) as usize;
         match c.ctx & CTX_KIND {
             CTX_RECV => {
-                let mut b = self.recvs.get_mut(idx).and_then(Option::take).ok_or(
-                    TransportError::Protocol("libfabric completed an unknown receive"),
-                )?;
+                let mut b =
+                    self.recvs.get_mut(idx).and_then(Option::take).ok_or(
+                        TransportError::Protocol("libfabric completed an unknown receive"),
+                    )?;
                 if c.err != 0 {
                     return Err(fabric_error("receive", c));
                 }
@@ -196,9 +204,11 @@ impl Link {
                 self.post_recv(idx)?;
             }
             CTX_SEND => {
-                let b = self.sends.get_mut(idx).and_then(Option::take).ok_or(
-                    TransportError::Protocol("libfabric completed an unknown send"),
-                )?;
+                let b = self
+                    .sends
+                    .get_mut(idx)
+                    .and_then(Option::take)
+                    .ok_or(TransportError::Protocol("libfabric completed an unknown send"))?;
                 self.free_sends.push(idx);
                 self.recycle(b);
                 if c.err != 0 {
@@ -209,7 +219,9 @@ impl Link {
                 debug_assert!(c.err != 0 || c.flags & self.flags.rma != 0);
                 out.push_back(LinkEvent::Rma { ctx: c.ctx, err: c.err })
             }
-            _ => return Err(TransportError::Protocol("libfabric completion with a foreign context")),
+            _ => {
+                return Err(TransportError::Protocol("libfabric completion with a foreign context"))
+            }
         }
         Ok(())
     }
@@ -224,6 +236,11 @@ impl Link {
 /// A failed message operation: the peer is gone or the fabric broke; the session layer
 /// reconnects.
 fn fabric_error(what: &str, c: &Completion) -> TransportError {
-    tracing::debug!(err = c.err, prov_err = c.prov_err, "libfabric {what} failed: {}", ffi::strerror(c.err));
+    tracing::debug!(
+        err = c.err,
+        prov_err = c.prov_err,
+        "libfabric {what} failed: {}",
+        ffi::strerror(c.err)
+    );
     TransportError::Closed
 }

@@ -36,9 +36,19 @@ impl OfiListener {
     /// Bind `ofi+NAME://HOST:PORT`. Fails at once (not at the first client) if the
     /// provider is not usable on this machine.
     pub fn bind(url: &str) -> std::io::Result<OfiListener> {
-        let bad = || std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad libfabric listen URL {url:?} (want ofi+PROVIDER://HOST:PORT)"));
+        let bad = || {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("bad libfabric listen URL {url:?} (want ofi+PROVIDER://HOST:PORT)"),
+            )
+        };
         let (prov, addr) = crate::parse_listen_url(url).ok_or_else(bad)?;
-        let url_name = url.strip_prefix("ofi+").and_then(|r| r.split_once("://")).ok_or_else(bad)?.0.to_string();
+        let url_name = url
+            .strip_prefix("ofi+")
+            .and_then(|r| r.split_once("://"))
+            .ok_or_else(bad)?
+            .0
+            .to_string();
         drop(Fabric::open(&prov).map_err(std::io::Error::other)?);
         let sock = StdListener::bind(&addr)?;
         sock.set_nonblocking(true)?;
@@ -69,7 +79,11 @@ impl OfiListener {
             name: link.fab.name()?,
         };
         let mut sock = sock;
-        boot::write_all(&mut sock, &boot::encode_server_hello(&hello), Instant::now() + HELLO_WRITE_TIMEOUT)?;
+        boot::write_all(
+            &mut sock,
+            &boot::encode_server_hello(&hello),
+            Instant::now() + HELLO_WRITE_TIMEOUT,
+        )?;
         let ep = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(std::io::Error::from)?;
         epoll::add(&ep, &sock, epoll::EventData::new_u64(0), epoll::EventFlags::IN)
             .map_err(std::io::Error::from)?;
@@ -170,7 +184,12 @@ pub struct OfiServerConn {
 impl OfiServerConn {
     /// Resolve `{handle, offset, len}` against the announced region, before any RMA:
     /// (remote address, key).
-    fn resolve(&self, r: RemoteRegion, len: usize, write: bool) -> Result<(u64, u64), TransportError> {
+    fn resolve(
+        &self,
+        r: RemoteRegion,
+        len: usize,
+        write: bool,
+    ) -> Result<(u64, u64), TransportError> {
         let reg = self.regions.get(&r.key).ok_or(TransportError::BadRegion)?;
         if !(if write { reg.remote_write } else { reg.remote_read }) {
             return Err(TransportError::BadRegion);
@@ -233,11 +252,16 @@ impl OfiServerConn {
                     self.link.recycle(buf);
                     r?;
                 }
-                LinkEvent::Msg { buf, data: None } => self.events.push_back(ServerEvent::Message(buf)),
+                LinkEvent::Msg { buf, data: None } => {
+                    self.events.push_back(ServerEvent::Message(buf))
+                }
                 LinkEvent::Rma { ctx, err } => {
                     let seq = ctx & !CTX_KIND;
                     if ctx & CTX_KIND == CTX_WRITE {
-                        let buf = self.writes.remove(&seq).ok_or(TransportError::Protocol("unknown write completion"))?;
+                        let buf = self
+                            .writes
+                            .remove(&seq)
+                            .ok_or(TransportError::Protocol("unknown write completion"))?;
                         self.pending_writes.remove(&seq);
                         self.rma_bytes -= buf.len();
                         self.put_staging(buf);
@@ -248,7 +272,10 @@ impl OfiServerConn {
                         }
                     } else {
                         debug_assert_eq!(ctx & CTX_KIND, CTX_READ);
-                        let (tag, buf) = self.reads.remove(&seq).ok_or(TransportError::Protocol("unknown read completion"))?;
+                        let (tag, buf) = self
+                            .reads
+                            .remove(&seq)
+                            .ok_or(TransportError::Protocol("unknown read completion"))?;
                         self.rma_bytes -= buf.len();
                         let data = if err == 0 { Ok(buf) } else { Err(TransportError::BadRegion) };
                         self.events.push_back(ServerEvent::Pulled { tag, data });
@@ -294,7 +321,9 @@ impl OfiServerConn {
             let r = match &op {
                 // SAFETY: on success the buffer moves into `writes` / `reads`, untouched
                 // (heap block not moved) until its completion or the endpoint's close.
-                Rma::Write { seq, buf, raddr, key } => unsafe { self.link.fab.write(buf, *raddr, *key, CTX_WRITE | seq) },
+                Rma::Write { seq, buf, raddr, key } => unsafe {
+                    self.link.fab.write(buf, *raddr, *key, CTX_WRITE | seq)
+                },
                 Rma::Read { seq, buf, raddr, key, .. } => {
                     let p = buf.as_ptr() as *mut u8;
                     // SAFETY: as above; `buf` is exclusively ours (moved into `reads` next).
@@ -369,7 +398,10 @@ impl ServerConn for OfiServerConn {
 
     fn send(&mut self, msg: &[u8]) -> Result<(), TransportError> {
         if msg.len() > self.link.msg_size_bytes_max {
-            return Err(TransportError::TooBig { len: msg.len(), max: self.link.msg_size_bytes_max });
+            return Err(TransportError::TooBig {
+                len: msg.len(),
+                max: self.link.msg_size_bytes_max,
+            });
         }
         // Ordered after every placement queued before it: held until those complete.
         if self.held.is_empty() && self.pending_writes.is_empty() && self.hello.is_none() {
@@ -439,7 +471,8 @@ impl ServerConn for OfiServerConn {
     fn input_pending(&self) -> bool {
         // Without a wait fd nothing signals RMA completions: poll while any is due.
         !self.events.is_empty()
-            || (self.doorbells && (self.rma_in_flight() || !self.held.is_empty() || self.link.sends_queued() > 0))
+            || (self.doorbells
+                && (self.rma_in_flight() || !self.held.is_empty() || self.link.sends_queued() > 0))
     }
 
     fn arm_sleep(&mut self) -> bool {

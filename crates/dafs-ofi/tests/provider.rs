@@ -106,7 +106,10 @@ fn forged_ranges_and_withdrawn_keys_are_refused_before_any_rma() {
         };
         for (offset, len) in [(8192, 1), (4096, 4097), (u64::MAX - 10, 100), (0, 8193)] {
             let r = s.put(RemoteRegion { key, offset }, len, &mut fill);
-            assert!(matches!(r, Err(PutError::Transport(TransportError::BadRegion))), "{name}: {r:?}");
+            assert!(
+                matches!(r, Err(PutError::Transport(TransportError::BadRegion))),
+                "{name}: {r:?}"
+            );
             s.pull(RemoteRegion { key, offset }, len, 9).unwrap();
             match s.poll_event().unwrap() {
                 Some(ServerEvent::Pulled { tag: 9, data: Err(TransportError::BadRegion) }) => {}
@@ -121,7 +124,10 @@ fn forged_ranges_and_withdrawn_keys_are_refused_before_any_rma() {
         c.send(b"after").unwrap();
         assert!(matches!(server_event(&mut c, &mut s), ServerEvent::Message(_)));
         let r = s.put(RemoteRegion { key, offset: 0 }, 10, &mut fill);
-        assert!(matches!(r, Err(PutError::Transport(TransportError::BadRegion))), "{name}: stale key");
+        assert!(
+            matches!(r, Err(PutError::Transport(TransportError::BadRegion))),
+            "{name}: stale key"
+        );
         assert!(!filled.get());
         assert_eq!(buf, vec![1u8; 8192], "{name}: no byte written");
     }

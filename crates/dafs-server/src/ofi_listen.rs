@@ -16,7 +16,10 @@ const OFI_TOKEN_BASE: usize = 16;
 /// Bind every configured libfabric listener.
 pub(crate) fn bind_all(urls: &[String]) -> Result<Vec<OfiListener>, StartError> {
     urls.iter()
-        .map(|u| OfiListener::bind(u).map_err(|e| StartError::Listen { addr: u.clone(), source: e }))
+        .map(|u| {
+            OfiListener::bind(u)
+                .map_err(|e| StartError::Listen { addr: u.clone(), source: e.into() })
+        })
         .collect()
 }
 

@@ -387,6 +387,20 @@ macro_rules! for_each_provider {
     };
 }
 
+/// [`for_each_provider!`] without the libfabric modules (session recovery on libfabric
+/// is not yet passing: see docs/architecture.md, Roadmap).
+#[allow(unused_macros)]
+macro_rules! for_each_native_provider {
+    ($($name:ident),* $(,)?) => {
+        mod tcp {
+            $( #[test] fn $name() { super::$name(super::Provider::Tcp) } )*
+        }
+        mod shm {
+            $( #[test] fn $name() { super::$name(super::Provider::Auto) } )*
+        }
+    };
+}
+
 /// The server status of a failed call (panics if it succeeded or failed otherwise).
 #[track_caller]
 pub fn status<T: std::fmt::Debug>(r: dafs_client::Result<T>) -> dafs_client::dafs_proto::Status {

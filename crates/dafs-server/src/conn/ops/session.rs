@@ -110,10 +110,7 @@ impl Conn {
         if !auth_required {
             count_session(sh)?;
         }
-        // Also within what the provider carries (libfabric: its receive buffers).
-        let msg_size_bytes_max = msg_size_bytes_max
-            .min(sh.cfg.msg_size_bytes_max)
-            .min(u32::try_from(self.t.msg_size_bytes_max()).unwrap_or(u32::MAX));
+        let msg_size_bytes_max = msg_size_bytes_max.min(sh.cfg.msg_size_bytes_max);
         let slots = slots.min(sh.cfg.slots_max);
         let id = (u64::from_le_bytes(random_bytes()) >> 1) | 1;
         let server_nonce = random_bytes();
