@@ -253,12 +253,13 @@ fn data_table(out: &mut String, res: &Results, op: &str, pat: &str, qd: usize, h
         };
         let _ = write!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {}{} | {} | {} | {} | {} | {} |",
             fmt_size(r.bs as u64),
             r.backend,
             mbps(r.mbps),
             f0(r.iops),
-            format!("{}{}", f2(r.lat_us), pct(r)),
+            f2(r.lat_us),
+            pct(r),
             f3(r.cpu_s_per_gb),
             o3(r.srv_cpu_s_per_gb),
             r.other_cores.map(f2).unwrap_or_else(|| "-".into()),

@@ -450,7 +450,7 @@ pub fn run(a: &ServeArgs) -> Result<(), String> {
     let handle = dafs_server::start(cfg).map_err(|e| e.to_string())?;
     println!("dafsd listening on {}", handle.local_addr());
     if let (Some(file), Some(node)) = (&a.cluster, &node) {
-        match cluster::join(file, node, &handle.local_addr()) {
+        match cluster::join(file, node, handle.local_addr()) {
             Ok(Some(epoch)) => println!("cluster: joined as {} at epoch {epoch}", node.me()),
             Ok(None) => {
                 let epoch = node.map().map_or(0, |m| m.epoch());

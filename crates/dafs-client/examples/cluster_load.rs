@@ -35,7 +35,7 @@ fn main() {
                     return Err(dafs_client::Error::InvalidArgument("data differs"));
                 }
                 // Every other file stays, so later reads cross the epoch change.
-                if i % 2 == 0 {
+                if i.is_multiple_of(2) {
                     c.remove(&name)?;
                 }
                 Ok(())

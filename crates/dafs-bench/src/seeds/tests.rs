@@ -18,6 +18,8 @@ fn sample(mbps: f64, bs: usize, cpu_s_per_gb: f64) -> Sample {
         cpu_s: cpu_s_per_gb * bytes as f64 / 1e9,
         srv_cpu_s: None,
         other_cores: None,
+        lat_p50_us: None,
+        lat_p99_us: None,
     }
 }
 
