@@ -534,7 +534,7 @@ fn two_clients_share_files(p: Provider) {
     assert_eq!(status(b.getattr(fh)), Status::Stale);
 }
 
-for_each_provider!(authentication, two_clients_share_files);
+for_each_native_provider!(authentication, two_clients_share_files);
 
 #[test]
 fn server_stops_cleanly_with_clients_connected() {
