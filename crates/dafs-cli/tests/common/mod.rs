@@ -388,7 +388,8 @@ macro_rules! for_each_provider {
 }
 
 /// [`for_each_provider!`] without the libfabric modules, for the test files whose
-/// libfabric runs do not yet pass: session recovery, authentication refusals, I/O larger
+/// libfabric runs do not yet pass: session recovery, the error of an authentication refusal
+/// (a time-out, not `Error::Auth`), I/O larger
 /// than the maximum over `ofi+shm`, and the asynchronous suite over `ofi+shm` (see
 /// docs/architecture.md, Roadmap).
 #[allow(unused_macros)]
