@@ -209,7 +209,8 @@ fn a_killed_node_fails_only_its_names_and_serves_them_after_a_restart() {
     // Every failure came within the client's deadlines, not a hang.
     assert!(started.elapsed() < Duration::from_secs(60), "{:?}", started.elapsed());
     let addr = cl.addrs[2].clone();
-    cl.nodes[2] = start_node(&addr, &cl.toml, Some(&export));
+    // The killed server's temporary directory holds the export: keep it until the end.
+    let _killed = std::mem::replace(&mut cl.nodes[2], start_node(&addr, &cl.toml, Some(&export)));
     for n in &names {
         assert_eq!(c.stat(n).unwrap().size, n.len() as u64, "{n} after the restart");
     }
