@@ -116,7 +116,7 @@ node_start c 127.0.0.4
 wait "$load_pid"
 join_under_load() {
     cat "$WORK/load.out"
-    tail -5 "$WORK/load.err"
+    grep -m3 -A3 panicked "$WORK/load.err"; tail -3 "$WORK/load.err"
     read -r _ ops _ errors _ e1 _ e2 _ refreshes <"$WORK/load.out"
     [ "$errors" -eq 0 ] && [ "$ops" -gt 20 ] && [ "$e2" -gt "$e1" ]
 }

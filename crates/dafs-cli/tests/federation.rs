@@ -122,6 +122,12 @@ fn a_node_refuses_a_name_it_does_not_manage_with_wrong_node() {
     routed.create_and_write(&name, b"x", 0o644).unwrap();
     assert_eq!(cl.holders(&name), vec![1]);
     assert!(matches!(direct.stat(&name), Err(Error::Status(Status::WrongNode))));
+    // Inside a chain too (LOOKUP + OPEN + READ): WRONG_NODE ends the chain as a status,
+    // which is what lets the cluster client refresh its map and retry.
+    match direct.open_and_read(&name, 16) {
+        Err(Error::Status(Status::WrongNode)) => {}
+        r => panic!("expected WRONG_NODE from a chain, got {r:?}"),
+    }
     // The CLUSTER_MAP answer names the node and the epoch.
     assert_eq!(routed.cluster_epoch(), Some(1));
 }

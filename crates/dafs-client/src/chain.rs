@@ -142,7 +142,13 @@ impl Client {
         for (i, msg) in msgs.iter().enumerate() {
             let (_, r) = dafs_proto::decode_reply(msg, self.msg_size_bytes_max)?;
             let owned = match r {
-                Reply::Error(s) => {
+                // WRONG_NODE carries the node's epoch, so it is a reply of its own; in a
+                // chain it ends the chain as any other status does.
+                Reply::Error(_) | Reply::WrongNode { .. } => {
+                    let s = match r {
+                        Reply::Error(s) => s,
+                        _ => Status::WrongNode,
+                    };
                     if failed as usize != i {
                         return Err(ProtocolViolation::ChainErrorIndex { at: i, failed }.into());
                     }
@@ -228,8 +234,11 @@ impl Client {
             }
             return Err(e);
         }
-        match (&out.replies[1], &out.replies[2]) {
-            (ChainReply::Open { open_id, fh, attr }, ChainReply::Data { data, eof }) => {
+        match (out.replies.get(1), out.replies.get(2)) {
+            (
+                Some(ChainReply::Open { open_id, fh, attr }),
+                Some(ChainReply::Data { data, eof }),
+            ) => {
                 let f = File {
                     open_id: *open_id,
                     session_id: self.session_id,
