@@ -170,8 +170,9 @@ impl Client {
 
     /// LOOKUP `path` from the export's root, then `req` on what it found (`req` names
     /// it [`Chain::CURRENT`]), in one round trip: the looked-up handle and `req`'s reply.
-    /// `None` when the path does not fit one LOOKUP (the caller walks it instead) or the
-    /// chain was cut by a server restart (the caller sends the two requests). A root
+    /// `None` when the path does not fit one LOOKUP (the caller walks it instead), the
+    /// chain was cut by a server restart, or an element was answered GRACE (the caller
+    /// sends the two requests). A root
     /// handle the server recycled is fetched again and the chain retried once, as
     /// `lookup_path` does.
     pub(crate) fn lookup_then(
@@ -201,6 +202,9 @@ impl Client {
                     let export = self.cfg.export.clone();
                     self.refresh_root(&export)?;
                 }
+                // The server's grace period after a restart: the caller sends the two
+                // requests, which wait for it to end as every other request does.
+                Some((_, Error::Status(Status::Grace))) => return Ok(None),
                 Some((_, e)) => return Err(e),
                 None => {
                     return match (out.replies.first(), out.replies.get(1)) {
