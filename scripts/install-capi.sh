@@ -39,7 +39,8 @@ VERSION=$(sed -n 's/^#define DAFS_VERSION "\(.*\)"$/\1/p' include/dafs.h)
 ABI=$(sed -n 's/^#define DAFS_API_VERSION \([0-9]*\)$/\1/p' include/dafs.h)
 [ -n "$VERSION" ] && [ -n "$ABI" ] || { echo "install-capi: cannot read the version from include/dafs.h" >&2; exit 1; }
 # What a static link needs besides libdafs.a (rustc --print native-static-libs, Linux/glibc).
-LIBS_PRIVATE="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
+# libfabric: the libfabric provider's C shim (crates/dafs-ofi) is linked into libdafs.
+LIBS_PRIVATE="-lfabric -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
 
 echo "==> installing libdafs $VERSION into $PREFIX"
 install -d "$LIBDIR" "$LIBDIR/pkgconfig" "$INCLUDEDIR"
