@@ -36,7 +36,8 @@ trap 'rm -rf "$OUT"' EXIT
 echo "==> building libdafs_sqlite.so against libdafs $(pkg-config --modversion dafs) and SQLite $(sqlite3 --version | cut -d' ' -f1)"
 cc -std=gnu11 -Wall -Wextra -Werror -O2 -fPIC -shared -fvisibility=hidden \
     $(pkg-config --cflags dafs) adapters/sqlite/conn.c adapters/sqlite/io.c adapters/sqlite/vfs.c \
-    "$LIBDIR/libdafs.a" -Wl,--exclude-libs,ALL -lpthread -ldl -lm -o "$OUT/libdafs_sqlite.so"
+    "$LIBDIR/libdafs.a" -Wl,--exclude-libs,ALL \
+    $(pkg-config --static --libs-only-l dafs | sed 's/-ldafs//') -o "$OUT/libdafs_sqlite.so"
 install -d "$LIBDIR"
 install -m 0755 "$OUT/libdafs_sqlite.so" "$LIBDIR/libdafs_sqlite.so"
 echo "installed: $LIBDIR/libdafs_sqlite.so"
