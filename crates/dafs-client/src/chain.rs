@@ -184,6 +184,11 @@ impl Client {
         if p.is_empty() || p.len() > limits::PATH_BYTES_MAX {
             return Ok(None);
         }
+        // A name longer than NAME_MAX is ENAMETOOLONG, as the path walk answers it,
+        // whatever a chain element carrying it would be answered.
+        if p.split('/').any(|c| c.len() > limits::NAME_BYTES_MAX) {
+            return Err(Error::Status(Status::NameTooLong));
+        }
         let mut retried = false;
         loop {
             let chain = Chain::new()
