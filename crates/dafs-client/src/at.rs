@@ -63,15 +63,7 @@ impl Client {
         })?;
         match self.decode(&m)?.1 {
             Reply::Open { open_id, fh, attr } => {
-                let f = File {
-                    open_id,
-                    session_id: self.session_id,
-                    fh,
-                    attr,
-                    pos: 0,
-                    origin: None,
-                    node: 0,
-                };
+                let f = self.opened_file(open_id, fh, attr, None);
                 self.track_open(&f, None, &opts);
                 Ok(f)
             }
@@ -92,15 +84,7 @@ impl Client {
         })?;
         match self.decode(&m)?.1 {
             Reply::Open { open_id, fh, attr } => {
-                let f = File {
-                    open_id,
-                    session_id: self.session_id,
-                    fh,
-                    attr,
-                    pos: 0,
-                    origin: None,
-                    node: 0,
-                };
+                let f = self.opened_file(open_id, fh, attr, None);
                 self.track_open(&f, Some((dir, name)), &opts);
                 Ok(f)
             }

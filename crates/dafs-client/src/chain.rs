@@ -248,15 +248,9 @@ impl Client {
                 Some(ChainReply::Open { open_id, fh, attr }),
                 Some(ChainReply::Data { data, eof }),
             ) => {
-                let f = File {
-                    open_id: *open_id,
-                    session_id: self.session_id,
-                    fh: *fh,
-                    attr: *attr,
-                    pos: data.len() as u64,
-                    origin: Some((path.to_string(), OpenOptions::read())),
-                    node: 0,
-                };
+                let origin = Some((path.to_string(), OpenOptions::read()));
+                let mut f = self.opened_file(*open_id, *fh, *attr, origin);
+                f.pos = data.len() as u64;
                 self.track_open(&f, None, &OpenOptions::read());
                 Ok((f, data.clone(), *eof))
             }

@@ -39,6 +39,18 @@ impl File {
 }
 
 impl Client {
+    /// A file this session just opened: at position 0, on node 0 (a cluster client sets
+    /// the node), with `origin` for [`Client::reopen`].
+    pub(crate) fn opened_file(
+        &self,
+        open_id: u64,
+        fh: FileHandle,
+        attr: Attr,
+        origin: Option<(String, OpenOptions)>,
+    ) -> File {
+        File { open_id, session_id: self.session_id, fh, attr, pos: 0, origin, node: 0 }
+    }
+
     /// The open id to send for `f`: refused for a file opened in an earlier session,
     /// since open ids are numbered per session and the same id may now name a file
     /// opened since (a write there would succeed — into the wrong file).

@@ -238,15 +238,9 @@ impl Client {
             }
         };
         let f = match reply {
-            ChainReply::Open { open_id, fh, attr } => File {
-                open_id,
-                session_id: self.session_id,
-                fh,
-                attr,
-                pos: 0,
-                origin: Some((path.to_string(), opts)),
-                node: 0,
-            },
+            ChainReply::Open { open_id, fh, attr } => {
+                self.opened_file(open_id, fh, attr, Some((path.to_string(), opts)))
+            }
             _ => return Err(unexpected_reply(Opcode::Open)),
         };
         self.track_open(&f, by_name.as_ref().map(|(d, n)| (*d, n.as_bytes())), &opts);
