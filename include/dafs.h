@@ -285,8 +285,10 @@ DAFS_API int dafs_connect(const char *target, const dafs_options_t *opts, dafs_c
  * its completions, and any not yet reaped, are discarded. Files still open are freed
  * with it (the server closes them); every region is released (memory from
  * dafs_alloc_registered is unmapped: pointers into it dangle afterwards; memory given
- * to dafs_register is the caller's again). NULL is a no-op. Returns 0, or -EBUSY if
- * another thread is inside a call on this client. */
+ * to dafs_register is the caller's again). The session has ended when this returns (the
+ * server answers SESSION_DESTROY after releasing it; at most 2 s are spent waiting for
+ * that answer): its byte-range locks are free for other clients at once. NULL is a
+ * no-op. Returns 0, or -EBUSY if another thread is inside a call on this client. */
 DAFS_API int dafs_disconnect(dafs_client_t *client);
 
 /* The four queries below return "" or 0 for NULL, and also when called while another

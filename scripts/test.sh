@@ -36,7 +36,15 @@ for extra in scripts/test-c.sh scripts/test-python.sh scripts/test-preload.sh sc
     scripts/test-mpi.sh scripts/test-federation.sh; do
     if [ -x "$extra" ]; then
         echo "==> $extra"
-        out=$("$extra" 2>&1) || { echo "$out" | tail -60; echo "==> FAILED: $extra"; exit 1; }
+        # On failure: every failing check with the lines around it first (a short tail can
+        # miss a failure early in a long script), then the end of the output.
+        out=$("$extra" 2>&1) || {
+            echo "$out" | grep -n -B4 -A12 -E '^(FAIL|not ok)' | head -200 || true
+            echo "----- last 40 lines of $extra"
+            echo "$out" | tail -40
+            echo "==> FAILED: $extra"
+            exit 1
+        }
         echo "$out" | tail -15
         line=$(echo "$out" | grep -E '[0-9]+ passed, [0-9]+ failed' | tail -1)
         ep=$(echo "$line" | sed -E 's/.*[^0-9]([0-9]+) passed.*/\1/; s/^([0-9]+) passed.*/\1/')

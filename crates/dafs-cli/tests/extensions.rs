@@ -342,6 +342,27 @@ fn locks_conflict_between_clients_and_die_with_sessions() {
     assert_eq!(dafs_client::dafs_proto::decode_reply(&m, 1 << 22).unwrap().0.status, Status::IsDir);
 }
 
+#[test]
+fn a_dropped_clients_locks_are_free_when_drop_returns() {
+    // Like close(2): once the holder has disconnected, another session takes the lock at
+    // once (no retry). The server used to answer SESSION_DESTROY before releasing, and
+    // the client did not wait for the answer, so this raced (C test locks_two_sessions).
+    let srv = TestServer::start(&[]);
+    std::fs::write(srv.dir().join("dl"), b"data").unwrap();
+    let mut b = srv.client_tcp();
+    let fb = b.open("dl", OpenOptions::read_write()).unwrap();
+    for i in 0..100 {
+        let p = if i % 2 == 0 { Provider::Tcp } else { Provider::Auto };
+        let mut a = srv.client_on(p);
+        let fa = a.open("dl", OpenOptions::read_write()).unwrap();
+        a.lock(&fa, 0, 10, true).unwrap();
+        assert_eq!(status(b.lock(&fb, 0, 1, true).unwrap_err()), Status::Denied);
+        drop(a);
+        b.lock(&fb, 0, 10, true).unwrap_or_else(|e| panic!("round {i} over {p:?}: {e}"));
+        b.unlock(&fb, 0, 0).unwrap();
+    }
+}
+
 // ------------------------------------------------------------------------ open modes
 
 #[test]

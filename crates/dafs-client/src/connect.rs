@@ -342,6 +342,9 @@ impl Client {
 /// transfer (at most `DIRECT_BYTES_MAX`) to finish, short enough that a dead server does
 /// not hang the application's exit.
 const DROP_DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long dropping a client waits for the answer to SESSION_DESTROY: a round trip on a
+/// live server; a dead or hung one must not hold up the application's exit for long.
+const DROP_DESTROY_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Drop for Client {
     fn drop(&mut self) {
@@ -370,8 +373,13 @@ impl Drop for Client {
                     self.msg_size_bytes_max,
                 )
                 .is_ok()
+                    && self.t.send(&buf).is_ok()
                 {
-                    let _ = self.t.send(&buf);
+                    // Wait for the answer (bounded): the server ends the session before
+                    // it answers, so once the client is gone its locks and opens are
+                    // released for other sessions, as close(2) releases a process's.
+                    // Nothing else is in flight (drained above): the next message is it.
+                    let _ = self.t.recv(Wait::Timeout(DROP_DESTROY_TIMEOUT));
                 }
             }
         }

@@ -203,6 +203,15 @@ impl Conn {
         }
         let destroy = matches!(req, Request::SessionDestroy);
         let fate = match self.execute(sh, &mut sc.bufs, &h, req) {
+            Ok(Outcome::Reply(reply)) if destroy => {
+                // End the session (locks, opens, leases) before answering, so a client
+                // that has its answer knows another session can take its locks: the
+                // way close(2) releases a process's locks before it returns.
+                self.destroying = true;
+                self.close(sh);
+                let _ = self.respond(sh, &mut sc.out, &h, &reply, complete);
+                return ConnFate::Keep;
+            }
             Ok(Outcome::Reply(reply)) => {
                 // The op has executed: a failed send shows at the connection's next
                 // read, and the slot is done.
@@ -220,6 +229,7 @@ impl Conn {
             }
         };
         if destroy {
+            // SESSION_DESTROY refused (an error reply): the session still ends.
             self.destroying = true;
             self.close(sh);
         }
