@@ -35,9 +35,12 @@ pub struct Validator {
     pub ctime_ns: i64,
 }
 
+/// A cached block's data and its last use (its key in `Inner::lru`).
+type Entry = (Arc<[u8]>, u64);
+
 #[derive(Default)]
 struct Inner {
-    blocks: HashMap<(FileKey, u64), (Arc<[u8]>, u64)>,
+    blocks: HashMap<(FileKey, u64), Entry>,
     /// Least recently used first: tick -> block.
     lru: BTreeMap<u64, (FileKey, u64)>,
     /// Per cached file: its validator and its blocks (to drop them without a scan).
