@@ -263,4 +263,15 @@ fn a_write_through_another_node_is_seen_by_the_next_open_through_a_caching_node(
     home.pwrite(&f, &content(4, len), 0).unwrap();
     home.close(f).unwrap();
     read_a(4);
+    // A change older than the settle time is caught by the validator (ctime, mtime).
+    std::thread::sleep(Duration::from_millis(1100));
+    read_a(4);
+    let hits = forwarding(&cl.admin(0), "cache_hits");
+    read_a(4);
+    assert!(forwarding(&cl.admin(0), "cache_hits") > hits, "version 4 was not cached");
+    let f = b.open_by_name(&name, OpenOptions::write_only()).unwrap();
+    b.pwrite(&f, &content(5, len), 0).unwrap();
+    b.close(f).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    read_a(5);
 }
