@@ -24,6 +24,7 @@
 mod apps;
 mod backends;
 pub mod copy;
+pub mod federation;
 pub mod gzip;
 mod latency;
 mod libnfs;
@@ -134,6 +135,8 @@ pub enum BenchCmd {
     Mount(mountbench::MountBenchArgs),
     /// dafs put/get and cp/dd/tar through the preload library against local copies.
     Copy(copy::CopyArgs),
+    /// Federated DAFS on N local dafsd nodes (seed 003): `--figures 7,8`.
+    Federation(federation::FederationArgs),
 }
 
 const ALL_BACKENDS: [&str; 6] =
@@ -295,6 +298,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         Some(BenchCmd::Seeds(s)) => return seeds::run(s),
         Some(BenchCmd::Mount(m)) => return mountbench::run(m),
         Some(BenchCmd::Copy(c)) => return copy::run(c),
+        Some(BenchCmd::Federation(f)) => return federation::run(f),
         None => {}
     }
     bench(a).map(|_| ())

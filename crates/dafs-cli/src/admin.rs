@@ -162,6 +162,12 @@ pub fn run(a: &AdminArgs) -> Result<(), (i32, String)> {
                     println!("{k:<24} {val}");
                 }
             }
+            // Round-robin placement: names sent on to their home, and the block cache.
+            if let Some(c) = v["forwarding"].as_object() {
+                for (k, val) in c {
+                    println!("{:<24} {val}", format!("forwarding.{k}"));
+                }
+            }
             println!("{:<24} {}", "sessions_live", v["sessions_live"]);
             println!("{:<24} {}", "connections_live", v["connections_live"]);
             println!("{:<24} {}", "connections_unauth", v["connections_unauth"]);
@@ -208,6 +214,12 @@ pub fn run(a: &AdminArgs) -> Result<(), (i32, String)> {
             if let Some(c) = v["counters"].as_object() {
                 for (k, val) in c {
                     println!("{k:<24} {val}");
+                }
+            }
+            // Round-robin placement: names sent on to their home, and the block cache.
+            if let Some(c) = v["forwarding"].as_object() {
+                for (k, val) in c {
+                    println!("{:<24} {val}", format!("forwarding.{k}"));
                 }
             }
             if let Some(e) = v["membership_error"].as_str() {

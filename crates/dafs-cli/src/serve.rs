@@ -428,7 +428,9 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
         cfg.shm_socket = None;
     }
     if let Some(file) = &a.cluster {
-        cfg.cluster = Some(cluster::node(file, a.node_id.as_deref(), &cfg.listen)?);
+        let (workers, memory) = (cfg.workers, cfg.memory_bytes_max);
+        cfg.cluster =
+            Some(cluster::node(file, a.node_id.as_deref(), &cfg.listen, workers, memory)?);
     }
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)

@@ -101,6 +101,12 @@ impl OpenOptions {
     pub fn read() -> Self {
         Self::with(open_flags::READ)
     }
+    /// The options of an OPEN as it travels (flags, mode, key): what a server
+    /// forwarding a client's OPEN to the file's home node sends on (a key longer than
+    /// 64 bytes is refused at open, as with [`key`](Self::key)).
+    pub fn from_wire(flags: u32, mode: u32, key: &[u8]) -> Self {
+        OpenOptions { mode, ..Self::with(flags) }.key(key)
+    }
     pub fn write_only() -> Self {
         Self::with(open_flags::WRITE)
     }

@@ -193,12 +193,35 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.open(path, opts);
         }
+        self.open_on_server(path, opts, false)
+    }
+
+    /// Open a file by naming it in its directory (OPEN by name), never by a looked-up
+    /// handle: on a node of a cluster under round-robin placement, a file whose home is
+    /// another node is then opened there through this node (forwarded), as a cluster
+    /// client's opens are. Otherwise like [`open`](Self::open).
+    pub fn open_by_name(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.open(path, opts);
+        }
+        self.open_on_server(path, opts, true)
+    }
+
+    /// Open a file on this (one) server; `by_name`: always name the file in its
+    /// directory (OPEN by name), as a cluster client under round-robin placement does
+    /// so that a node that does not hold the file can forward the open by its path.
+    pub(crate) fn open_on_server(
+        &mut self,
+        path: &str,
+        opts: OpenOptions,
+        by_name: bool,
+    ) -> Result<File> {
         opts.check()?;
         // Opens that create, or that act on the name later (delete-on-close), name the
         // file in its directory; others open the looked-up handle. Either way the LOOKUP
         // and the OPEN travel as one chain (one round trip) when the path fits one LOOKUP.
         let by_name_flags = open_flags::CREATE | open_flags::DELETE_ON_CLOSE;
-        let (reply, by_name) = if opts.flags & by_name_flags != 0 {
+        let (reply, by_name) = if by_name || opts.flags & by_name_flags != 0 {
             let (parent, name) = split_parent(path)?;
             let open_in = |dir| Request::Open {
                 fh: dir,

@@ -7,7 +7,9 @@
 //! # without moving its files.
 //! members = ["127.0.0.1:7420", { id = "n2", addr = "127.0.0.1:7421" }]
 //! epoch = 1                  # bump it by hand when you edit members
-//! policy = "matched"         # or "round-robin"
+//! placement = "matched"      # or "round-robin" (`policy` is the older spelling)
+//! block_cache_bytes = 67108864  # round-robin: LRU of remote blocks on a forwarding
+//!                               # node (default: from the memory budget; 0 = off)
 //! hash = "rendezvous"        # the only one: hrw-fnv1a64-fmix64
 //!
 //! # …or membership kept in etcd (then no `members`):
@@ -74,6 +76,8 @@ pub enum ConfigError {
     EpochWithEtcd,
     #[error("cluster.toml: etcd_timeout_ms = {timeout_ms} is more than a third of lease_ttl_s = {lease_ttl_s}: a node could not renew its lease in time (lower the timeout or raise the lease)")]
     TimeoutVsLease { timeout_ms: u64, lease_ttl_s: u64 },
+    #[error("cluster.toml: placement and policy name the same setting; give one")]
+    PlacementTwice,
     #[error("cluster.toml: {field} = {value} is out of range {min}..={max}")]
     OutOfRange { field: &'static str, value: u64, min: u64, max: u64 },
 }
@@ -96,7 +100,13 @@ pub struct ClusterConfig {
     pub lease_ttl_s: u64,
     pub etcd_timeout: Duration,
     pub epoch_poll_interval: Duration,
+    /// `block_cache_bytes`: the forwarding node's cache of remote blocks under
+    /// round-robin placement (None: the server sizes it from its memory budget).
+    pub block_cache_bytes: Option<u64>,
 }
+
+/// Largest `block_cache_bytes` accepted (a typo must not reserve the machine).
+pub const BLOCK_CACHE_BYTES_MAX: u64 = 1 << 40;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -110,6 +120,8 @@ struct Raw {
     members: Option<Vec<RawMember>>,
     epoch: Option<u64>,
     policy: Option<String>,
+    placement: Option<String>,
+    block_cache_bytes: Option<u64>,
     hash: Option<String>,
     etcd: Option<OneOrMany>,
     name: Option<String>,
@@ -153,7 +165,10 @@ impl ClusterConfig {
                 return Err(PlacementError::UnknownHash(h.clone()).into());
             }
         }
-        let policy = raw.policy.as_deref().unwrap_or("matched").parse()?;
+        let policy = match (raw.placement.as_deref(), raw.policy.as_deref()) {
+            (Some(_), Some(_)) => return Err(ConfigError::PlacementTwice),
+            (p, q) => p.or(q).unwrap_or("matched").parse()?,
+        };
         let membership = match (raw.members, raw.etcd) {
             (Some(_), Some(_)) => return Err(ConfigError::BothMemberships),
             (None, None) => return Err(ConfigError::NoMembership),
@@ -202,6 +217,12 @@ impl ClusterConfig {
                 EPOCH_POLL_INTERVAL_MS_DEFAULT,
                 EPOCH_POLL_INTERVAL_MS_RANGE,
             )?),
+            block_cache_bytes: match raw.block_cache_bytes {
+                None => None,
+                Some(v) => {
+                    Some(in_range("block_cache_bytes", Some(v), 0, (0, BLOCK_CACHE_BYTES_MAX))?)
+                }
+            },
         };
         config.check_lease_timing()?;
         Ok(config)

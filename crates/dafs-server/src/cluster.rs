@@ -9,6 +9,11 @@
 //! creating or removing a directory and looking up one that exists pass everywhere; a
 //! file that stays on this node after the map moved its name elsewhere is still held
 //! and served. Requests by open id or handle carry no name and are not checked.
+//!
+//! Under round-robin placement a name that would be answered `WRONG_NODE` is forwarded
+//! to its home instead, when the request is one `forward` carries (LOOKUP, OPEN by
+//! name, CREATE of a regular file, REMOVE); the others (RENAME, LINK, SYMLINK, MKNOD)
+//! still answer `WRONG_NODE`.
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -17,11 +22,12 @@ use std::time::{Duration, Instant};
 
 use dafs_cluster::heartbeat::Heartbeat;
 use dafs_cluster::membership::{Membership, MembershipError};
-use dafs_cluster::{ClusterPath, Member, NodeId, PlacementMap};
+use dafs_cluster::{ClusterPath, Member, NodeId, PlacementMap, Policy};
 use dafs_proto::types::FileType;
 use dafs_proto::{FileHandle, Reply, Request, Status};
 use serde_json::{json, Value};
 
+use crate::forward::Forwarder;
 use crate::{fsops, Shared};
 
 /// How long a restarted node keeps trying to register while its previous lease (same
@@ -48,6 +54,36 @@ pub struct ClusterCounters {
     pub wrong_node: AtomicU64,
     /// CLUSTER_MAP requests answered.
     pub map_requests: AtomicU64,
+    /// Requests of clients this node executed while in a cluster (names or not; not
+    /// counting those other nodes forwarded here: `peer_requests`).
+    pub requests: AtomicU64,
+    /// ... of which were for a file whose home is another node (forwarded, or I/O on an
+    /// open made there): the remote accesses of round-robin placement.
+    pub remote_requests: AtomicU64,
+    /// Requests forwarded here by other nodes.
+    pub peer_requests: AtomicU64,
+}
+
+/// Count an executed request: from a forwarding node (`peer`), or a client's (`remote`:
+/// for a file whose home is another node).
+pub(crate) fn count_request(sh: &Shared, peer: bool, remote: bool) {
+    let Some(node) = sh.cfg.cluster.as_ref() else { return };
+    let c = &node.counters;
+    if peer {
+        c.peer_requests.fetch_add(1, Relaxed);
+        return;
+    }
+    c.requests.fetch_add(1, Relaxed);
+    if remote {
+        c.remote_requests.fetch_add(1, Relaxed);
+    }
+}
+
+/// A name to carry out at its home (round-robin placement): the home and the path.
+#[derive(Debug)]
+pub(crate) struct Forward {
+    pub home: Member,
+    pub path: ClusterPath,
 }
 
 /// This node's membership of a cluster (see the module documentation).
@@ -55,6 +91,8 @@ pub struct ClusterNode {
     me: NodeId,
     source: RwLock<Option<Source>>,
     pub counters: ClusterCounters,
+    /// Sessions to the other nodes and the block cache (round-robin placement).
+    pub forwarder: Option<Forwarder>,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -80,13 +118,25 @@ impl ClusterNode {
             me,
             source: RwLock::new(Some(Source::Static(Arc::new(map)))),
             counters: ClusterCounters::default(),
+            forwarder: None,
         })
+    }
+
+    /// Forward names this node does not hold when the map's policy is round-robin.
+    pub fn with_forwarder(mut self, f: Forwarder) -> Self {
+        self.forwarder = Some(f);
+        self
     }
 
     /// A node of an etcd cluster, before it has joined ([`join_etcd`](Self::join_etcd)):
     /// until then it has no map and checks nothing (no client can know of it yet).
     pub fn pending(me: NodeId) -> ClusterNode {
-        ClusterNode { me, source: RwLock::new(None), counters: ClusterCounters::default() }
+        ClusterNode {
+            me,
+            source: RwLock::new(None),
+            counters: ClusterCounters::default(),
+            forwarder: None,
+        }
     }
 
     /// Register in etcd under `addr` and keep the lease alive. A node restarted within
@@ -167,7 +217,22 @@ impl ClusterNode {
                 "names_held": c.names_held.load(Relaxed),
                 "wrong_node": c.wrong_node.load(Relaxed),
                 "map_requests": c.map_requests.load(Relaxed),
+                "requests": c.requests.load(Relaxed),
+                "remote_requests": c.remote_requests.load(Relaxed),
+                "peer_requests": c.peer_requests.load(Relaxed),
             },
+            "forwarding": self.forwarder.as_ref().map(|f| {
+                let fc = &f.counters;
+                json!({
+                    "forwarded": fc.forwarded.load(Relaxed),
+                    "forwarded_io": fc.forwarded_io.load(Relaxed),
+                    "cache_hits": fc.cache_hits.load(Relaxed),
+                    "cache_misses": fc.cache_misses.load(Relaxed),
+                    "forward_failures": fc.forward_failures.load(Relaxed),
+                    "cache_bytes": f.cache.cached_bytes(),
+                    "cache_capacity_bytes": f.cache.capacity_bytes(),
+                })
+            }),
         })
     }
 }
@@ -195,25 +260,37 @@ pub(crate) fn map_reply<'a>(sh: &Shared, held: &'a mut Vec<u8>) -> Result<Reply<
     Ok(Reply::ClusterMap { epoch: map.epoch(), node_id, map: map_json })
 }
 
-/// Check a request's names against the map (see the module documentation).
-pub(crate) fn check_request(sh: &Shared, req: &Request) -> Result<(), Status> {
-    let Some(node) = sh.cfg.cluster.as_ref() else { return Ok(()) };
-    let Some(map) = node.map() else { return Ok(()) };
+/// Check a request's names against the map (see the module documentation): `Ok(None)`
+/// to serve it here, `Ok(Some(..))` to forward it to the name's home.
+pub(crate) fn check_request(sh: &Shared, req: &Request) -> Result<Option<Forward>, Status> {
+    let Some(node) = sh.cfg.cluster.as_ref() else { return Ok(None) };
+    let Some(map) = node.map() else { return Ok(None) };
     let check = |dir: &FileHandle, name: &[u8]| check_name(sh, node, &map, dir, name);
+    // Two names may have two homes: not forwarded (the client goes to the home).
+    let local = |r: Result<Option<Forward>, Status>| match r? {
+        None => Ok(None),
+        Some(_) => {
+            node.counters.wrong_node.fetch_add(1, Relaxed);
+            Err(Status::WrongNode)
+        }
+    };
     use Request as R;
     match req {
         R::Lookup { dir, path, .. } => check(dir, path),
-        R::Create { dir, ftype, name, .. } if *ftype != FileType::Directory => check(dir, name),
+        R::Create { dir, ftype: FileType::Regular, name, .. } => check(dir, name),
+        R::Create { dir, ftype, name, .. } if *ftype != FileType::Directory => {
+            local(check(dir, name))
+        }
         R::Open { fh, name, .. } if !name.is_empty() => check(fh, name),
         R::Remove { dir, name } => check(dir, name),
         R::Rename { from_dir, from_name, to_dir, to_name, .. } => {
-            check(from_dir, from_name)?;
-            check(to_dir, to_name)
+            local(check(from_dir, from_name))?;
+            local(check(to_dir, to_name))
         }
         R::Link { dir, name, .. } | R::Symlink { dir, name, .. } | R::Mknod { dir, name, .. } => {
-            check(dir, name)
+            local(check(dir, name))
         }
-        _ => Ok(()),
+        _ => Ok(None),
     }
 }
 
@@ -223,19 +300,23 @@ fn check_name(
     map: &PlacementMap,
     dir: &FileHandle,
     name: &[u8],
-) -> Result<(), Status> {
+) -> Result<Option<Forward>, Status> {
     let c = &node.counters;
     c.names_checked.fetch_add(1, Relaxed);
     let d = sh.handles.resolve(dir)?;
     let path = cluster_path(sh.roots[d.export as usize].as_fd(), d.fd.as_fd(), name)?;
-    if map.manager(&path).id == node.me {
+    let manager = map.manager(&path);
+    if manager.id == node.me {
         c.names_managed.fetch_add(1, Relaxed);
-        return Ok(());
+        return Ok(None);
     }
     // Held here: a (virtual) directory, or a file whose home this node stayed.
     if fsops::lookup(d.fd.as_fd(), name, false).is_ok() {
         c.names_held.fetch_add(1, Relaxed);
-        return Ok(());
+        return Ok(None);
+    }
+    if map.policy() == Policy::RoundRobin && node.forwarder.is_some() {
+        return Ok(Some(Forward { home: manager.clone(), path }));
     }
     c.wrong_node.fetch_add(1, Relaxed);
     Err(Status::WrongNode)

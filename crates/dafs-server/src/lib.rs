@@ -28,6 +28,7 @@ pub mod copy_engines;
 pub mod cred;
 mod error;
 pub mod fd_budget;
+pub mod forward;
 pub mod fsops;
 pub mod grace;
 pub mod handle_codec;

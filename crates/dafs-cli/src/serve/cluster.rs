@@ -8,17 +8,31 @@ use dafs_cluster::config::Membership as Kind;
 use dafs_cluster::membership::Membership;
 use dafs_cluster::{ClusterConfig, NodeId};
 use dafs_server::cluster::ClusterNode;
+use dafs_server::forward;
 
 /// The node for `--cluster FILE` (static: with its map; etcd: not joined yet, see
-/// [`join`]). `listen` is the address as configured: the default node id.
-pub fn node(file: &Path, node_id: Option<&str>, listen: &str) -> Result<Arc<ClusterNode>, String> {
+/// [`join`]). `listen` is the address as configured: the default node id. Every node
+/// can forward (round-robin placement, decided by the map in force): `workers` bounds
+/// its sessions to each other node, `memory_bytes_max` sizes the default block cache.
+pub fn node(
+    file: &Path,
+    node_id: Option<&str>,
+    listen: &str,
+    workers: usize,
+    memory_bytes_max: usize,
+) -> Result<Arc<ClusterNode>, String> {
     let cfg = ClusterConfig::load(file).map_err(|e| e.to_string())?;
     let id = NodeId::new(node_id.unwrap_or(listen)).map_err(|e| format!("--node-id: {e}"))?;
+    let me = id.clone();
     let node = match cfg.static_map() {
         Some(map) => ClusterNode::with_static(id, map)?,
         None => ClusterNode::pending(id),
     };
-    Ok(Arc::new(node))
+    let cache_bytes = match cfg.block_cache_bytes {
+        Some(b) => usize::try_from(b).map_err(|_| "block_cache_bytes too large".to_string())?,
+        None => forward::block_cache_bytes_default(memory_bytes_max),
+    };
+    Ok(Arc::new(node.with_forwarder(forward::Forwarder::new(&me, workers, cache_bytes))))
 }
 
 /// With etcd membership: register `addr` (the address the server listens on) and start

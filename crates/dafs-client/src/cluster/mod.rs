@@ -52,6 +52,8 @@ pub(crate) struct Cluster {
     etcd: Option<Membership>,
     contacts: Vec<String>,
     pub(crate) map_refreshes: u64,
+    /// Round-robin placement: the next landing node (index into `member_slot`).
+    rr_cursor: usize,
 }
 
 /// What [`Client::cluster_nodes`] reports of one node.
@@ -115,6 +117,11 @@ pub(crate) fn connect(target: &str, cfg: &ClientConfig) -> Result<Option<Client>
         etcd,
         contacts,
         map_refreshes: 0,
+        // Clients start at different nodes, so that together they spread evenly.
+        rr_cursor: std::process::id() as usize
+            ^ std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos() as usize),
     };
     // The front client: the first contact's negotiated values (sizes, slots), with its
     // session ended — calls it cannot route fail instead of reaching one node.
@@ -201,6 +208,22 @@ impl Cluster {
 
     pub(crate) fn epoch(&self) -> u64 {
         self.map.epoch()
+    }
+
+    /// Under round-robin placement: the node the next request lands on (it forwards to
+    /// the home); None under matched placement.
+    fn landing_slot(&mut self) -> Option<usize> {
+        if self.map.policy() != dafs_cluster::Policy::RoundRobin {
+            return None;
+        }
+        let i = self.rr_cursor % self.member_slot.len();
+        self.rr_cursor = self.rr_cursor.wrapping_add(1);
+        Some(self.member_slot[i])
+    }
+
+    /// Whether requests land round-robin (round-robin placement).
+    fn landing_slot_peek(&self) -> bool {
+        self.map.policy() == dafs_cluster::Policy::RoundRobin
     }
 
     /// The slot of the node managing `path`.

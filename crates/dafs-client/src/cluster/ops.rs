@@ -16,12 +16,42 @@ use super::{cluster_path, Cluster};
 use crate::{Client, Error, File, OpenOptions, Result};
 
 impl Cluster {
+    /// Under round-robin placement, `op` on the next node in turn, which forwards it to
+    /// the home (`None`: matched placement, or the landing node could not serve it —
+    /// not found, not forwardable, down — and the caller goes the matched way).
+    fn round_robin<T>(
+        &mut self,
+        op: &mut impl FnMut(&mut Client) -> Result<T>,
+    ) -> Option<Result<(usize, T)>> {
+        let slot = self.landing_slot()?;
+        match self.on(slot, op) {
+            Err(Error::Status(Status::NoEnt | Status::WrongNode))
+            | Err(Error::NodeUnavailable { .. }) => None,
+            r => Some(r.map(|v| (slot, v))),
+        }
+    }
+
     /// `op` on the node holding the existing name `path`: its slot and the result.
     pub(super) fn existing<T>(
         &mut self,
         path: &str,
         mut op: impl FnMut(&mut Client) -> Result<T>,
     ) -> Result<(usize, T)> {
+        self.existing_on(path, false, &mut op)
+    }
+
+    /// [`existing`](Self::existing), first on the round-robin landing node if `rr`.
+    fn existing_on<T>(
+        &mut self,
+        path: &str,
+        rr: bool,
+        mut op: impl FnMut(&mut Client) -> Result<T>,
+    ) -> Result<(usize, T)> {
+        if rr {
+            if let Some(r) = self.round_robin(&mut op) {
+                return r;
+            }
+        }
         let cp = cluster_path(path)?;
         match self.routed(&cp, &mut op) {
             Err(Error::Status(Status::NoEnt)) if self.member_slot.len() > 1 => {
@@ -49,8 +79,23 @@ impl Cluster {
     pub(super) fn creating<T>(
         &mut self,
         path: &str,
+        op: impl FnMut(&mut Client) -> Result<T>,
+    ) -> Result<(usize, T)> {
+        self.creating_on(path, false, op)
+    }
+
+    /// [`creating`](Self::creating), first on the round-robin landing node if `rr`.
+    fn creating_on<T>(
+        &mut self,
+        path: &str,
+        rr: bool,
         mut op: impl FnMut(&mut Client) -> Result<T>,
     ) -> Result<(usize, T)> {
+        if rr {
+            if let Some(r) = self.round_robin(&mut op) {
+                return r;
+            }
+        }
         let cp = cluster_path(path)?;
         let r = match self.routed(&cp, &mut op) {
             Err(Error::Status(Status::NoEnt)) if self.repair_parent(&cp)? => {
@@ -61,11 +106,13 @@ impl Cluster {
         r.map(|v| (self.manager_slot(&cp), v))
     }
 
+    /// Lookups, opens and removes land round-robin under round-robin placement (the
+    /// landing node forwards them); the other calls go to the home as under matched.
     pub(crate) fn lookup(&mut self, path: &str, follow: bool) -> Result<(FileHandle, Attr)> {
         if follow {
-            self.existing(path, |c| c.lookup(path)).map(|r| r.1)
+            self.existing_on(path, true, |c| c.lookup(path)).map(|r| r.1)
         } else {
-            self.existing(path, |c| c.lookup_nofollow(path)).map(|r| r.1)
+            self.existing_on(path, true, |c| c.lookup_nofollow(path)).map(|r| r.1)
         }
     }
 
@@ -74,10 +121,12 @@ impl Cluster {
     }
 
     pub(crate) fn open(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
+        // By name: a landing node that does not hold the file forwards the open.
+        let open = |c: &mut Client| c.open_on_server(path, opts, true);
         let (slot, mut f) = if opts.flags & open_flags::CREATE != 0 {
-            self.creating(path, |c| c.open(path, opts))?
+            self.creating_on(path, true, open)?
         } else {
-            self.existing(path, |c| c.open(path, opts))?
+            self.existing_on(path, true, open)?
         };
         f.node = slot;
         Ok(f)
@@ -88,13 +137,26 @@ impl Cluster {
         path: &str,
         len: usize,
     ) -> Result<(File, Vec<u8>, bool)> {
+        if self.landing_slot_peek() {
+            // The chain opens the looked-up handle, which a forwarding node cannot
+            // serve: open by name, then read.
+            let mut f = self.open(path, OpenOptions::read())?;
+            let n = len.min(self.slots[f.node].client.as_ref().map_or(len, |c| c.inline_threshold));
+            let mut data = vec![0u8; n];
+            let got = self.with_file(&f, |c| c.pread(&f, &mut data, 0))?;
+            data.truncate(got);
+            f.pos = got as u64;
+            return Ok((f, data, got < n));
+        }
         let (slot, (mut f, data, eof)) = self.existing(path, |c| c.open_and_read(path, len))?;
         f.node = slot;
         Ok((f, data, eof))
     }
 
     pub(crate) fn create_and_write(&mut self, path: &str, data: &[u8], mode: u32) -> Result<()> {
-        self.creating(path, |c| c.create_and_write(path, data, mode)).map(|r| r.1)
+        // The chain opens by name: a landing node forwards it under round-robin.
+        let rr = self.landing_slot_peek();
+        self.creating_on(path, rr, |c| c.create_and_write(path, data, mode)).map(|r| r.1)
     }
 
     pub(crate) fn create_file(
@@ -107,7 +169,7 @@ impl Cluster {
     }
 
     pub(crate) fn remove(&mut self, path: &str) -> Result<()> {
-        self.existing(path, |c| c.remove(path)).map(|r| r.1)
+        self.existing_on(path, true, |c| c.remove(path)).map(|r| r.1)
     }
 
     /// Rename within one node. A file whose new name the map places on another node,

@@ -107,3 +107,20 @@ fn load_reads_a_file_and_names_it_in_errors() {
     let missing = dir.path().join("nope.toml");
     assert!(ClusterConfig::load(&missing).unwrap_err().to_string().contains("nope.toml"));
 }
+
+#[test]
+fn placement_is_the_policy_and_the_block_cache_is_bounded() {
+    let two = "members = [\"127.0.0.1:7420\", \"127.0.0.1:7421\"]";
+    let c =
+        ClusterConfig::parse(&format!("[cluster]\n{two}\nplacement = \"round-robin\"\n")).unwrap();
+    assert_eq!(c.policy, Policy::RoundRobin);
+    assert_eq!(c.block_cache_bytes, None);
+    let c = ClusterConfig::parse(&format!("[cluster]\n{two}\nblock_cache_bytes = 0\n")).unwrap();
+    assert_eq!((c.policy, c.block_cache_bytes), (Policy::Matched, Some(0)));
+    let both = format!("[cluster]\n{two}\nplacement = \"matched\"\npolicy = \"matched\"\n");
+    assert!(err(&both).contains("give one"), "{}", err(&both));
+    let huge = format!("[cluster]\n{two}\nblock_cache_bytes = {}\n", BLOCK_CACHE_BYTES_MAX + 1);
+    assert!(err(&huge).contains("block_cache_bytes"), "{}", err(&huge));
+    let bad = format!("[cluster]\n{two}\nplacement = \"random\"\n");
+    assert!(err(&bad).contains("random"), "{}", err(&bad));
+}

@@ -18,10 +18,17 @@ use super::{Conn, ConnFate, Scratch};
 use crate::fsops::{st, FsResult};
 use crate::Shared;
 
+/// Where a pulled write goes: a file of this node, or a proxied open (its open id; the
+/// file is at its home node, see `forward`).
+pub(super) enum WriteTarget {
+    File(Arc<OwnedFd>),
+    Proxied(u64),
+}
+
 /// A WRITE_DIRECT waiting for its data to be pulled from the client.
 pub(super) struct PendingWrite {
     pub(super) hdr: Header,
-    pub(super) fd: Arc<OwnedFd>,
+    pub(super) target: WriteTarget,
     pub(super) offset: u64,
     pub(super) stable: bool,
     pub(super) append: Option<Arc<Mutex<()>>>,
@@ -53,12 +60,15 @@ impl Conn {
             }
             return ConnFate::Keep;
         };
-        let result: FsResult<(usize, u64)> = match &data {
-            Err(_) => Err(Status::BadRegion),
-            Ok(buf) => {
-                write_at(p.fd.as_fd(), buf, p.offset, p.append.as_deref()).and_then(|(n, off)| {
+        let result: FsResult<(usize, u64)> = match (&data, &p.target) {
+            (Err(_), _) => Err(Status::BadRegion),
+            (Ok(buf), WriteTarget::Proxied(open_id)) => {
+                self.proxied_write(sh, *open_id, p.offset, buf, p.stable)
+            }
+            (Ok(buf), WriteTarget::File(fd)) => {
+                write_at(fd.as_fd(), buf, p.offset, p.append.as_deref()).and_then(|(n, off)| {
                     if p.stable {
-                        rfs::fdatasync(&p.fd).map_err(st)?;
+                        rfs::fdatasync(fd).map_err(st)?;
                     }
                     sh.stats.bytes_written.fetch_add(n as u64, Relaxed);
                     sh.stats.direct_bytes.fetch_add(n as u64, Relaxed);

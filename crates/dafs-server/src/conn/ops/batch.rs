@@ -10,7 +10,7 @@ use tracing::debug;
 
 use super::io::{placement_status, write_at};
 use super::Outcome;
-use crate::conn::pending::{PendingBatch, PendingWrite};
+use crate::conn::pending::{PendingBatch, PendingWrite, WriteTarget};
 use crate::conn::reply::ReplyBufs;
 use crate::conn::Conn;
 use crate::Shared;
@@ -75,7 +75,7 @@ impl Conn {
                                     tag,
                                     PendingWrite {
                                         hdr: *h,
-                                        fd: fd.clone(),
+                                        target: WriteTarget::File(fd.clone()),
                                         offset: at,
                                         stable: false,
                                         append: append.clone(),

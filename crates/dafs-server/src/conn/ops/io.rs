@@ -14,7 +14,7 @@ use rustix::fs as rfs;
 use tracing::debug;
 
 use super::Outcome;
-use crate::conn::pending::PendingWrite;
+use crate::conn::pending::{PendingWrite, WriteTarget};
 use crate::conn::Conn;
 use crate::fsops::{self, st};
 use crate::Shared;
@@ -147,7 +147,14 @@ impl Conn {
         match self.t.pull(region, len as usize, tag) {
             Ok(()) => Ok(Outcome::Pending(
                 tag,
-                PendingWrite { hdr: *h, fd, offset, stable, append, batch: None },
+                PendingWrite {
+                    hdr: *h,
+                    target: WriteTarget::File(fd),
+                    offset,
+                    stable,
+                    append,
+                    batch: None,
+                },
             )),
             Err(TransportError::BadRegion) => Err(Status::BadRegion),
             Err(e) => {
@@ -186,7 +193,7 @@ impl Conn {
 
 /// The status for a failed placement or pull: the file's error, a region the client
 /// did not register for it, or a transport failure (nothing was written to the file).
-pub(super) fn placement_status(e: PutError) -> Status {
+pub(in crate::conn) fn placement_status(e: PutError) -> Status {
     match e {
         PutError::Fill(e) => fsops::io_st(e),
         PutError::Transport(TransportError::BadRegion) => Status::BadRegion,

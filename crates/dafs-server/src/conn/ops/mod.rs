@@ -10,6 +10,7 @@
 
 mod batch;
 mod chain;
+mod forwarded;
 mod grace;
 mod handle_check;
 mod io;
@@ -56,7 +57,16 @@ impl Conn {
         // carry no handle; an empty id is admitted by unrestricted exports only.
         let client_id = self.session.as_ref().map_or("", |s| s.info.client_id.as_str());
         handle_check::check_handles(sh, client_id, &req)?;
-        crate::cluster::check_request(sh, &req)?;
+        let from_peer = crate::forward::is_peer(client_id);
+        if self.is_proxied(&req) {
+            crate::cluster::count_request(sh, from_peer, true);
+            return self.proxied_io(sh, bufs, h, req);
+        }
+        let route = crate::cluster::check_request(sh, &req);
+        crate::cluster::count_request(sh, from_peer, matches!(route, Ok(Some(_))));
+        if let Some(fw) = route? {
+            return self.forward(sh, req, fw).map(Outcome::Reply);
+        }
         let reply = match req {
             R::Null => Reply::Empty,
             R::SessionCreate { .. } | R::SessionBind { .. } => {

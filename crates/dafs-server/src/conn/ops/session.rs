@@ -150,6 +150,7 @@ impl Conn {
             authenticated: false,
             server_nonce,
             opens: HashMap::new(),
+            proxied: HashMap::new(),
             next_open_id: 1,
             holds_state: false,
             reclaim,
