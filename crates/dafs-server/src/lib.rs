@@ -12,9 +12,11 @@
 //!   the export with openat2(RESOLVE_BENEATH).
 //!
 //! - `copy_threads` copy engines help a worker place one large direct read
-//!   (`copy_engines`).
+//!   (`copy_engines`);
+//! - `io_threads` I/O threads run one session's independent reads and writes in
+//!   parallel (`io_pool`, `conn::parallel`).
 //!
-//! The thread count is fixed at start (`workers` + `copy_threads` + the acceptor + the
+//! The thread count is fixed at start (`workers` + `copy_threads` + `io_threads` + the acceptor + the
 //! handle sweep, + the admin and metrics threads when enabled), whatever the clients do.
 
 #[macro_use]
@@ -29,6 +31,7 @@ pub mod cred;
 mod error;
 pub mod fd_budget;
 pub mod fsops;
+pub mod io_pool;
 pub mod grace;
 pub mod handle_codec;
 pub mod handles;
@@ -101,6 +104,8 @@ pub struct Shared {
     pub shm_path: String,
     /// Threads that help place large direct reads.
     pub copy: copy_engines::CopyEngines,
+    /// Threads that run sessions' independent data requests in parallel.
+    pub io: io_pool::IoPool,
     shutdown: AtomicBool,
     /// Every worker's inbox and waker (set once the workers exist).
     links: std::sync::OnceLock<Vec<Arc<WorkerLink>>>,
@@ -118,7 +123,7 @@ impl Shared {
     }
 }
 
-struct WorkerLink {
+pub(crate) struct WorkerLink {
     inbox: Mutex<Vec<Box<dyn ServerConn>>>,
     waker: Waker,
 }
@@ -283,6 +288,8 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         shm_path,
         copy: copy_engines::CopyEngines::start(cfg.copy_threads)
             .map_err(StartError::io("cannot start a copy engine thread"))?,
+        io: io_pool::IoPool::start(cfg.io_threads)
+            .map_err(StartError::io("cannot start an I/O thread"))?,
         shutdown: AtomicBool::new(false),
         links: std::sync::OnceLock::new(),
         cfg,
@@ -575,6 +582,16 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                 }
             }
         }
+        // Parallel requests: lend a hand with queued jobs, then answer finished ones.
+        if conns.iter().flatten().any(|c| c.has_inflight()) {
+            sh.io.run_queued(sh.io.inflight_max());
+            for idx in 0..conns.len() {
+                let Some(c) = conns[idx].as_mut().filter(|c| c.has_inflight()) else { continue };
+                if c.answer_finished(&sh, &mut sc) == ConnFate::Close {
+                    close_conn(&sh, &poll, &mut conns, &mut free, idx);
+                }
+            }
+        }
         if sh.shutdown.load(Relaxed) {
             for c in conns.iter_mut().flatten() {
                 c.close(&sh);
@@ -616,7 +633,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                         sh.connections_live.release();
                         continue;
                     }
-                    let mut c = Conn::new(t);
+                    let mut c = Conn::new(t, Arc::clone(&link));
                     // Data may already be waiting (edge-triggered: drain now).
                     let fate = c.drive(&sh, &mut sc);
                     conns[idx] = Some(c);

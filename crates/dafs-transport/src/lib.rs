@@ -28,7 +28,7 @@ use std::time::Duration;
 
 pub use dafs_proto::RemoteRegion;
 pub use mem_ptr::MemPtr;
-pub use placement::{PlacementDst, PlacementPart, PlacementSrc};
+pub use placement::{PlacementDst, PlacementLease, PlacementPart, PlacementSrc};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -277,6 +277,20 @@ pub trait ServerConn: Send {
         _len: usize,
         _consume: &mut dyn FnMut(PlacementSrc<'_>) -> std::io::Result<usize>,
     ) -> Result<Option<usize>, PutError> {
+        Ok(None)
+    }
+    /// The client's memory of `region` (`len` bytes) as a lease another thread may fill
+    /// (`write`: a placement, READ_DIRECT) or drain (a pull, WRITE_DIRECT) with no further
+    /// call into the provider, so a server can run independent transfers of one
+    /// connection in parallel. `Ok(None)` when the provider needs its own thread for the
+    /// transfer (TCP streams, shared memory reached through /proc/PID/mem): use
+    /// [`Self::put`] / [`Self::pull_sync`] / [`Self::pull`]. Default: `Ok(None)`.
+    fn lease(
+        &mut self,
+        _region: RemoteRegion,
+        _len: usize,
+        _write: bool,
+    ) -> Result<Option<PlacementLease>, TransportError> {
         Ok(None)
     }
     /// True for a same-host shared-memory connection: the server exports the

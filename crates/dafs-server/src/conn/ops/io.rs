@@ -142,12 +142,12 @@ impl Conn {
             Ok(None) => {}
             Err(e) => return Err(placement_status(e)),
         }
-        let (fd, append) = (of.fd.clone(), of.append.clone());
+        let (fd, append, file) = (of.fd.clone(), of.append.clone(), of.file);
         let tag = self.take_tag();
         match self.t.pull(region, len as usize, tag) {
             Ok(()) => Ok(Outcome::Pending(
                 tag,
-                PendingWrite { hdr: *h, fd, offset, stable, append, batch: None },
+                PendingWrite { hdr: *h, fd, offset, stable, append, file, batch: None },
             )),
             Err(TransportError::BadRegion) => Err(Status::BadRegion),
             Err(e) => {
