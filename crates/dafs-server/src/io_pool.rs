@@ -249,7 +249,8 @@ mod tests {
         for _ in 0..pool.inflight_max() {
             go_tx.send(()).unwrap();
         }
-        let mut got: Vec<usize> = (0..pool.inflight_max()).map(|_| done_rx.recv().unwrap()).collect();
+        let mut got: Vec<usize> =
+            (0..pool.inflight_max()).map(|_| done_rx.recv().unwrap()).collect();
         got.sort_unstable();
         assert_eq!(got, (0..pool.inflight_max()).collect::<Vec<_>>());
         // Every place is free again.

@@ -31,10 +31,10 @@ pub mod cred;
 mod error;
 pub mod fd_budget;
 pub mod fsops;
-pub mod io_pool;
 pub mod grace;
 pub mod handle_codec;
 pub mod handles;
+pub mod io_pool;
 pub mod kernel_fh;
 pub mod live;
 pub mod locks;
@@ -582,16 +582,6 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                 }
             }
         }
-        // Parallel requests: lend a hand with queued jobs, then answer finished ones.
-        if conns.iter().flatten().any(|c| c.has_inflight()) {
-            sh.io.run_queued(sh.io.inflight_max());
-            for idx in 0..conns.len() {
-                let Some(c) = conns[idx].as_mut().filter(|c| c.has_inflight()) else { continue };
-                if c.answer_finished(&sh, &mut sc) == ConnFate::Close {
-                    close_conn(&sh, &poll, &mut conns, &mut free, idx);
-                }
-            }
-        }
         if sh.shutdown.load(Relaxed) {
             for c in conns.iter_mut().flatten() {
                 c.close(&sh);
@@ -658,6 +648,17 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
             }
             if fate == ConnFate::Close {
                 close_conn(&sh, &poll, &mut conns, &mut free, idx);
+            }
+        }
+        // Parallel requests handed over just now or before: lend a hand with queued jobs
+        // (before sleeping), then answer the finished ones.
+        if conns.iter().flatten().any(|c| c.has_inflight()) {
+            sh.io.run_queued(sh.io.inflight_max());
+            for idx in 0..conns.len() {
+                let Some(c) = conns[idx].as_mut().filter(|c| c.has_inflight()) else { continue };
+                if c.answer_finished(&sh, &mut sc) == ConnFate::Close {
+                    close_conn(&sh, &poll, &mut conns, &mut free, idx);
+                }
             }
         }
     }

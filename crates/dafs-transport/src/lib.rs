@@ -304,6 +304,12 @@ pub trait ServerConn: Send {
     fn input_pending(&self) -> bool {
         false
     }
+    /// True if more input is waiting than the event just read (a hint, not a promise):
+    /// the server runs a request in parallel only when another one may follow. Default:
+    /// [`Self::input_pending`].
+    fn more_input(&self) -> bool {
+        self.input_pending()
+    }
     /// The event loop is about to sleep on the fd: ask the peer for a doorbell. Returns
     /// false if input arrived meanwhile (then do not sleep).
     fn arm_sleep(&mut self) -> bool {

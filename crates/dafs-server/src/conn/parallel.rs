@@ -72,11 +72,22 @@ pub(super) struct Done {
 }
 
 pub(super) enum DoneOk {
-    ReadDirect { count: u32, eof: bool },
+    ReadDirect {
+        count: u32,
+        eof: bool,
+    },
     /// The data read (the buffer returns to the connection's spares).
-    ReadInline { data: Vec<u8>, eof: bool },
+    ReadInline {
+        data: Vec<u8>,
+        eof: bool,
+    },
     /// `buf`: the buffer the data came in, to recycle.
-    Write { count: u32, stable: bool, offset: u64, buf: Option<Vec<u8>> },
+    Write {
+        count: u32,
+        stable: bool,
+        offset: u64,
+        buf: Option<Vec<u8>>,
+    },
 }
 
 /// A request whose job is in flight.
@@ -124,12 +135,9 @@ impl Conn {
         let Some(s) = self.session.as_ref() else { return Plan::Barrier };
         match s.open_file(open_id, !write) {
             Ok(of) if write && of.append.is_some() => Plan::Barrier,
-            Ok(of) => Plan::Data {
-                file: of.file,
-                start: offset,
-                end: offset.saturating_add(len),
-                write,
-            },
+            Ok(of) => {
+                Plan::Data { file: of.file, start: offset, end: offset.saturating_add(len), write }
+            }
             Err(_) => Plan::Data { file: (u64::MAX, u64::MAX), start: 0, end: 0, write },
         }
     }
@@ -143,9 +151,10 @@ impl Conn {
         }
         let wait = match *plan {
             Plan::Barrier => true,
-            Plan::Data { file, start, end, write } => self.inflight.iter().any(|f| {
-                f.file == file && (write || f.write) && f.start < end && start < f.end
-            }),
+            Plan::Data { file, start, end, write } => self
+                .inflight
+                .iter()
+                .any(|f| f.file == file && (write || f.write) && f.start < end && start < f.end),
         };
         if wait {
             sh.stats.parallel_barriers.fetch_add(1, Relaxed);
@@ -154,18 +163,15 @@ impl Conn {
     }
 
     /// Whether a data request of `len` bytes should go to the pool: the pool runs, this
-    /// session has room in it, and the request is worth handing over. A lone large
-    /// READ_DIRECT (nothing in flight, no other request waiting) stays on the worker,
-    /// where the copy engines split it.
-    fn may_go_parallel(&self, sh: &Shared, len: usize, direct_read: bool) -> bool {
-        if sh.io.threads() == 0
-            || len < PARALLEL_BYTES_MIN
-            || self.inflight.len() >= sh.io.session_inflight_max()
-        {
-            return false;
-        }
-        let lone = self.inflight.is_empty() && !self.t.input_pending();
-        !(lone && direct_read && sh.copy.threads() > 0 && len >= crate::copy_engines::PARALLEL_MIN_BYTES)
+    /// session has room in it, the request is worth handing over, and it is not alone —
+    /// something is in flight or another request is waiting. A lone request runs on the
+    /// worker at once (no hand-over latency at queue depth 1; a lone large READ_DIRECT is
+    /// split by the copy engines there).
+    fn may_go_parallel(&self, sh: &Shared, len: usize) -> bool {
+        sh.io.threads() > 0
+            && len >= PARALLEL_BYTES_MIN
+            && self.inflight.len() < sh.io.session_inflight_max()
+            && (!self.inflight.is_empty() || self.t.more_input())
     }
 
     /// Hand `req` (already through `dispatch`'s checks and `order`) to the I/O pool if it
@@ -181,7 +187,7 @@ impl Conn {
         let inf = InFlight { tag: 0, hdr: *h, file, start, end, write };
         match *req {
             Request::ReadDirect { open_id, offset, len, region } => {
-                if !self.may_go_parallel(sh, len as usize, true) || len > sh.cfg.direct_bytes_max {
+                if !self.may_go_parallel(sh, len as usize) || len > sh.cfg.direct_bytes_max {
                     return false;
                 }
                 let Some((fd, mut lease)) = self.leased(open_id, true, region, len) else {
@@ -197,7 +203,7 @@ impl Conn {
                 true
             }
             Request::WriteDirect { open_id, offset, len, stable, region } => {
-                if !self.may_go_parallel(sh, len as usize, false)
+                if !self.may_go_parallel(sh, len as usize)
                     || len > sh.cfg.direct_bytes_max
                     || offset.checked_add(len as u64).is_none_or(|e| e > i64::MAX as u64)
                 {
@@ -217,7 +223,7 @@ impl Conn {
             }
             Request::ReadInline { open_id, offset, len } => {
                 let max = self.t.msg_size_bytes_max() - HEADER_LEN - 64;
-                if !self.may_go_parallel(sh, len as usize, false) || len as usize > max {
+                if !self.may_go_parallel(sh, len as usize) || len as usize > max {
                     return false;
                 }
                 let Ok(of) = self.session().open_file(open_id, true) else { return false };
@@ -226,7 +232,8 @@ impl Conn {
                 data.resize(len as usize, 0);
                 let stats = sh.stats.clone();
                 self.submit(sh, inf, move || {
-                    let n = fsops::pread_full(fd.as_fd(), &mut data[..], offset).map_err(fsops::io_st)?;
+                    let n = fsops::pread_full(fd.as_fd(), &mut data[..], offset)
+                        .map_err(fsops::io_st)?;
                     stats.bytes_read.fetch_add(n as u64, Relaxed);
                     stats.inline_bytes.fetch_add(n as u64, Relaxed);
                     data.truncate(n);
@@ -235,7 +242,7 @@ impl Conn {
                 true
             }
             Request::WriteInline { open_id, offset, stable, data } => {
-                if !self.may_go_parallel(sh, data.len(), false)
+                if !self.may_go_parallel(sh, data.len())
                     || offset.checked_add(data.len() as u64).is_none_or(|e| e > i64::MAX as u64)
                 {
                     return false;
@@ -268,8 +275,7 @@ impl Conn {
         p: &super::pending::PendingWrite,
         data: Vec<u8>,
     ) -> Result<(), Vec<u8>> {
-        if p.append.is_some() || p.batch.is_some() || !self.may_go_parallel(sh, data.len(), false)
-        {
+        if p.append.is_some() || p.batch.is_some() || !self.may_go_parallel(sh, data.len()) {
             return Err(data);
         }
         let end = p.offset.saturating_add(data.len() as u64);
@@ -366,7 +372,11 @@ impl Conn {
 
     /// The worker's look at this connection between events: answer the finished jobs
     /// and write the replies out.
-    pub(crate) fn answer_finished(&mut self, sh: &Shared, sc: &mut super::Scratch) -> super::ConnFate {
+    pub(crate) fn answer_finished(
+        &mut self,
+        sh: &Shared,
+        sc: &mut super::Scratch,
+    ) -> super::ConnFate {
         self.reap(sh, &mut sc.out);
         self.flush(sh)
     }

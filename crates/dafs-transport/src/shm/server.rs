@@ -233,8 +233,10 @@ impl ShmServerConn {
                                 Err(_) => REG_REFUSED,
                                 Ok(maplen) => match Mapping::map(fd.as_fd(), maplen) {
                                     Ok(m) => {
-                                        self.regions
-                                            .insert(key, (ServerRegion::Mapped(Arc::new(m), len), access));
+                                        self.regions.insert(
+                                            key,
+                                            (ServerRegion::Mapped(Arc::new(m), len), access),
+                                        );
                                         REG_OK
                                     }
                                     Err(_) => REG_REFUSED,
