@@ -51,6 +51,10 @@ pub struct ServeArgs {
     /// Default: one fewer than the cores, at most 16.
     #[arg(long)]
     pub copy_threads: Option<usize>,
+    /// I/O threads: run one session's independent reads and writes in parallel (0: one
+    /// request at a time per connection). Default: one fewer than the cores, at least 1.
+    #[arg(long)]
+    pub io_threads: Option<usize>,
     /// Maximum message size in bytes.
     #[arg(long)]
     pub max_msg_size: Option<u32>,
@@ -200,6 +204,7 @@ struct FileConfig {
     inline_threshold_shm: Option<u32>,
     inline_threshold_tcp: Option<u32>,
     copy_threads: Option<usize>,
+    io_threads: Option<usize>,
     max_msg_size: Option<u32>,
     direct_max: Option<u32>,
     max_sessions: Option<usize>,
@@ -334,6 +339,7 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
     let tcp = a.inline_threshold_tcp.or(a.inline_threshold);
     pick!(inline_threshold, tcp, fc.inline_threshold_tcp.or(fc.inline_threshold));
     pick!(copy_threads, a.copy_threads, fc.copy_threads);
+    pick!(io_threads, a.io_threads, fc.io_threads);
     pick!(msg_size_bytes_max, a.max_msg_size, fc.max_msg_size);
     pick!(sessions_max, a.max_sessions, fc.max_sessions);
     cfg.open_files_max = a.max_open_files.or(fc.max_open_files);

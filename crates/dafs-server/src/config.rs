@@ -65,6 +65,10 @@ pub struct ServerConfig {
     /// Copy engines helping workers place large direct reads (see `copy_engines`); 0
     /// disables them. At most `copy_engines::COPY_THREADS_MAX`.
     pub copy_threads: usize,
+    /// I/O threads running one session's independent READs and WRITEs in parallel (see
+    /// `io_pool`, `conn::parallel`); 0 runs every request on its worker, one at a time
+    /// per connection. At most `io_pool::IO_THREADS_MAX`.
+    pub io_threads: usize,
     /// Largest single direct transfer.
     pub direct_bytes_max: u32,
     /// Most concurrently connected sessions.
@@ -211,6 +215,7 @@ impl ServerConfig {
             inline_threshold: INLINE_THRESHOLD_DEFAULT,
             inline_threshold_shm: INLINE_THRESHOLD_SHM_DEFAULT,
             copy_threads: crate::copy_engines::copy_threads_default(),
+            io_threads: crate::io_pool::io_threads_default(),
             direct_bytes_max: 8 * 1024 * 1024,
             sessions_max: 256,
             open_files_max: None,
@@ -311,6 +316,7 @@ impl ServerConfig {
             0,
             crate::copy_engines::COPY_THREADS_MAX as u64,
         )?;
+        in_range("io_threads", self.io_threads as u64, 0, crate::io_pool::IO_THREADS_MAX as u64)?;
         in_range("batch_max", self.batch_max.into(), 1, dafs_proto::types::BATCH_MAX.into())?;
         if self.exports.len() > crate::handle_codec::EXPORTS_MAX {
             return Err(ConfigError::AboveMax {
@@ -433,6 +439,7 @@ mod tests {
             "inline_threshold must leave room for headers within msg_size_bytes_max"
         );
         assert_eq!(refused(|c| c.copy_threads = 17), "copy_threads must be 0..=16");
+        assert_eq!(refused(|c| c.io_threads = 17), "io_threads must be 0..=16");
         let e = refused(|c| c.exports[0].path = "/nonexistent/dir".into());
         assert_eq!(e, "export \"export\": /nonexistent/dir is not a directory");
     }

@@ -12,9 +12,11 @@
 //!   the export with openat2(RESOLVE_BENEATH).
 //!
 //! - `copy_threads` copy engines help a worker place one large direct read
-//!   (`copy_engines`).
+//!   (`copy_engines`);
+//! - `io_threads` I/O threads run one session's independent reads and writes in
+//!   parallel (`io_pool`, `conn::parallel`).
 //!
-//! The thread count is fixed at start (`workers` + `copy_threads` + the acceptor + the
+//! The thread count is fixed at start (`workers` + `copy_threads` + `io_threads` + the acceptor + the
 //! handle sweep, + the admin and metrics threads when enabled), whatever the clients do.
 
 #[macro_use]
@@ -33,6 +35,7 @@ pub mod fsops;
 pub mod grace;
 pub mod handle_codec;
 pub mod handles;
+pub mod io_pool;
 pub mod kernel_fh;
 pub mod live;
 pub mod locks;
@@ -102,6 +105,8 @@ pub struct Shared {
     pub shm_path: String,
     /// Threads that help place large direct reads.
     pub copy: copy_engines::CopyEngines,
+    /// Threads that run sessions' independent data requests in parallel.
+    pub io: io_pool::IoPool,
     shutdown: AtomicBool,
     /// Every worker's inbox and waker (set once the workers exist).
     links: std::sync::OnceLock<Vec<Arc<WorkerLink>>>,
@@ -119,7 +124,7 @@ impl Shared {
     }
 }
 
-struct WorkerLink {
+pub(crate) struct WorkerLink {
     inbox: Mutex<Vec<Box<dyn ServerConn>>>,
     waker: Waker,
 }
@@ -284,6 +289,8 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         shm_path,
         copy: copy_engines::CopyEngines::start(cfg.copy_threads)
             .map_err(StartError::io("cannot start a copy engine thread"))?,
+        io: io_pool::IoPool::start(cfg.io_threads)
+            .map_err(StartError::io("cannot start an I/O thread"))?,
         shutdown: AtomicBool::new(false),
         links: std::sync::OnceLock::new(),
         cfg,
@@ -617,7 +624,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                         sh.connections_live.release();
                         continue;
                     }
-                    let mut c = Conn::new(t);
+                    let mut c = Conn::new(t, Arc::clone(&link));
                     // Data may already be waiting (edge-triggered: drain now).
                     let fate = c.drive(&sh, &mut sc);
                     conns[idx] = Some(c);
@@ -642,6 +649,17 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
             }
             if fate == ConnFate::Close {
                 close_conn(&sh, &poll, &mut conns, &mut free, idx);
+            }
+        }
+        // Parallel requests handed over just now or before: lend a hand with queued jobs
+        // (before sleeping), then answer the finished ones.
+        if conns.iter().flatten().any(|c| c.has_inflight()) {
+            sh.io.run_queued(sh.io.inflight_max());
+            for idx in 0..conns.len() {
+                let Some(c) = conns[idx].as_mut().filter(|c| c.has_inflight()) else { continue };
+                if c.answer_finished(&sh, &mut sc) == ConnFate::Close {
+                    close_conn(&sh, &poll, &mut conns, &mut free, idx);
+                }
             }
         }
     }

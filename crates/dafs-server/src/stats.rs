@@ -68,6 +68,12 @@ counters! {
     false_retries,
     /// Duplicates of a request still executing, dropped.
     duplicates_dropped,
+    /// Data requests handed to the I/O pool, to run in parallel with others of their
+    /// session.
+    requests_parallel,
+    /// Requests that waited for their session's parallel requests to finish first
+    /// (ordering: a conflicting range, or an op that is not plain data I/O).
+    parallel_barriers,
     /// Sessions re-bound to a new connection (client reconnects).
     binds,
     /// Binds answered DELAY while the old connection was being revoked.

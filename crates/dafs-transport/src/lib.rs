@@ -28,7 +28,7 @@ use std::time::Duration;
 
 pub use dafs_proto::RemoteRegion;
 pub use mem_ptr::MemPtr;
-pub use placement::{PlacementDst, PlacementPart, PlacementSrc};
+pub use placement::{PlacementDst, PlacementLease, PlacementPart, PlacementSrc};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -279,6 +279,20 @@ pub trait ServerConn: Send {
     ) -> Result<Option<usize>, PutError> {
         Ok(None)
     }
+    /// The client's memory of `region` (`len` bytes) as a lease another thread may fill
+    /// (`write`: a placement, READ_DIRECT) or drain (a pull, WRITE_DIRECT) with no further
+    /// call into the provider, so a server can run independent transfers of one
+    /// connection in parallel. `Ok(None)` when the provider needs its own thread for the
+    /// transfer (TCP streams, shared memory reached through /proc/PID/mem): use
+    /// [`Self::put`] / [`Self::pull_sync`] / [`Self::pull`]. Default: `Ok(None)`.
+    fn lease(
+        &mut self,
+        _region: RemoteRegion,
+        _len: usize,
+        _write: bool,
+    ) -> Result<Option<PlacementLease>, TransportError> {
+        Ok(None)
+    }
     /// True for a same-host shared-memory connection: the server exports the
     /// shared-memory inline threshold to its sessions (`inline_threshold_shm`) instead of
     /// the network one, since the inline/direct crossover differs by provider.
@@ -289,6 +303,12 @@ pub trait ServerConn: Send {
     /// rings); the server's spin loop polls this.
     fn input_pending(&self) -> bool {
         false
+    }
+    /// True if more input is waiting than the event just read (a hint, not a promise):
+    /// the server runs a request in parallel only when another one may follow. Default:
+    /// [`Self::input_pending`].
+    fn more_input(&self) -> bool {
+        self.input_pending()
     }
     /// The event loop is about to sleep on the fd: ask the peer for a doorbell. Returns
     /// false if input arrived meanwhile (then do not sleep).

@@ -156,6 +156,48 @@ impl PlacementPart {
     }
 }
 
+/// Client memory a server may fill (READ_DIRECT) or drain (WRITE_DIRECT) on another
+/// thread, with no further call into the provider: the lease keeps the memory mapped for
+/// as long as it lives (it holds the provider's mapping), so it may outlive the call that
+/// made it and even a deregistration by the client. Only shared memory hands these out
+/// ([`crate::ServerConn::lease`]).
+pub struct PlacementLease {
+    mem: MemPtr,
+    /// What keeps `mem` mapped.
+    _keep: std::sync::Arc<dyn Send + Sync>,
+}
+
+impl PlacementLease {
+    /// # Safety
+    /// `mem` must stay mapped, readable and writable while `keep` lives, and no Rust
+    /// reference to it may be made in this process. Other processes may read and write it.
+    pub(crate) unsafe fn shared(mem: MemPtr, keep: std::sync::Arc<dyn Send + Sync>) -> Self {
+        PlacementLease { mem, _keep: keep }
+    }
+
+    pub fn len(&self) -> usize {
+        self.mem.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.mem.is_empty()
+    }
+
+    /// The memory as a placement destination, lent while `self` is borrowed.
+    pub fn dst(&mut self) -> PlacementDst<'_> {
+        // SAFETY: mapped and writable while `self` (and so `_keep`) lives, and `&mut self`
+        // is held for the destination's lifetime; no reference is made to the memory.
+        unsafe { PlacementDst::shared(self.mem) }
+    }
+
+    /// The memory as a source of bytes to write, lent while `self` is borrowed.
+    pub fn src(&self) -> PlacementSrc<'_> {
+        // SAFETY: mapped and readable while `self` (and so `_keep`) lives; no reference is
+        // made to the memory.
+        unsafe { PlacementSrc::shared(self.mem) }
+    }
+}
+
 /// Memory to take bytes from. Holds no reference to it (see the module docs).
 #[derive(Clone, Copy)]
 pub struct PlacementSrc<'a> {

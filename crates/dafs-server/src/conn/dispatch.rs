@@ -103,6 +103,11 @@ impl Conn {
         raw: &[u8],
     ) -> ConnFate {
         let untouched = SlotUse::Untouched;
+        if matches!(req, Request::SessionCreate { .. } | Request::SessionBind { .. }) {
+            // These may replace the connection's session: the old one's parallel
+            // requests are answered (and their slots completed) first.
+            self.drain(sh, &mut sc.out);
+        }
         match req {
             Request::Null if h.session_id == 0 => {
                 return self.respond(sh, &mut sc.out, &h, &Reply::Empty, untouched);
@@ -200,6 +205,13 @@ impl Conn {
         // Run with the session's credential (no-op when it is already this thread's).
         if let Err(status) = cred::apply(sh, s.cred.as_ref()) {
             return self.respond(sh, &mut sc.out, &h, &Reply::Error(status), complete);
+        }
+        // Parallel requests of this session it must follow finish first; a plain data
+        // request may itself go to the I/O pool (`parallel`).
+        let plan = self.plan(&req);
+        self.order(sh, &mut sc.out, &plan);
+        if self.try_parallel(sh, &h, &req, &plan) {
+            return ConnFate::Keep;
         }
         let destroy = matches!(req, Request::SessionDestroy);
         let fate = match self.execute(sh, &mut sc.bufs, &h, req) {

@@ -17,6 +17,7 @@
 
 mod dispatch;
 mod ops;
+mod parallel;
 mod pending;
 mod reply;
 mod session;
@@ -72,10 +73,18 @@ pub struct Conn {
     /// A CHAIN's elements are executing: their replies are packed into the chain's, so a
     /// READ_DIRECT among them places with `put` (its count is final at once).
     in_chain: bool,
+    /// Requests whose storage I/O runs in the I/O pool (`parallel`), at most
+    /// `IoPool::session_inflight_max`.
+    inflight: Vec<parallel::InFlight>,
+    /// Where their results come back.
+    done: std::sync::Arc<parallel::DoneBox>,
+    /// Data buffers of finished parallel requests, reused (at most
+    /// `IoPool::session_inflight_max`).
+    spare: Vec<Vec<u8>>,
 }
 
 impl Conn {
-    pub fn new(mut t: Box<dyn ServerConn>) -> Self {
+    pub(crate) fn new(mut t: Box<dyn ServerConn>, link: std::sync::Arc<crate::WorkerLink>) -> Self {
         t.set_msg_size_bytes_max(HANDSHAKE_MSG_BYTES_MAX as usize);
         Conn {
             peer_ip: crate::admission::peer_ip(&t.peer()),
@@ -91,6 +100,9 @@ impl Conn {
             destroying: false,
             file_reply: false,
             in_chain: false,
+            inflight: Vec::new(),
+            done: parallel::DoneBox::new(link),
+            spare: Vec::new(),
         }
     }
 
@@ -182,6 +194,9 @@ impl Conn {
     /// parked for its lease (a SESSION_BIND on a new connection takes it back), or
     /// released if it was destroyed, fenced, or the server is stopping.
     pub fn close(&mut self, sh: &Shared) {
+        // Requests executing in the I/O pool finish first and their replies go into the
+        // reply cache: they have executed, so a retransmission must find them there.
+        self.drain(sh, &mut Vec::new());
         if let Some(s) = self.session.as_mut() {
             for p in self.pending.values() {
                 if p.batch.is_none() {

@@ -13,6 +13,7 @@ use rustix::fs as rfs;
 use tracing::debug;
 
 use super::ops::{batch_reply, write_at};
+use super::parallel::Plan;
 use super::reply::SlotUse;
 use super::{Conn, ConnFate, Scratch};
 use crate::fsops::{st, FsResult};
@@ -32,6 +33,8 @@ pub(super) struct PendingWrite {
     pub(super) offset: u64,
     pub(super) stable: bool,
     pub(super) append: Option<Arc<Mutex<()>>>,
+    /// (dev, ino) of the file: parallel requests overlapping the write finish first.
+    pub(super) file: (u64, u64),
     /// Part of a BATCH_IO: (batch tag, I/O index) — the reply is the batch's.
     pub(super) batch: Option<(u64, usize)>,
 }
@@ -60,6 +63,27 @@ impl Conn {
             }
             return ConnFate::Keep;
         };
+        let mut data = data;
+        // A proxied write goes to its home node as it is (see `forward`).
+        let local = matches!(p.target, WriteTarget::File(_));
+        if local {
+            if let Ok(buf) = data {
+                let len = buf.len() as u64;
+                data = match self.try_parallel_pulled(sh, &mut sc.out, &p, buf) {
+                    Ok(()) => return ConnFate::Keep,
+                    Err(buf) => Ok(buf),
+                };
+                // Written here: after the overlapping parallel writes of its session.
+                let plan = match p.append {
+                    Some(_) => Plan::Barrier,
+                    None => {
+                        let end = p.offset.saturating_add(len);
+                        Plan::Data { file: p.file, start: p.offset, end, write: true }
+                    }
+                };
+                self.order(sh, &mut sc.out, &plan);
+            }
+        }
         let result: FsResult<(usize, u64)> = match (&data, &p.target) {
             (Err(_), _) => Err(Status::BadRegion),
             (Ok(buf), WriteTarget::Proxied(open_id)) => {

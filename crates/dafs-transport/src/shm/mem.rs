@@ -38,6 +38,13 @@ pub struct Mapping {
     mem: MemPtr,
 }
 
+// SAFETY: `Sync` lets threads share `&Mapping` (a [`crate::PlacementLease`] holds an
+// `Arc<Mapping>` on another thread). Through `&self` a `Mapping` only hands out its address
+// range (`ptr`, `len`, `mem`, `range`): no method reads or writes the mapped bytes, so
+// shared references cannot race. Whoever accesses the bytes through those addresses
+// argues that access at its own `unsafe` block; unmapping needs the owner (`Drop`).
+unsafe impl Sync for Mapping {}
+
 impl Mapping {
     /// Map `len` bytes of `fd` shared read-write.
     pub fn map(fd: BorrowedFd, len: usize) -> io::Result<Mapping> {

@@ -6,6 +6,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::Arc;
 
 use dafs_proto::limits;
 
@@ -13,7 +14,7 @@ use super::mem::{self, Mapping, Pop, Ring};
 use super::peer_mem::PeerMem;
 use super::socket_path;
 use super::*;
-use crate::placement::{PlacementDst, PlacementSrc};
+use crate::placement::{PlacementDst, PlacementLease, PlacementSrc};
 use crate::{PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener};
 
 pub struct ShmListener {
@@ -124,7 +125,9 @@ impl ServerListener for ShmListener {
 enum ServerRegion {
     /// A mapping of the client's sealed memfd (whole pages) and the registered length:
     /// placements are bounded by `len`, not by the page-rounded mapping.
-    Mapped(Mapping, usize),
+    /// Shared (`Arc`) so that a [`PlacementLease`] handed to another thread keeps it
+    /// mapped even if the client deregisters the region meanwhile.
+    Mapped(Arc<Mapping>, usize),
     /// Application memory of the client, reached through `ShmServerConn::peer_mem`.
     Vm { addr: u64, len: usize },
 }
@@ -230,8 +233,10 @@ impl ShmServerConn {
                                 Err(_) => REG_REFUSED,
                                 Ok(maplen) => match Mapping::map(fd.as_fd(), maplen) {
                                     Ok(m) => {
-                                        self.regions
-                                            .insert(key, (ServerRegion::Mapped(m, len), access));
+                                        self.regions.insert(
+                                            key,
+                                            (ServerRegion::Mapped(Arc::new(m), len), access),
+                                        );
                                         REG_OK
                                     }
                                     Err(_) => REG_REFUSED,
@@ -407,6 +412,25 @@ impl ServerConn for ShmServerConn {
                 self.staging = staging;
                 res
             }
+        }
+    }
+
+    fn lease(
+        &mut self,
+        region: RemoteRegion,
+        len: usize,
+        write: bool,
+    ) -> Result<Option<PlacementLease>, TransportError> {
+        match self.resolve(region, len, write)? {
+            ServerRegion::Mapped(m, _) => {
+                let mem = m.range(region.offset, len).ok_or(TransportError::BadRegion)?;
+                // SAFETY: `mem` lies inside the mapping `m` (checked by resolve and range),
+                // which the lease keeps alive (and so mapped) by its own reference; the
+                // client's memfd is sealed against shrinking, so the pages cannot vanish.
+                Ok(Some(unsafe { PlacementLease::shared(mem, m.clone()) }))
+            }
+            // Reached through /proc/PID/mem with this connection's staging buffer.
+            ServerRegion::Vm { .. } => Ok(None),
         }
     }
 

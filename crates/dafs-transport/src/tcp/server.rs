@@ -134,6 +134,11 @@ impl ServerConn for TcpServerConn {
     fn raw_fd(&self) -> RawFd {
         self.sock.as_raw_fd()
     }
+    fn more_input(&self) -> bool {
+        // Bytes in the socket's receive queue: the next request (or pulled data). With
+        // TLS, records the library already took are not seen: a hint only.
+        rustix::io::ioctl_fionread(&self.sock).is_ok_and(|n| n > 0)
+    }
     fn peer(&self) -> String {
         self.peer.clone()
     }

@@ -35,12 +35,12 @@ impl Conn {
         }
         let ios = dafs_proto::types::parse_batch(ios, count, sh.cfg.direct_bytes_max as u64)
             .map_err(|_| Status::BadXdr)?;
-        let (fd, read_ok, write_ok, append) = {
+        let (fd, read_ok, write_ok, append, file) = {
             let of = self.session().opens.get(&open_id).ok_or(Status::BadOpenId)?;
             if !of.regular {
                 return Err(Status::NxIo);
             }
-            (of.fd.clone(), of.read, of.write, of.append.clone())
+            (of.fd.clone(), of.read, of.write, of.append.clone(), of.file)
         };
         let btag = self.take_tag();
         let mut results = vec![(Status::Ok, 0u64); ios.len()];
@@ -79,6 +79,7 @@ impl Conn {
                                         offset: at,
                                         stable: false,
                                         append: append.clone(),
+                                        file,
                                         batch: Some((btag, i)),
                                     },
                                     mr,

@@ -205,6 +205,9 @@ impl Conn {
                     offset,
                     stable,
                     append: None,
+                    // Not a file of this node: never ordered against its parallel
+                    // requests (a proxied write is written at its home).
+                    file: (u64::MAX, open_id),
                     batch: None,
                 },
             )),

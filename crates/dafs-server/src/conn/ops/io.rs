@@ -142,7 +142,7 @@ impl Conn {
             Ok(None) => {}
             Err(e) => return Err(placement_status(e)),
         }
-        let (fd, append) = (of.fd.clone(), of.append.clone());
+        let (fd, append, file) = (of.fd.clone(), of.append.clone(), of.file);
         let tag = self.take_tag();
         match self.t.pull(region, len as usize, tag) {
             Ok(()) => Ok(Outcome::Pending(
@@ -153,6 +153,7 @@ impl Conn {
                     offset,
                     stable,
                     append,
+                    file,
                     batch: None,
                 },
             )),
