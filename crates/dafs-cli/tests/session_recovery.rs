@@ -327,7 +327,7 @@ fn lease_expiry_releases_state(provider: Provider) {
     c.close(g).unwrap();
 }
 
-for_each_native_provider!(
+for_each_provider!(
     exactly_once_under_cut_connections,
     reconnect_keeps_session_state,
     lease_expiry_releases_state,

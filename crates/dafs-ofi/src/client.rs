@@ -102,7 +102,7 @@ impl OfiClient {
 
     fn ring(&mut self) -> Result<(), TransportError> {
         if self.doorbells {
-            boot::ring(&mut self.sock)?;
+            boot::ring(&mut self.sock, boot::DOORBELL)?;
         }
         Ok(())
     }
@@ -154,8 +154,12 @@ fn dial(addr: &str, timeout: Duration) -> Result<(TcpStream, SocketAddr), Transp
 
 impl WaitSteps for OfiClient {
     fn poll_once(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
-        boot::drain(&mut self.sock)?;
+        let rung = boot::drain(&mut self.sock)?;
         self.link.progress(&mut self.events)?;
+        if rung.answer {
+            // The server's RMAs are in flight and may need our progress again.
+            self.ring()?;
+        }
         while let Some(e) = self.events.pop_front() {
             match e {
                 LinkEvent::Msg { buf, data: None } => {
@@ -302,5 +306,10 @@ impl ClientTransport for OfiClient {
     }
     fn raw_fd(&self) -> RawFd {
         self.link.fab.wait_fd().unwrap_or(self.sock.as_raw_fd())
+    }
+    fn cut_fd(&self) -> RawFd {
+        // The side channel: its end is how both sides learn the session's connection
+        // is gone (the wait fd is no socket).
+        self.sock.as_raw_fd()
     }
 }
