@@ -250,8 +250,10 @@ impl OfiServerConn {
             // DOORBELL_ANSWER after its progress, and rings after posting).
             self.token_out = false;
         }
+        let queued = self.link.sends_queued();
         self.link.progress(&mut self.link_events)?;
-        let mut rang = false;
+        // Sends the provider refused earlier went out: wake the client for them.
+        let mut rang = self.link.sends_queued() < queued;
         while let Some(e) = self.link_events.pop_front() {
             match e {
                 LinkEvent::Msg { buf, data: Some(d) } => {
@@ -292,19 +294,19 @@ impl OfiServerConn {
         }
         rang |= self.post_rma()?;
         rang |= self.release_held()?;
-        // Posted RMAs may need the client's progress again (see DOORBELL_ANSWER): pass
+        // Work may need the client's progress again (see DOORBELL_ANSWER): pass
         // it the token whenever it has handed it back.
-        if rang || (self.doorbells && !self.token_out && self.rma_posted()) {
+        if rang || (self.doorbells && !self.token_out && self.needs_client()) {
             self.ring()?;
         }
         Ok(())
     }
 
-    /// Wake a client without a completion wait fd; while RMAs are posted, ask it to
-    /// ring back once it has progressed. At most one such request is outstanding.
+    /// Wake a client without a completion wait fd; while work needs its progress (RMAs
+    /// posted, sends refused), ask it to ring back once it has progressed. At most one such request is outstanding.
     fn ring(&mut self) -> Result<(), TransportError> {
         if self.doorbells {
-            let bell = if self.rma_posted() {
+            let bell = if self.needs_client() {
                 self.token_out = true;
                 boot::DOORBELL_ANSWER
             } else {
@@ -315,9 +317,11 @@ impl OfiServerConn {
         Ok(())
     }
 
-    /// RMAs posted to the provider and not complete.
-    fn rma_posted(&self) -> bool {
-        !self.writes.is_empty() || !self.reads.is_empty()
+    /// Work that completes only through the client's progress: RMAs posted and not
+    /// complete, RMAs and sends the provider refused until the client drains its
+    /// queues, and messages held behind writes.
+    fn needs_client(&self) -> bool {
+        self.rma_in_flight() || self.link.sends_queued() > 0 || !self.held.is_empty()
     }
 
     /// Send held messages whose earlier writes have completed. True if any went out.
