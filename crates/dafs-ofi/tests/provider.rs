@@ -82,7 +82,9 @@ fn messages_and_rma_move_the_right_bytes() {
         let got = unsafe { std::slice::from_raw_parts(ptr.add(4096), 1000) };
         assert_eq!(got, &data[..], "{name}: placed bytes");
         // SAFETY: as above, the byte just before the placement.
-        assert_eq!(unsafe { *ptr.add(4095) }, 0x5a, "{name}: nothing placed outside");
+        assert_eq!(unsafe { *ptr.add(4095) }, 0x5a, "{name}: nothing placed before");
+        // SAFETY: as above, the byte just after it.
+        assert_eq!(unsafe { *ptr.add(5096) }, 0x5a, "{name}: nothing placed after");
         match server_event(&mut c, &mut s) {
             ServerEvent::Pulled { tag: 7, data: Ok(d) } => assert_eq!(d, vec![0x5a; 100]),
             e => panic!("{name}: {e:?}"),
