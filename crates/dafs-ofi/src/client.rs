@@ -155,9 +155,13 @@ fn dial(addr: &str, timeout: Duration) -> Result<(TcpStream, SocketAddr), Transp
 impl WaitSteps for OfiClient {
     fn poll_once(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
         let rung = boot::drain(&mut self.sock)?;
+        let queued = self.link.sends_queued();
         self.link.progress(&mut self.events)?;
-        if rung.answer {
-            // The server's RMAs are in flight and may need our progress again.
+        // Ring when the server's work may need our progress again (DOORBELL_ANSWER),
+        // and when messages the provider refused earlier went out now (`shm` refuses
+        // the first sends to a peer until the server's progress has mapped us): without
+        // it the server sleeps on until its worker's time-out (0.1-0.5 s per message).
+        if rung.answer || self.link.sends_queued() < queued {
             self.ring()?;
         }
         while let Some(e) = self.events.pop_front() {
