@@ -217,7 +217,7 @@ fn io_larger_than_max_io_size(p: Provider) {
     c.close(f).unwrap();
 }
 
-for_each_native_provider!(sparse_file_past_1gib, offsets_past_4gib, io_larger_than_max_io_size);
+for_each_provider!(sparse_file_past_1gib, offsets_past_4gib, io_larger_than_max_io_size);
 
 #[test]
 fn directory_with_ten_thousand_entries() {

@@ -327,12 +327,29 @@ fn lease_expiry_releases_state(provider: Provider) {
     c.close(g).unwrap();
 }
 
-for_each_native_provider!(
-    exactly_once_under_cut_connections,
+for_each_provider!(
     reconnect_keeps_session_state,
     lease_expiry_releases_state,
     fsynced_records_survive_server_restarts
 );
+
+/// Not on `ofi+shm` yet: there a CLOSE deterministically times out at operation 1040
+/// (after 145 cuts) with this seed; cause not found yet (docs/architecture.md, Roadmap).
+mod exactly_once {
+    use super::Provider;
+    #[test]
+    fn tcp() {
+        super::exactly_once_under_cut_connections(Provider::Tcp)
+    }
+    #[test]
+    fn shm() {
+        super::exactly_once_under_cut_connections(Provider::Auto)
+    }
+    #[test]
+    fn ofi_tcp() {
+        super::exactly_once_under_cut_connections(Provider::Ofi("tcp"))
+    }
+}
 
 #[test]
 fn fencing_and_admin_sessions() {
@@ -672,6 +689,10 @@ fn fsynced_records_survive_server_restarts(provider: Provider) {
     let mut srv = RestartableServer::start(&[]);
     let addr = srv.addr_for(provider);
     let dir = srv.dir();
+    // Connected before the first kill (a connect that races it fails, as it should).
+    let cfg =
+        ClientConfig { provider, connect_timeout: Duration::from_secs(5), ..Default::default() };
+    let mut c = Client::connect(&addr, cfg).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let killer = {
         let stop = stop.clone();
@@ -688,13 +709,12 @@ fn fsynced_records_survive_server_restarts(provider: Provider) {
             srv
         })
     };
-    let cfg =
-        ClientConfig { provider, connect_timeout: Duration::from_secs(5), ..Default::default() };
-    let mut c = Client::connect(&addr, cfg).unwrap();
     let threshold = c.inline_threshold();
     let name = |k: usize| format!("log{k}");
     let open = |c: &mut Client, k: usize| c.open(&name(k), OpenOptions::read_write().create(true));
-    let mut files: Vec<_> = (0..FILES).map(|k| Some(open(&mut c, k).unwrap())).collect();
+    // Opened in the loop, which survives a restart at any moment: the first may come
+    // before the initial opens are done (sooner over a provider slower to connect).
+    let mut files: Vec<Option<dafs_client::File>> = (0..FILES).map(|_| None).collect();
     // Record r of file k: every 16th goes direct (above the inline threshold).
     let slot_bytes = (threshold + 4096) as u64;
     let record = |k: usize, r: u64| {

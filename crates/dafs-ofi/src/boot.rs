@@ -30,6 +30,13 @@ pub const CTRL_DEREG: u64 = 2;
 pub const REG_BYTES: usize = 33;
 pub const DEREG_BYTES: usize = 8;
 pub const DOORBELL: u8 = 0xdb;
+/// A doorbell that also asks for one back once the receiver has progressed: the server
+/// rings it while its RMAs are in flight. A manual-progress provider may need the
+/// target's progress several times per RMA (`shm` moves a large one in segments
+/// through bounce buffers, each emptied by the client's progress and refilled by the
+/// server's), so the two sides pass this token back and forth until the RMAs complete;
+/// one doorbell would leave the rest waiting for the client's next call.
+pub const DOORBELL_ANSWER: u8 = 0xdc;
 
 pub struct ServerHello {
     pub prov: String,
@@ -172,10 +179,11 @@ pub fn write_all(
     Ok(())
 }
 
-/// Ring the peer's doorbell. A full socket buffer already holds unread doorbells, so
-/// a byte that does not fit is not needed.
-pub fn ring(sock: &mut TcpStream) -> Result<(), TransportError> {
-    match sock.write(&[DOORBELL]) {
+/// Ring the peer's doorbell (`DOORBELL` or `DOORBELL_ANSWER`). A full socket buffer
+/// already holds unread doorbells, so a byte that does not fit is not needed.
+pub fn ring(sock: &mut TcpStream, bell: u8) -> Result<(), TransportError> {
+    debug_assert!(bell == DOORBELL || bell == DOORBELL_ANSWER);
+    match sock.write(&[bell]) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
@@ -193,24 +201,41 @@ fn is_disconnect(e: &io::Error) -> bool {
     )
 }
 
+/// What [`drain`] found on the side channel.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Rung {
+    /// Any doorbell.
+    pub any: bool,
+    /// A `DOORBELL_ANSWER`: ring back after progressing.
+    pub answer: bool,
+}
+
 /// Read every doorbell waiting on the socket. `Err(Closed)` once the peer is gone;
 /// anything but a doorbell after the hello is a protocol violation.
-pub fn drain(sock: &mut TcpStream) -> Result<(), TransportError> {
+pub fn drain(sock: &mut TcpStream) -> Result<Rung, TransportError> {
     let mut buf = [0u8; 64];
+    let mut rung = Rung::default();
     loop {
         match sock.read(&mut buf) {
             Ok(0) => return Err(TransportError::Closed),
             Ok(n) => {
-                if buf[..n].iter().any(|&b| b != DOORBELL) {
-                    return Err(TransportError::Protocol(
-                        "unexpected bytes on the ofi side channel",
-                    ));
+                for &b in &buf[..n] {
+                    match b {
+                        DOORBELL => {}
+                        DOORBELL_ANSWER => rung.answer = true,
+                        _ => {
+                            return Err(TransportError::Protocol(
+                                "unexpected bytes on the ofi side channel",
+                            ))
+                        }
+                    }
                 }
+                rung.any = true;
                 if n < buf.len() {
-                    return Ok(());
+                    return Ok(rung);
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(rung),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) if is_disconnect(&e) => return Err(TransportError::Closed),
             Err(e) => return Err(e.into()),

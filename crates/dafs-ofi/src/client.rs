@@ -102,7 +102,7 @@ impl OfiClient {
 
     fn ring(&mut self) -> Result<(), TransportError> {
         if self.doorbells {
-            boot::ring(&mut self.sock)?;
+            boot::ring(&mut self.sock, boot::DOORBELL)?;
         }
         Ok(())
     }
@@ -154,8 +154,16 @@ fn dial(addr: &str, timeout: Duration) -> Result<(TcpStream, SocketAddr), Transp
 
 impl WaitSteps for OfiClient {
     fn poll_once(&mut self) -> Result<Option<Vec<u8>>, TransportError> {
-        boot::drain(&mut self.sock)?;
+        let rung = boot::drain(&mut self.sock)?;
+        let queued = self.link.sends_queued();
         self.link.progress(&mut self.events)?;
+        // Ring when the server's work may need our progress again (DOORBELL_ANSWER),
+        // and when messages the provider refused earlier went out now (`shm` refuses
+        // the first sends to a peer until the server's progress has mapped us): without
+        // it the server sleeps on until its worker's time-out (0.1-0.5 s per message).
+        if rung.answer || self.link.sends_queued() < queued {
+            self.ring()?;
+        }
         while let Some(e) = self.events.pop_front() {
             match e {
                 LinkEvent::Msg { buf, data: None } => {
@@ -302,5 +310,10 @@ impl ClientTransport for OfiClient {
     }
     fn raw_fd(&self) -> RawFd {
         self.link.fab.wait_fd().unwrap_or(self.sock.as_raw_fd())
+    }
+    fn cut_fd(&self) -> RawFd {
+        // The side channel: its end is how both sides learn the session's connection
+        // is gone (the wait fd is no socket).
+        self.sock.as_raw_fd()
     }
 }

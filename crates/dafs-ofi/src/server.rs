@@ -105,6 +105,7 @@ impl OfiListener {
             regions: HashMap::new(),
             virt,
             doorbells,
+            token_out: false,
             events: VecDeque::new(),
             link_events: VecDeque::new(),
             writes: HashMap::new(),
@@ -165,6 +166,8 @@ pub struct OfiServerConn {
     regions: HashMap<u64, Region>,
     virt: bool,
     doorbells: bool,
+    /// A DOORBELL_ANSWER was rung and the client has not rung since.
+    token_out: bool,
     events: VecDeque<ServerEvent>,
     link_events: VecDeque<LinkEvent>,
     /// Posted RMA writes / reads by sequence number, with their buffers.
@@ -242,9 +245,15 @@ impl OfiServerConn {
             self.link.fab.set_peer(&name)?;
             self.hello = None;
         }
-        boot::drain(&mut self.sock)?;
+        if boot::drain(&mut self.sock)?.any {
+            // The client progressed since our last doorbell (it answers each
+            // DOORBELL_ANSWER after its progress, and rings after posting).
+            self.token_out = false;
+        }
+        let queued = self.link.sends_queued();
         self.link.progress(&mut self.link_events)?;
-        let mut rang = false;
+        // Sends the provider refused earlier went out: wake the client for them.
+        let mut rang = self.link.sends_queued() < queued;
         while let Some(e) = self.link_events.pop_front() {
             match e {
                 LinkEvent::Msg { buf, data: Some(d) } => {
@@ -285,17 +294,34 @@ impl OfiServerConn {
         }
         rang |= self.post_rma()?;
         rang |= self.release_held()?;
-        if rang {
+        // Work may need the client's progress again (see DOORBELL_ANSWER): pass
+        // it the token whenever it has handed it back.
+        if rang || (self.doorbells && !self.token_out && self.needs_client()) {
             self.ring()?;
         }
         Ok(())
     }
 
+    /// Wake a client without a completion wait fd; while work needs its progress (RMAs
+    /// posted, sends refused), ask it to ring back once it has progressed. At most one such request is outstanding.
     fn ring(&mut self) -> Result<(), TransportError> {
         if self.doorbells {
-            boot::ring(&mut self.sock)?;
+            let bell = if self.needs_client() {
+                self.token_out = true;
+                boot::DOORBELL_ANSWER
+            } else {
+                boot::DOORBELL
+            };
+            boot::ring(&mut self.sock, bell)?;
         }
         Ok(())
+    }
+
+    /// Work that completes only through the client's progress: RMAs posted and not
+    /// complete, RMAs and sends the provider refused until the client drains its
+    /// queues, and messages held behind writes.
+    fn needs_client(&self) -> bool {
+        self.rma_in_flight() || self.link.sends_queued() > 0 || !self.held.is_empty()
     }
 
     /// Send held messages whose earlier writes have completed. True if any went out.

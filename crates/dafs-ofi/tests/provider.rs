@@ -82,7 +82,9 @@ fn messages_and_rma_move_the_right_bytes() {
         let got = unsafe { std::slice::from_raw_parts(ptr.add(4096), 1000) };
         assert_eq!(got, &data[..], "{name}: placed bytes");
         // SAFETY: as above, the byte just before the placement.
-        assert_eq!(unsafe { *ptr.add(4095) }, 0x5a, "{name}: nothing placed outside");
+        assert_eq!(unsafe { *ptr.add(4095) }, 0x5a, "{name}: nothing placed before");
+        // SAFETY: as above, the byte just after it.
+        assert_eq!(unsafe { *ptr.add(5096) }, 0x5a, "{name}: nothing placed after");
         match server_event(&mut c, &mut s) {
             ServerEvent::Pulled { tag: 7, data: Ok(d) } => assert_eq!(d, vec![0x5a; 100]),
             e => panic!("{name}: {e:?}"),
@@ -151,5 +153,52 @@ fn a_dead_peer_is_reported_as_closed() {
         drop(s);
         let r = c.recv(Wait::Timeout(Duration::from_secs(10)));
         assert!(matches!(r, Err(TransportError::Closed)), "{name}: {r:?}");
+    }
+}
+
+/// Transfers of several MiB each way while the client sleeps between doorbells (as the
+/// client library does once only large transfers are in flight), the server on its own
+/// thread driving the connection the way dafsd's worker does.
+#[test]
+fn large_transfers_complete_while_the_client_sleeps() {
+    const LEN: usize = 8 << 20;
+    for name in PROVIDERS {
+        let (mut c, mut s) = pair(name);
+        let (key, ptr) = c.alloc_registered(LEN).unwrap();
+        // SAFETY: LEN bytes of registered memory the client owns; nothing names them yet.
+        let mem = unsafe { std::slice::from_raw_parts_mut(ptr, LEN) };
+        mem.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 251) as u8);
+        c.set_spin(Duration::ZERO);
+        c.send(b"go").unwrap();
+        let server = std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let mut pulled = None;
+            while pulled.is_none() {
+                assert!(Instant::now() < deadline, "pull never completed");
+                match s.poll_event().unwrap() {
+                    Some(ServerEvent::Message(m)) => {
+                        assert_eq!(m, b"go");
+                        s.pull(RemoteRegion { key, offset: 0 }, LEN, 1).unwrap();
+                    }
+                    Some(ServerEvent::Pulled { tag: 1, data }) => pulled = Some(data.unwrap()),
+                    Some(e) => panic!("{e:?}"),
+                    None => {}
+                }
+            }
+            let back: Vec<u8> = pulled.unwrap().iter().map(|b| !b).collect();
+            let n = s.put(RemoteRegion { key, offset: 0 }, LEN, &mut |d| Ok(d.copy_from(&back)));
+            assert_eq!(n.unwrap(), LEN);
+            s.send(b"done").unwrap();
+            while !s.flush().unwrap() || s.backlog_bytes() > 0 {
+                assert!(Instant::now() < deadline, "placement never completed");
+            }
+            s
+        });
+        let m = c.recv(Wait::Timeout(Duration::from_secs(20))).unwrap();
+        assert_eq!(m.as_deref(), Some(&b"done"[..]), "{name}");
+        drop(server.join().unwrap());
+        // SAFETY: the placement completed (its reply arrived).
+        let mem = unsafe { std::slice::from_raw_parts(ptr, LEN) };
+        assert!(mem.iter().enumerate().all(|(i, b)| *b == !((i % 251) as u8)), "{name}");
     }
 }

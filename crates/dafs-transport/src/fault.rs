@@ -101,7 +101,7 @@ pub struct FaultyTransport {
 impl FaultyTransport {
     pub fn new(inner: Box<dyn ClientTransport>, plan: FaultPlan, seed: u64) -> Self {
         let ctl =
-            Arc::new(FaultControl { fd: AtomicI32::new(inner.raw_fd()), ..Default::default() });
+            Arc::new(FaultControl { fd: AtomicI32::new(inner.cut_fd()), ..Default::default() });
         FaultyTransport {
             inner,
             plan,
@@ -253,7 +253,7 @@ impl ClientTransport for FaultyTransport {
             return Err(TransportError::Io(std::io::Error::from_raw_os_error(libc::ETIMEDOUT)));
         }
         self.inner.reconnect(timeout)?;
-        self.ctl.fd.store(self.inner.raw_fd(), Relaxed);
+        self.ctl.fd.store(self.inner.cut_fd(), Relaxed);
         self.broken = false;
         self.held = None;
         Ok(())
@@ -271,5 +271,8 @@ impl ClientTransport for FaultyTransport {
     }
     fn raw_fd(&self) -> RawFd {
         self.inner.raw_fd()
+    }
+    fn cut_fd(&self) -> RawFd {
+        self.inner.cut_fd()
     }
 }

@@ -180,6 +180,13 @@ pub trait ClientTransport: Send {
     fn stats(&self) -> TransportStats;
     /// Readiness fd for applications that integrate the library into their own poll loop.
     fn raw_fd(&self) -> RawFd;
+    /// The socket whose `shutdown(2)` breaks the connection, so another thread can cut
+    /// it (`fault::FaultControl::cut`). The readiness fd by default; a provider whose
+    /// readiness fd is not its connection (libfabric's completion wait fd) names the
+    /// socket that is.
+    fn cut_fd(&self) -> RawFd {
+        self.raw_fd()
+    }
 }
 
 /// A server-side event.

@@ -37,7 +37,7 @@ pub(crate) fn ok(c: &Completion) -> usize {
     }
 }
 
-for_each_native_provider!(
+for_each_provider!(
     registered_memory,
     submit_paths_and_counters,
     completion_groups,

@@ -387,23 +387,6 @@ macro_rules! for_each_provider {
     };
 }
 
-/// [`for_each_provider!`] without the libfabric modules, for the test files whose
-/// libfabric runs do not yet pass: session recovery, the error of an authentication refusal
-/// (a time-out, not `Error::Auth`), I/O larger
-/// than the maximum over `ofi+shm`, and the asynchronous suite over `ofi+shm` (see
-/// docs/architecture.md, Roadmap).
-#[allow(unused_macros)]
-macro_rules! for_each_native_provider {
-    ($($name:ident),* $(,)?) => {
-        mod tcp {
-            $( #[test] fn $name() { super::$name(super::Provider::Tcp) } )*
-        }
-        mod shm {
-            $( #[test] fn $name() { super::$name(super::Provider::Auto) } )*
-        }
-    };
-}
-
 /// The server status of a failed call (panics if it succeeded or failed otherwise).
 #[track_caller]
 pub fn status<T: std::fmt::Debug>(r: dafs_client::Result<T>) -> dafs_client::dafs_proto::Status {
