@@ -93,7 +93,7 @@ fn overlapping_writes_land_in_issue_order(p: Provider) {
     }
 }
 
-for_each_native_provider!(overlapping_writes_land_in_issue_order);
+for_each_provider!(overlapping_writes_land_in_issue_order);
 
 /// A raw TCP session with `slots` slots and 256 KiB messages, and an open of `name`.
 fn raw_session(addr: &str, slots: u32, name: &[u8]) -> (Raw, u64) {
