@@ -24,6 +24,7 @@
 mod apps;
 mod backends;
 pub mod copy;
+pub mod federation;
 pub mod gzip;
 mod latency;
 mod libnfs;
@@ -134,6 +135,9 @@ pub enum BenchCmd {
     Mount(mountbench::MountBenchArgs),
     /// dafs put/get and cp/dd/tar through the preload library against local copies.
     Copy(copy::CopyArgs),
+    /// Federated DAFS (seed 003): Table I (placement spread) and Fig. 6 (PostMark
+    /// throughput on 1-8 nodes, each dafsd under the same CPU quota).
+    Federation(federation::FederationArgs),
 }
 
 const ALL_BACKENDS: [&str; 6] =
@@ -295,6 +299,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         Some(BenchCmd::Seeds(s)) => return seeds::run(s),
         Some(BenchCmd::Mount(m)) => return mountbench::run(m),
         Some(BenchCmd::Copy(c)) => return copy::run(c),
+        Some(BenchCmd::Federation(f)) => return federation::run(f),
         None => {}
     }
     bench(a).map(|_| ())
