@@ -270,7 +270,7 @@ impl Mover {
     /// times, and fsync it there. The old file must not change meanwhile.
     fn copy(&self, c: &mut Client, i: &Intent, src: BorrowedFd) -> Result<(), Fail> {
         let before = fsops::fstat(src).map_err(Fail::Definite)?;
-        if (before.st_dev as u64, before.st_ino as u64) != (i.dev, i.ino) {
+        if dev_ino(&before) != (i.dev, i.ino) {
             return Err(Fail::Definite(Status::Busy));
         }
         // The new name's directory must exist on the target, and the new name must not
@@ -409,6 +409,12 @@ impl Mover {
     }
 }
 
+/// A file's identity. `st_dev`/`st_ino` are not u64 on every target.
+#[allow(clippy::unnecessary_cast)]
+fn dev_ino(s: &rfs::Stat) -> (u64, u64) {
+    (s.st_dev as u64, s.st_ino as u64)
+}
+
 fn read_record(p: &Path) -> Option<Intent> {
     if std::fs::metadata(p).ok()?.len() > RECORD_BYTES_MAX {
         return None;
@@ -436,7 +442,7 @@ fn unlink_old(sh: &Shared, i: &Intent) -> Result<(), Status> {
     };
     let name = CString::new(cp.file_name()).map_err(|_| Status::BadName)?;
     match rfs::statat(&dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(s) if (s.st_dev as u64, s.st_ino as u64) == (i.dev, i.ino) => {
+        Ok(s) if dev_ino(&s) == (i.dev, i.ino) => {
             rfs::unlinkat(&dir, name.as_c_str(), AtFlags::empty()).map_err(st)?;
         }
         Ok(_) | Err(rustix::io::Errno::NOENT) => {} // gone already, or another file now
@@ -489,8 +495,8 @@ pub(crate) fn cluster_rename(
         id,
         export: d.export,
         src: src_str,
-        dev: stat.st_dev as u64,
-        ino: stat.st_ino as u64,
+        dev: dev_ino(&stat).0,
+        ino: dev_ino(&stat).1,
         dst: dst.to_string(),
         target_id: target.id.as_str().to_string(),
         target_addr: target.addr.clone(),
