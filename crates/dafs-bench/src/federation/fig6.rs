@@ -116,7 +116,9 @@ fn point(cfg: &FederationCfg, n: usize, clients: usize) -> Result<Fig6Point, Str
     for c in 0..clients {
         let (url, start, p) = (url.clone(), start.clone(), params(cfg, 42 + c as u64));
         threads.push(std::thread::spawn(move || -> Result<(u64, Vec<(String, u64)>), String> {
-            let conn = Client::connect(&url, ClientConfig::default());
+            // One client id per thread: a server bounds connections per client id.
+            let id = format!("dafs-bench-federation-{}-{c}", std::process::id());
+            let conn = Client::connect(&url, ClientConfig { client_id: id, ..Default::default() });
             start.wait();
             let mut client = conn.map_err(|e| format!("connect {url}: {e}"))?;
             let run = engine::run(&mut DafsFs::new(&mut client, ""), &format!("pm{c}"), &p)?;
