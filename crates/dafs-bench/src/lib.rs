@@ -135,7 +135,9 @@ pub enum BenchCmd {
     Mount(mountbench::MountBenchArgs),
     /// dafs put/get and cp/dd/tar through the preload library against local copies.
     Copy(copy::CopyArgs),
-    /// Federated DAFS on N local dafsd nodes (seed 003): `--figures 7,8`.
+    /// Federated DAFS on N local dafsd nodes (seed 003): Table I (placement spread), Fig. 6
+    /// (PostMark throughput on 1-8 nodes under one CPU quota each), Figs. 7 and 8
+    /// (forwarding under round-robin placement, the block cache).
     Federation(federation::FederationArgs),
 }
 

@@ -78,6 +78,12 @@ impl Dafsd {
             args.push("--inline-threshold".into());
             args.push(t.to_string());
         }
+        Self::start_args(bin, args, log)
+    }
+
+    /// `bin ARGS...` (ARGS name the export and listen address), waiting for it to
+    /// print its address.
+    pub fn start_args(bin: &Path, args: Vec<String>, log: &Path) -> Result<Dafsd, String> {
         let logf = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
         let mut cmd = Command::new(bin);
         cmd.args(&args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::from(logf));

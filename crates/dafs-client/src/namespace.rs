@@ -390,6 +390,20 @@ impl Client {
         self.rename_at_with_flags(from_dir, fname.as_bytes(), to_dir, tname.as_bytes(), flags)
     }
 
+    /// CLUSTER_RENAME of the file `from` on this (cluster) node to `to_rel`, a path
+    /// beneath the export root that another node manages.
+    pub(crate) fn cluster_rename(&mut self, from: &str, to_rel: &str) -> Result<()> {
+        let (fp, fname) = split_parent(from)?;
+        let from_dir = self.dir_of(&fp)?;
+        let req = Request::ClusterRename {
+            from_dir,
+            from_name: fname.as_bytes(),
+            to_path: to_rel.as_bytes(),
+        };
+        let m = self.call(&req)?;
+        self.decode(&m).map(|_| ())
+    }
+
     /// Hard link: `new_path` names the same file as `existing` (a symlink itself, as
     /// link(2) does).
     pub fn link(&mut self, existing: &str, new_path: &str) -> Result<Attr> {

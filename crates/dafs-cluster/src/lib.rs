@@ -33,3 +33,8 @@ pub use config::{ClusterConfig, ConfigError};
 pub use path::{ClusterPath, PathError};
 pub use placement::{Member, NodeId, PlacementError, PlacementMap, Policy, RoundRobin};
 pub use url::{ClusterUrl, UrlError};
+
+/// Each node's directory (at the root of its export) where files arrive during a
+/// cross-node rename before they take their new name. Node-local: not placed by the
+/// map, and left out of the cluster's merged root listing.
+pub const XRENAME_STAGING_DIR: &str = ".dafs-xrename";

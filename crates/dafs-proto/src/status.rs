@@ -40,6 +40,10 @@ wire_enum! {
         /// The answering node's view of the cluster: its node id, the placement map's
         /// epoch and the map itself (federated servers; `NOTSUPP` from a lone server).
         ClusterMap = 7,
+        /// Rename a file to a name another cluster node manages: the answering node (the
+        /// source) moves the file to the target node in two phases (federated servers;
+        /// `NOTSUPP` from a lone server).
+        ClusterRename = 9,
         GetRootHandle = 10,
         Lookup = 11,
         LookupParent = 12,
@@ -137,6 +141,7 @@ wire_enum! {
         Io = 5,
         NxIo = 6,
         Access = 13,
+        Busy = 16,
         Exist = 17,
         XDev = 18,
         NotDir = 20,
@@ -299,6 +304,7 @@ impl Status {
             5 => Status::Io,
             6 => Status::NxIo,
             13 => Status::Access,
+            16 => Status::Busy,
             17 => Status::Exist,
             18 => Status::Escape, // openat2 RESOLVE_BENEATH reports an escape as EXDEV
             20 => Status::NotDir,
@@ -329,6 +335,7 @@ impl Status {
             Status::Io => "input/output error",
             Status::NxIo => "no such device or address",
             Status::Access => "permission denied",
+            Status::Busy => "device or resource busy",
             Status::Exist => "file exists",
             Status::XDev => "cross-device link",
             Status::NotDir => "not a directory",
@@ -398,7 +405,7 @@ mod tests {
         for &op in Opcode::ALL {
             assert_eq!(Opcode::from_wire(op.to_wire()), Some(op));
         }
-        assert_eq!(Opcode::from_wire(9), None);
+        assert_eq!(Opcode::from_wire(8), None);
         assert_eq!(Opcode::from_wire(u16::MAX), None);
     }
 

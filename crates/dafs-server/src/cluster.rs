@@ -287,6 +287,8 @@ pub(crate) fn check_request(sh: &Shared, req: &Request) -> Result<Option<Forward
             local(check(from_dir, from_name))?;
             local(check(to_dir, to_name))
         }
+        // The new name is the target node's to check (it receives the file).
+        R::ClusterRename { from_dir, from_name, .. } => local(check(from_dir, from_name)),
         R::Link { dir, name, .. } | R::Symlink { dir, name, .. } | R::Mknod { dir, name, .. } => {
             local(check(dir, name))
         }
@@ -306,7 +308,8 @@ fn check_name(
     let d = sh.handles.resolve(dir)?;
     let path = cluster_path(sh.roots[d.export as usize].as_fd(), d.fd.as_fd(), name)?;
     let manager = map.manager(&path);
-    if manager.id == node.me {
+    // The staging directory of cross-node renames is every node's own.
+    if manager.id == node.me || crate::xrename::in_staging(&path) {
         c.names_managed.fetch_add(1, Relaxed);
         return Ok(None);
     }
@@ -325,7 +328,11 @@ fn check_name(
 /// The cluster path of `name` in directory `dir`: the directory's path beneath the
 /// export root (from the kernel's record of the descriptor), then the name, normalized
 /// as the client normalizes it before hashing.
-fn cluster_path(root: BorrowedFd, dir: BorrowedFd, name: &[u8]) -> Result<ClusterPath, Status> {
+pub(crate) fn cluster_path(
+    root: BorrowedFd,
+    dir: BorrowedFd,
+    name: &[u8],
+) -> Result<ClusterPath, Status> {
     let root_path = proc_link(root)?;
     let dir_path = proc_link(dir)?;
     let rel = dir_path.strip_prefix(root_path.as_slice()).ok_or(Status::Stale)?;

@@ -46,6 +46,7 @@ pub mod openstate;
 pub mod sessions;
 pub mod state_dir;
 pub mod stats;
+pub mod xrename;
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -107,6 +108,8 @@ pub struct Shared {
     pub copy: copy_engines::CopyEngines,
     /// Threads that run sessions' independent data requests in parallel.
     pub io: io_pool::IoPool,
+    /// Cross-node renames (a cluster node with a state directory).
+    pub xrename: Option<xrename::Mover>,
     shutdown: AtomicBool,
     /// Every worker's inbox and waker (set once the workers exist).
     links: std::sync::OnceLock<Vec<Arc<WorkerLink>>>,
@@ -268,6 +271,17 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     let shm_path = cfg.shm_socket.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let mut ofi_listeners = ofi_listen::bind_all(&cfg.ofi_listen)?;
     let ofi_urls: Vec<String> = ofi_listeners.iter().map(|l| l.url()).collect();
+    let xrename = match (&cfg.cluster, &cfg.state_dir) {
+        (Some(node), Some(dir)) => Some(
+            xrename::Mover::new(dir, node.me().as_str(), cfg.secret.clone(), cfg.workers)
+                .map_err(|e| StartError::StateDir { path: dir.clone(), source: e })?,
+        ),
+        (Some(_), None) => {
+            info!("no state_dir: file renames across cluster nodes answer EXDEV");
+            None
+        }
+        _ => None,
+    };
     let shared = Arc::new(Shared {
         handles,
         boot_verifier: u64::from_le_bytes(instance),
@@ -291,6 +305,7 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
             .map_err(StartError::io("cannot start a copy engine thread"))?,
         io: io_pool::IoPool::start(cfg.io_threads)
             .map_err(StartError::io("cannot start an I/O thread"))?,
+        xrename,
         shutdown: AtomicBool::new(false),
         links: std::sync::OnceLock::new(),
         cfg,
@@ -340,6 +355,16 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
                     accept_loop(sh, apoll, listener, shm_listener, &mut ofi_listeners, links)
                 })
                 .map_err(StartError::io("cannot start the acceptor thread"))?,
+        );
+    }
+    if shared.xrename.is_some() {
+        // Finishes or undoes cross-node renames a crash (here or on the target) left.
+        let sh = shared.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("dafsd-xrename".into())
+                .spawn(move || xrename::recovery_loop(&sh))
+                .map_err(StartError::io("cannot start the cross-node rename thread"))?,
         );
     }
     {

@@ -22,6 +22,8 @@ use std::time::{Duration, Instant};
 use dafs_client::{Client, ClientConfig, OpenOptions};
 use serde_json::Value;
 
+use std::fmt::Write as _;
+
 use super::FederationArgs;
 use crate::util::{median, CHILDREN};
 
@@ -160,17 +162,22 @@ fn load() -> String {
 }
 
 /// Fig. 7: remote accesses per node, round-robin vs matched.
-pub fn fig7(bin: &Path, a: &FederationArgs) -> Result<(), String> {
-    let sizes = if a.nodes.is_empty() { vec![2, 4, 8] } else { a.nodes.clone() };
+pub fn fig7(bin: &Path, a: &FederationArgs, md: &mut String) -> Result<(), String> {
+    let sizes: Vec<usize> = if a.nodes.is_empty() {
+        vec![2, 4, 8]
+    } else {
+        a.nodes.iter().copied().filter(|&n| n >= 2).collect()
+    };
     let files = if a.quick { FIG7_FILES / 4 } else { FIG7_FILES };
-    println!("## Fig. 7: remote accesses per node (load {})\n", load());
-    println!(
+    let _ = writeln!(md, "## Fig. 7: remote accesses per node (load {})\n", load());
+    let _ = writeln!(
+        md,
         "{files} files of {FIG7_FILE_BYTES} B created, then each opened, read and closed \
          {FIG7_READS_PER_FILE} times by one client. Remote: client requests for a file \
          whose home is another node.\n"
     );
-    println!("| nodes | placement | remote / requests per node | total | (N-1)/N |");
-    println!("|---|---|---|---|---|");
+    let _ = writeln!(md, "| nodes | placement | remote / requests per node | total | (N-1)/N |");
+    let _ = writeln!(md, "|---|---|---|---|---|");
     for &n in &sizes {
         for placement in ["matched", "round-robin"] {
             let nodes = start(bin, n, placement, None)?;
@@ -191,7 +198,8 @@ pub fn fig7(bin: &Path, a: &FederationArgs) -> Result<(), String> {
                 remote += r;
                 requests += q;
             }
-            println!(
+            let _ = writeln!(
+                md,
                 "| {n} | {placement} | {} | {:.2} | {:.2} |",
                 cells.join(" "),
                 remote as f64 / requests.max(1) as f64,
@@ -199,7 +207,7 @@ pub fn fig7(bin: &Path, a: &FederationArgs) -> Result<(), String> {
             );
         }
     }
-    println!();
+    md.push('\n');
     Ok(())
 }
 
@@ -236,7 +244,7 @@ fn fig8_run(
 }
 
 /// Fig. 8: read-only workload, round-robin placement, block cache off vs on.
-pub fn fig8(bin: &Path, a: &FederationArgs) -> Result<(), String> {
+pub fn fig8(bin: &Path, a: &FederationArgs, md: &mut String) -> Result<(), String> {
     let files = if a.quick { FIG8_FILES / 4 } else { FIG8_FILES };
     let secs = a.secs.unwrap_or(if a.quick { 1.0 } else { 3.0 });
     let runs = a.runs.unwrap_or(if a.quick { 1 } else { 3 }).max(1);
@@ -249,20 +257,23 @@ pub fn fig8(bin: &Path, a: &FederationArgs) -> Result<(), String> {
         hits += h;
     }
     let (off, on) = (median(&off), median(&on));
-    println!(
+    let _ = writeln!(
+        md,
         "## Fig. 8: read-only workload, round-robin placement, block cache (load {})\n",
         load()
     );
-    println!(
+    let _ = writeln!(
+        md,
         "{n} nodes, {files} files of {} KiB, one client: open + read + close of a random \
          file, {secs} s per run, median of {runs} runs.\n",
         FIG8_FILE_BYTES / 1024
     );
-    println!("| block cache | reads/s |");
-    println!("|---|---|");
-    println!("| off | {off:.0} |");
-    println!("| on | {on:.0} |");
-    println!(
+    let _ = writeln!(md, "| block cache | reads/s |");
+    let _ = writeln!(md, "|---|---|");
+    let _ = writeln!(md, "| off | {off:.0} |");
+    let _ = writeln!(md, "| on | {on:.0} |");
+    let _ = writeln!(
+        md,
         "\ncache on / off: {:.2}x ({hits} block hits; seed: +35%)\n",
         on / off.max(f64::MIN_POSITIVE)
     );

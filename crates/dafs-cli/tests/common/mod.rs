@@ -131,6 +131,16 @@ impl TestServer {
         secret: Option<&[u8]>,
         dir: Option<&Path>,
     ) -> Result<TestServer, String> {
+        Self::try_start_env(extra_args, secret, dir, &[])
+    }
+
+    /// Like `try_start`, with extra environment variables for dafsd (test hooks).
+    pub fn try_start_env(
+        extra_args: &[&str],
+        secret: Option<&[u8]>,
+        dir: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> Result<TestServer, String> {
         let base =
             tempfile::Builder::new().prefix("dafs-test-").tempdir().map_err(|e| e.to_string())?;
         let export = match dir {
@@ -144,6 +154,7 @@ impl TestServer {
         let log_path = base.path().join("dafsd.stderr");
         let log = std::fs::File::create(&log_path).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(dafsd_bin());
+        cmd.envs(env.iter().copied());
         cmd.arg(&export);
         if !extra_args.iter().any(|a| *a == "--listen" || a.starts_with("--listen=")) {
             cmd.arg("--listen").arg("127.0.0.1:0");

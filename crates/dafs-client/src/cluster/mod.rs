@@ -291,7 +291,7 @@ impl Cluster {
 
     /// Fetch a newer map (from node `slot`, else etcd, else any node); true if the map
     /// in force changed.
-    fn refresh(&mut self, slot: usize) -> Result<bool> {
+    pub(super) fn refresh(&mut self, slot: usize) -> Result<bool> {
         let mut best: Option<PlacementMap> = None;
         if let Ok((_, m)) = self.on(slot, fetch_map) {
             best = Some(m);

@@ -172,19 +172,42 @@ impl Cluster {
         self.existing_on(path, true, |c| c.remove(path)).map(|r| r.1)
     }
 
-    /// Rename within one node. A file whose new name the map places on another node,
-    /// and any directory (it exists on every node), answer EXDEV: the caller copies
-    /// and removes, as `mv` does across file systems.
+    /// Rename. Within one node, that node's rename(2). A regular file whose new name
+    /// the map places on another node moves there: the node holding it does the
+    /// two-phase move (CLUSTER_RENAME; see architecture.md, *Cross-node rename*).
+    /// Directories (they exist on every node), other file types and renames with
+    /// flags across nodes answer EXDEV: the caller copies and removes, as `mv` does
+    /// across file systems.
     pub(crate) fn rename(&mut self, from: &str, to: &str, flags: u32) -> Result<()> {
         let (slot, attr) = self.existing(from, |c| c.lstat(from))?;
         if attr.ftype == FileType::Directory {
             return Err(Error::Status(Status::XDev));
         }
         let to_cp = cluster_path(to)?;
-        if self.manager_slot(&to_cp) != slot {
+        if self.manager_slot(&to_cp) == slot {
+            return self.on(slot, |c| c.rename_with_flags(from, to, flags));
+        }
+        if flags != 0 || attr.ftype != FileType::Regular {
             return Err(Error::Status(Status::XDev));
         }
-        self.on(slot, |c| c.rename_with_flags(from, to, flags))
+        let to_rel = to_cp.to_string();
+        let to_rel = to_rel.trim_start_matches('/').to_string();
+        let mut repaired = false;
+        loop {
+            match self.on(slot, |c| c.cluster_rename(from, &to_rel)) {
+                // The target lacks the new name's directory (it joined later, or was
+                // down at the mkdir): make it there as on the other nodes, once.
+                Err(Error::Status(Status::NoEnt)) if !repaired && self.repair_parent(&to_cp)? => {
+                    repaired = true;
+                }
+                // A node with a newer map (the new name is elsewhere, or the holder's
+                // own): rename again under the newer map.
+                Err(Error::Status(Status::WrongNode)) if self.refresh(slot)? => {
+                    return self.rename(from, to, flags);
+                }
+                r => return r,
+            }
+        }
     }
 
     /// Hard links stay on one node: EXDEV if the map places the new name elsewhere.

@@ -73,11 +73,16 @@ impl Cluster {
     pub(crate) fn readdir(&mut self, path: &str) -> Result<Vec<DirEntry>> {
         let mut merged: BTreeMap<Vec<u8>, DirEntry> = BTreeMap::new();
         let mut found = false;
+        let at_root = cluster_path(path)?.is_root();
         for slot in self.member_slot.clone() {
             match self.on(slot, |c| c.readdir(path)) {
                 Ok(entries) => {
                     found = true;
                     for e in entries {
+                        // Each node's staging directory of cross-node renames.
+                        if at_root && e.name == dafs_cluster::XRENAME_STAGING_DIR.as_bytes() {
+                            continue;
+                        }
                         merged.entry(e.name.clone()).or_insert(e);
                     }
                 }

@@ -163,7 +163,9 @@ fn shape_of(op: Opcode) -> Shape {
     use Opcode::*;
     match op {
         Null | SessionDestroy | SetCred | ReclaimComplete | Close | Remove | RmDir | Rename
-        | Commit | CacheHint | Lock | Unlock | SetNamedAttr | RemoveNamedAttr => Shape::Empty,
+        | ClusterRename | Commit | CacheHint | Lock | Unlock | SetNamedAttr | RemoveNamedAttr => {
+            Shape::Empty
+        }
         SessionCreate => Shape::SessionCreate,
         SessionAuth => Shape::SessionAuth,
         SessionBind => Shape::SessionBind,

@@ -231,6 +231,14 @@ pub enum Request<'a> {
     Reserved(Opcode),
     /// CLUSTER_MAP: no body; the answer is [`Reply::ClusterMap`](super::Reply::ClusterMap).
     ClusterMap,
+    /// CLUSTER_RENAME: rename the regular file `from_name` in `from_dir` (on the
+    /// answering node) to `to_path`, a path beneath the export root (relative, no
+    /// leading `/`) which another node manages. The answer is empty.
+    ClusterRename {
+        from_dir: FileHandle,
+        from_name: &'a [u8],
+        to_path: &'a [u8],
+    },
 }
 
 impl Request<'_> {
@@ -279,6 +287,7 @@ impl Request<'_> {
             Mknod { .. } => Opcode::Mknod,
             ReclaimComplete => Opcode::ReclaimComplete,
             ClusterMap => Opcode::ClusterMap,
+            ClusterRename { .. } => Opcode::ClusterRename,
             Reserved(op) => *op,
         }
     }
@@ -387,6 +396,11 @@ impl Request<'_> {
                 e.heap(to_name);
                 e.u32(*flags);
                 e.u32(0);
+            }
+            ClusterRename { from_dir, from_name, to_path } => {
+                from_dir.enc(e);
+                e.heap(from_name);
+                e.heap(to_path);
             }
             Link { fh, dir, name } => {
                 fh.enc(e);
@@ -634,6 +648,16 @@ impl Request<'_> {
                     return Err(DecodeError::BadValue(BadValue::RenameFlags));
                 }
                 Rename { from_dir, to_dir, from_name, to_name, flags }
+            }
+            Opcode::ClusterRename => {
+                let from_dir = FileHandle::dec(d)?;
+                let from_name = name(d)?;
+                let to_path = d.heap_name(limits::PATH_BYTES_MAX)?;
+                validate_path(to_path)?;
+                if to_path.is_empty() {
+                    return Err(DecodeError::BadValue(BadValue::EmptyLookupPath));
+                }
+                ClusterRename { from_dir, from_name, to_path }
             }
             Opcode::Link => {
                 Link { fh: FileHandle::dec(d)?, dir: FileHandle::dec(d)?, name: name(d)? }

@@ -110,6 +110,7 @@ pub(crate) fn sample_requests() -> Vec<Request<'static>> {
             to_name: b"e",
             flags: rename_flags::EXCHANGE,
         },
+        Request::ClusterRename { from_dir: fh(8), from_name: b"a", to_path: b"d/e/b" },
         Request::Link { fh: fh(1), dir: fh(2), name: b"hard" },
         Request::Symlink { dir: fh(1), name: b"sym", target: b"../target" },
         Request::ReadLink { fh: fh(1) },
@@ -264,6 +265,24 @@ fn bad_names_and_paths_are_refused() {
     let req = Request::Lookup { dir: fh(1), path: b"/etc/passwd", follow: false };
     encode_request(&Header::request(Opcode::Lookup, 1, 0, 1, 0), &req, &mut buf, MAX).unwrap();
     assert!(decode_request(&buf, MAX).is_err());
+    // CLUSTER_RENAME's target is a path beneath the export root: not absolute, not
+    // empty, no NUL, no component over NAME_MAX; its source name follows the name rules.
+    let long = [b'x'; 256];
+    for (name, path) in [
+        (&b"a"[..], &b"/d/b"[..]),
+        (b"a", b""),
+        (b"a", b"d\0b"),
+        (b"a", &long[..]),
+        (b"..", b"d/b"),
+        (b"a/b", b"d/b"),
+    ] {
+        buf.clear();
+        let req = Request::ClusterRename { from_dir: fh(1), from_name: name, to_path: path };
+        let h = Header::request(Opcode::ClusterRename, 1, 0, 1, 0);
+        encode_request(&h, &req, &mut buf, MAX).unwrap();
+        let err = decode_request(&buf, MAX).unwrap_err();
+        assert!(err.0.is_some(), "header is still reported for {name:?} -> {path:?}");
+    }
 }
 
 #[test]
@@ -301,6 +320,6 @@ fn header_reserved_and_direction() {
     assert!(decode_request(&bad, MAX).is_err());
     assert!(decode_reply(&buf, MAX).is_err(), "a request is not a reply");
     let mut bad = buf.clone();
-    bad[6] = 9; // opcode 9 is undefined
-    assert_eq!(decode_request(&bad, MAX).unwrap_err().1, DecodeError::UnknownOpcode(9));
+    bad[6] = 8; // opcode 8 is undefined
+    assert_eq!(decode_request(&bad, MAX).unwrap_err().1, DecodeError::UnknownOpcode(8));
 }

@@ -95,6 +95,7 @@ fn chainable(r: &Request) -> bool {
             | Request::Chain { .. }
             | Request::BatchIo { .. }
             | Request::ClusterMap
+            | Request::ClusterRename { .. }
             | Request::Reserved(_)
     )
 }

@@ -36,6 +36,7 @@ fn handles_of<'r>(req: &'r Request) -> [Option<&'r FileHandle>; 2] {
         | R::Create { dir: fh, .. }
         | R::ReadDir { dir: fh, .. }
         | R::Remove { dir: fh, .. }
+        | R::ClusterRename { from_dir: fh, .. }
         | R::RmDir { dir: fh, .. }
         | R::Symlink { dir: fh, .. }
         | R::Mknod { dir: fh, .. }

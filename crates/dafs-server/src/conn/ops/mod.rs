@@ -101,6 +101,10 @@ impl Conn {
                 grace::refuse_in_grace(sh)?;
                 namespace::rename(sh, &from_dir, from_name, &to_dir, to_name, flags)?
             }
+            R::ClusterRename { from_dir, from_name, to_path } => {
+                grace::refuse_in_grace(sh)?;
+                crate::xrename::cluster_rename(sh, &from_dir, from_name, to_path)?
+            }
             R::Link { fh, dir, name } => namespace::link(sh, &fh, &dir, name)?,
             R::Symlink { dir, name, target } => namespace::symlink(sh, &dir, name, target)?,
             R::Mknod { dir, ftype, mode, rdev, name } => {
