@@ -197,7 +197,18 @@ fn no_large_buffer_before_authentication() {
 fn never_reading_clients_stay_within_the_memory_budget() {
     const CLIENTS: usize = 8;
     let metrics = free_addr();
-    let srv = TestServer::start(&["--memory-max", "16777216", "--metrics-listen", &metrics]);
+    // Without the I/O pool: the flood below reuses slot 0 without reading its replies, so
+    // each read must run before the next is read for its large reply to be queued. With
+    // the pool a read runs beside the worker, and the next one on its still-busy slot is
+    // answered SLOT_BUSY (a few bytes): correct, but the budget would never fill.
+    let srv = TestServer::start(&[
+        "--memory-max",
+        "16777216",
+        "--metrics-listen",
+        &metrics,
+        "--io-threads",
+        "0",
+    ]);
     let pid = srv.pid().unwrap();
     std::fs::write(srv.dir().join("data"), vec![3u8; 64 * 1024]).unwrap();
     // A well-behaved client, connected before the budget fills up.
