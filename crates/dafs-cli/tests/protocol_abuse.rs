@@ -208,8 +208,8 @@ fn bad_headers_and_bodies() {
     assert_eq!(status(&r), Status::BadVersion, "version 1 clients are refused");
     let r = raw.roundtrip(&patch(4, &0u16.to_le_bytes()));
     assert_eq!(status(&r), Status::BadVersion);
-    let r = raw.roundtrip(&patch(6, &9u16.to_le_bytes()));
-    assert_eq!(status(&r), Status::OpIllegal, "opcode 9 is undefined");
+    let r = raw.roundtrip(&patch(6, &8u16.to_le_bytes()));
+    assert_eq!(status(&r), Status::OpIllegal, "opcode 8 is undefined");
     let r = raw.roundtrip(&patch(6, &u16::MAX.to_le_bytes()));
     assert_eq!(status(&r), Status::OpIllegal);
     let r = raw.roundtrip(&patch(12, &2u32.to_le_bytes()));
@@ -231,7 +231,7 @@ fn bad_headers_and_bodies() {
 
     // Unknown opcode inside the session: OP_ILLEGAL and the sequence id is consumed.
     let mut m = raw.next(0, &Request::Null);
-    m[6..8].copy_from_slice(&9u16.to_le_bytes());
+    m[6..8].copy_from_slice(&8u16.to_le_bytes());
     let r = raw.roundtrip(&m);
     assert_eq!(status(&r), Status::OpIllegal);
     let r = raw.call(0, &Request::GetAttr { fh: root });
