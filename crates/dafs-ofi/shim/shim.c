@@ -10,8 +10,11 @@
  * client keeps its domain (and so its memory registrations) across reconnects by
  * reopening only the endpoint part (dofi_ep_reopen). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -65,6 +68,28 @@ void dofi_close(struct dofi_ep *e) {
     free(e);
 }
 
+/* libfabric 1.17's shm names an endpoint without a source address "PID:DOMAIN:EP" and
+ * creates /dev/shm/NAME exclusively. A process killed with SIGKILL leaves its regions
+ * behind, so a later process that gets a recycled pid failed with EBUSY ("Device or
+ * resource busy"). Each shm endpoint is given a name no other endpoint has had instead:
+ * pid, a clock reading and a per-process count. */
+static int shm_unique_name(struct fi_info *info) {
+    static unsigned count;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    char name[64];
+    int n = snprintf(name, sizeof name, "dafs-%d-%llx-%u", (int)getpid(),
+                     (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec,
+                     __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED));
+    if (n < 0 || (size_t)n >= sizeof name) return -FI_EINVAL;
+    char *copy = strdup(name);
+    if (!copy) return -FI_ENOMEM;
+    free(info->src_addr);
+    info->src_addr = copy;
+    info->src_addrlen = (size_t)n + 1;
+    return 0;
+}
+
 static int open_ep_part(struct dofi_ep *e) {
     /* A wait fd where the provider has one (tcp;ofi_rxm): the owner sleeps in poll(2)
      * on it after fi_trywait. Providers without (shm) are woken by doorbells. */
@@ -80,6 +105,8 @@ static int open_ep_part(struct dofi_ep *e) {
     }
     struct fi_av_attr aa = {.type = FI_AV_TABLE, .count = 1};
     if ((r = fi_av_open(e->domain, &aa, &e->av, NULL))) return r;
+    if (strcmp(e->info->fabric_attr->prov_name, "shm") == 0 && (r = shm_unique_name(e->info)))
+        return r;
     if ((r = fi_endpoint(e->domain, e->info, &e->ep, NULL))) return r;
     if ((r = fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV))) return r;
     if ((r = fi_ep_bind(e->ep, &e->av->fid, 0))) return r;
