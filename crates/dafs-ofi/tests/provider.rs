@@ -3,47 +3,17 @@
 //! any RMA, and a dead peer reported as closed. Each test runs on `tcp;ofi_rxm` and
 //! `shm`.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
-use dafs_ofi::{OfiClient, OfiListener, OfiServerConn};
+use common::{pair, server_event};
+use dafs_ofi::{OfiClient, OfiServerConn};
 use dafs_transport::{
-    Access, ClientTransport, PutError, RemoteRegion, ServerConn, ServerEvent, ServerListener,
-    TransportError, Wait,
+    Access, ClientTransport, PutError, RemoteRegion, ServerConn, ServerEvent, TransportError, Wait,
 };
 
 const PROVIDERS: [&str; 2] = ["tcp", "shm"];
-
-fn pair(name: &str) -> (OfiClient, OfiServerConn) {
-    let mut l = OfiListener::bind(&format!("ofi+{name}://127.0.0.1:0")).unwrap();
-    let addr = l.local_addr();
-    let t = std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(c) = l.accept().unwrap() {
-                return c;
-            }
-            assert!(Instant::now() < deadline, "no connection");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
-    let c = OfiClient::connect(&addr, Some(&dafs_ofi::provider_for(name)), Duration::from_secs(10))
-        .unwrap();
-    (c, t.join().unwrap())
-}
-
-/// Drive both ends until the server has an event (the client progresses meanwhile:
-/// manual-progress providers move data only while the target polls).
-fn server_event(c: &mut OfiClient, s: &mut OfiServerConn) -> ServerEvent {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(e) = s.poll_event().unwrap() {
-            return e;
-        }
-        s.flush().unwrap();
-        assert!(c.recv(Wait::NoWait).unwrap().is_none(), "no message expected yet");
-        assert!(Instant::now() < deadline, "server event timed out");
-    }
-}
 
 fn client_msg(c: &mut OfiClient, s: &mut OfiServerConn) -> Vec<u8> {
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -4,10 +4,9 @@
 //! shm endpoints itself, libfabric 1.17 named them "PID:DOMAIN:EP" and the open failed
 //! with EBUSY ("Device or resource busy").
 
-use std::time::{Duration, Instant};
+mod common;
 
-use dafs_ofi::{OfiClient, OfiListener};
-use dafs_transport::{ClientTransport, ServerConn, ServerEvent, ServerListener, Wait};
+use dafs_transport::{ClientTransport, ServerEvent};
 
 /// Regions a killed process with this process's pid would have left (every domain and
 /// endpoint index this test can reach), removed again on drop.
@@ -41,29 +40,10 @@ impl Drop for StaleRegions {
 fn shm_endpoints_open_beside_a_dead_process_s_regions() {
     let stale = StaleRegions::plant();
     assert!(!stale.0.is_empty(), "could not plant regions under /dev/shm");
-    let mut l = OfiListener::bind("ofi+shm://127.0.0.1:0").unwrap();
-    let addr = l.local_addr();
-    let t = std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(c) = l.accept().unwrap() {
-                return c;
-            }
-            assert!(Instant::now() < deadline, "no connection");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    });
-    let provider = dafs_ofi::provider_for("shm");
-    let mut c = OfiClient::connect(&addr, Some(&provider), Duration::from_secs(10)).unwrap();
-    let mut s = t.join().unwrap();
+    let (mut c, mut s) = common::pair("shm");
     c.send(b"hello").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let _ = c.recv(Wait::Timeout(Duration::from_millis(1)));
-        if let Some(ServerEvent::Message(m)) = s.poll_event().unwrap() {
-            assert_eq!(&m[..], b"hello");
-            break;
-        }
-        assert!(Instant::now() < deadline, "no message");
+    match common::server_event(&mut c, &mut s) {
+        ServerEvent::Message(m) => assert_eq!(&m[..], b"hello"),
+        e => panic!("expected the message, got {e:?}"),
     }
 }
