@@ -434,9 +434,9 @@ pub fn build_config(a: &ServeArgs) -> Result<ServerConfig, String> {
         cfg.shm_socket = None;
     }
     if let Some(file) = &a.cluster {
-        let (workers, memory) = (cfg.workers, cfg.memory_bytes_max);
-        cfg.cluster =
-            Some(cluster::node(file, a.node_id.as_deref(), &cfg.listen, workers, memory)?);
+        let security = cluster::peer_security(cfg.secret.as_deref(), cfg.tls.as_ref());
+        let (id, memory) = (a.node_id.as_deref(), cfg.memory_bytes_max);
+        cfg.cluster = Some(cluster::node(file, id, &cfg.listen, memory, security)?);
     }
     cfg.validate().map_err(|e| e.to_string())?;
     Ok(cfg)

@@ -26,6 +26,11 @@ fn free_addr() -> String {
 }
 
 fn cluster(n: usize, placement: &str) -> Cluster {
+    cluster_with(n, placement, &[])
+}
+
+/// `n` nodes started with `extra` dafsd arguments besides the cluster's.
+fn cluster_with(n: usize, placement: &str, extra: &[&str]) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let addrs: Vec<String> = (0..n).map(|_| free_addr()).collect();
     let list: Vec<String> = addrs.iter().map(|a| format!("{a:?}")).collect();
@@ -35,7 +40,7 @@ fn cluster(n: usize, placement: &str) -> Cluster {
     let nodes = (0..n)
         .map(|i| {
             let admin = admin_socket(dir.path(), i);
-            let args = [
+            let mut args = vec![
                 "--listen",
                 &addrs[i],
                 "--cluster",
@@ -44,6 +49,7 @@ fn cluster(n: usize, placement: &str) -> Cluster {
                 "--admin-socket",
                 admin.to_str().unwrap(),
             ];
+            args.extend_from_slice(extra);
             TestServer::start(&args)
         })
         .collect();
@@ -274,4 +280,55 @@ fn a_write_through_another_node_is_seen_by_the_next_open_through_a_caching_node(
     b.close(f).unwrap();
     std::thread::sleep(Duration::from_millis(1100));
     read_a(5);
+}
+
+/// Two nodes with one worker each, many concurrent clients whose requests land on both:
+/// each node forwards to the other while serving the other's forwards. A forwarded
+/// request must not hold the worker the other node's forwards need (both would stall
+/// until the forwarding deadline and answer EIO).
+#[test]
+fn concurrent_clients_forwarding_both_ways_through_single_worker_nodes_never_stall() {
+    const CLIENTS: usize = 8;
+    const FILES: usize = 12;
+    let cl = cluster_with(2, "round-robin", &["--workers", "1"]);
+    let start = std::time::Instant::now();
+    std::thread::scope(|s| {
+        let cl = &cl;
+        let threads: Vec<_> = (0..CLIENTS)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut c = cl.client();
+                    c.mkdir(&format!("/d{t}"), 0o755).unwrap();
+                    // Inline and direct sizes: proxied writes of both kinds.
+                    let sizes = [3000usize, 70 * 1024];
+                    for i in 0..FILES {
+                        let (name, len) = (format!("/d{t}/f{i}"), sizes[i % 2]);
+                        write_file(&mut c, &name, &content(t * FILES + i, len));
+                        assert_eq!(c.stat(&name).unwrap().size, len as u64, "{name}");
+                        assert!(read_file(&mut c, &name, len) == content(t * FILES + i, len));
+                        if i % 3 == 0 {
+                            c.remove(&name).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("a client failed");
+        }
+    });
+    // Far below the forwarding deadline (5 s) times the operations: nothing waited it out.
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    assert_eq!(cl.sum(|v| forwarding(v, "forward_failures")), 0);
+    let forwarded = cl.sum(|v| forwarding(v, "forwarded"));
+    assert!(forwarded > (CLIENTS * FILES) as u64 / 2, "forwarded {forwarded}");
+    // Every proxied open's writes and reads were carried to the home.
+    assert!(cl.sum(|v| forwarding(v, "forwarded_io")) > 0);
+    for t in 0..CLIENTS {
+        for i in 0..FILES {
+            let name = format!("d{t}/f{i}");
+            assert_eq!(cl.holders(&name).len(), usize::from(i % 3 != 0), "{name}");
+        }
+    }
 }

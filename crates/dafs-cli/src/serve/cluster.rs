@@ -12,14 +12,15 @@ use dafs_server::forward;
 
 /// The node for `--cluster FILE` (static: with its map; etcd: not joined yet, see
 /// [`join`]). `listen` is the address as configured: the default node id. Every node
-/// can forward (round-robin placement, decided by the map in force): `workers` bounds
-/// its sessions to each other node, `memory_bytes_max` sizes the default block cache.
+/// can forward (round-robin placement, decided by the map in force):
+/// `memory_bytes_max` sizes the default block cache; `security` is how its sessions
+/// to the other nodes authenticate ([`peer_security`]).
 pub fn node(
     file: &Path,
     node_id: Option<&str>,
     listen: &str,
-    workers: usize,
     memory_bytes_max: usize,
+    security: forward::PeerSecurity,
 ) -> Result<Arc<ClusterNode>, String> {
     let cfg = ClusterConfig::load(file).map_err(|e| e.to_string())?;
     let id = NodeId::new(node_id.unwrap_or(listen)).map_err(|e| format!("--node-id: {e}"))?;
@@ -32,7 +33,35 @@ pub fn node(
         Some(b) => usize::try_from(b).map_err(|_| "block_cache_bytes too large".to_string())?,
         None => forward::block_cache_bytes_default(memory_bytes_max),
     };
-    Ok(Arc::new(node.with_forwarder(forward::Forwarder::new(&me, workers, cache_bytes))))
+    let threads = forward::pool::forward_threads_default();
+    let f = forward::Forwarder::new(&me, cache_bytes, threads, security)
+        .map_err(|e| format!("starting the forwarding threads: {e}"))?;
+    Ok(Arc::new(node.with_forwarder(f)))
+}
+
+/// How a node's sessions to the other nodes authenticate: with the node's shared
+/// secret (one per cluster), and with TLS when the node itself listens with TLS — the
+/// other nodes do too, and a node verifies the home's certificate as a client does:
+/// against the CA of `client_ca` when the cluster uses mutual TLS (the CA that signs
+/// the nodes' certificates), else the system's trust store (`SSL_CERT_FILE`), by the
+/// host part of the member's address. With mutual TLS the node presents its own
+/// certificate (which must then allow client authentication too).
+pub fn peer_security(
+    secret: Option<&[u8]>,
+    tls: Option<&dafs_server::TlsServerOptions>,
+) -> forward::PeerSecurity {
+    forward::PeerSecurity {
+        secret: secret.map(<[u8]>::to_vec),
+        tls: tls.map(|t| {
+            let mutual = t.client_ca_file.is_some();
+            dafs_client::TlsClientOptions {
+                ca_file: t.client_ca_file.clone(),
+                server_name: None,
+                cert_file: mutual.then(|| t.cert_file.clone()),
+                key_file: mutual.then(|| t.key_file.clone()),
+            }
+        }),
+    }
 }
 
 /// With etcd membership: register `addr` (the address the server listens on) and start
