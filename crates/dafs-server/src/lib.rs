@@ -273,8 +273,13 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     let ofi_urls: Vec<String> = ofi_listeners.iter().map(|l| l.url()).collect();
     let xrename = match (&cfg.cluster, &cfg.state_dir) {
         (Some(node), Some(dir)) => Some(
-            xrename::Mover::new(dir, node.me().as_str(), cfg.secret.clone(), cfg.workers)
-                .map_err(|e| StartError::StateDir { path: dir.clone(), source: e })?,
+            xrename::Mover::new(
+                dir,
+                node.me().as_str(),
+                forward::PeerSecurity::of_node(cfg.secret.as_deref(), cfg.tls.as_ref()),
+                cfg.workers,
+            )
+            .map_err(|e| StartError::StateDir { path: dir.clone(), source: e })?,
         ),
         (Some(_), None) => {
             info!("no state_dir: file renames across cluster nodes answer EXDEV");

@@ -14,7 +14,7 @@ use dafs_server::forward;
 /// [`join`]). `listen` is the address as configured: the default node id. Every node
 /// can forward (round-robin placement, decided by the map in force):
 /// `memory_bytes_max` sizes the default block cache; `security` is how its sessions
-/// to the other nodes authenticate ([`peer_security`]).
+/// to the other nodes authenticate ([`forward::PeerSecurity::of_node`]).
 pub fn node(
     file: &Path,
     node_id: Option<&str>,
@@ -37,31 +37,6 @@ pub fn node(
     let f = forward::Forwarder::new(&me, cache_bytes, threads, security)
         .map_err(|e| format!("starting the forwarding threads: {e}"))?;
     Ok(Arc::new(node.with_forwarder(f)))
-}
-
-/// How a node's sessions to the other nodes authenticate: with the node's shared
-/// secret (one per cluster), and with TLS when the node itself listens with TLS — the
-/// other nodes do too, and a node verifies the home's certificate as a client does:
-/// against the CA of `client_ca` when the cluster uses mutual TLS (the CA that signs
-/// the nodes' certificates), else the system's trust store (`SSL_CERT_FILE`), by the
-/// host part of the member's address. With mutual TLS the node presents its own
-/// certificate (which must then allow client authentication too).
-pub fn peer_security(
-    secret: Option<&[u8]>,
-    tls: Option<&dafs_server::TlsServerOptions>,
-) -> forward::PeerSecurity {
-    forward::PeerSecurity {
-        secret: secret.map(<[u8]>::to_vec),
-        tls: tls.map(|t| {
-            let mutual = t.client_ca_file.is_some();
-            dafs_client::TlsClientOptions {
-                ca_file: t.client_ca_file.clone(),
-                server_name: None,
-                cert_file: mutual.then(|| t.cert_file.clone()),
-                key_file: mutual.then(|| t.key_file.clone()),
-            }
-        }),
-    }
 }
 
 /// With etcd membership: register `addr` (the address the server listens on) and start

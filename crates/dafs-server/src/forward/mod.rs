@@ -93,6 +93,30 @@ pub struct PeerSecurity {
     pub tls: Option<TlsClientOptions>,
 }
 
+impl PeerSecurity {
+    /// For a node with shared secret `secret` listening with `tls`: the same secret,
+    /// and TLS when the node listens with TLS — the other nodes do too. The home's
+    /// certificate is verified as a client verifies it, by the host part of the
+    /// member's address: against the CA of `client_ca_file` when the cluster uses
+    /// mutual TLS (the CA that signs the nodes' certificates; the node then presents
+    /// its own certificate, which must allow client authentication too), else the
+    /// system's trust store (`SSL_CERT_FILE`).
+    pub fn of_node(secret: Option<&[u8]>, tls: Option<&crate::TlsServerOptions>) -> Self {
+        PeerSecurity {
+            secret: secret.map(<[u8]>::to_vec),
+            tls: tls.map(|t| {
+                let mutual = t.client_ca_file.is_some();
+                TlsClientOptions {
+                    ca_file: t.client_ca_file.clone(),
+                    server_name: None,
+                    cert_file: mutual.then(|| t.cert_file.clone()),
+                    key_file: mutual.then(|| t.key_file.clone()),
+                }
+            }),
+        }
+    }
+}
+
 type Session = Arc<Mutex<Option<Client>>>;
 
 struct Peer {
