@@ -18,14 +18,15 @@ use crate::{Client, Error, File, OpenOptions, Result};
 impl Cluster {
     /// Under round-robin placement, `op` on the next node in turn, which forwards it to
     /// the home (`None`: matched placement, or the landing node could not serve it —
-    /// not found, not forwardable, down — and the caller goes the matched way).
+    /// not found, not forwardable, down, or its share of forwarded requests in flight
+    /// taken (`DELAY`) — and the caller goes the matched way).
     fn round_robin<T>(
         &mut self,
         op: &mut impl FnMut(&mut Client) -> Result<T>,
     ) -> Option<Result<(usize, T)>> {
         let slot = self.landing_slot()?;
         match self.on(slot, op) {
-            Err(Error::Status(Status::NoEnt | Status::WrongNode))
+            Err(Error::Status(Status::NoEnt | Status::WrongNode | Status::Delay))
             | Err(Error::NodeUnavailable { .. }) => None,
             r => Some(r.map(|v| (slot, v))),
         }

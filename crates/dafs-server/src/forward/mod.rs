@@ -51,7 +51,7 @@ pub const LOCK_SESSIONS_MAX: usize = 1024;
 /// Peers ever connected (node ids, kept for the node's life): members plus churn.
 pub const PEERS_MAX: usize = 2 * dafs_cluster::placement::MEMBERS_MAX;
 /// How long a forwarded request may take at the home before the client here is
-/// answered with an error (a request blocks its worker meanwhile).
+/// answered with an error (a forwarding thread waits meanwhile, never a worker).
 pub const FORWARD_DEADLINE: Duration = Duration::from_secs(5);
 /// Client ids of forwarding sessions start with this: the home counts their requests
 /// apart from its clients' (`peer_requests`).
