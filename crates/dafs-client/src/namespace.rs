@@ -221,6 +221,9 @@ impl Client {
         // file in its directory; others open the looked-up handle. Either way the LOOKUP
         // and the OPEN travel as one chain (one round trip) when the path fits one LOOKUP.
         let by_name_flags = open_flags::CREATE | open_flags::DELETE_ON_CLOSE;
+        // A round-robin landing node forwards the OPEN but not a chain (its elements run
+        // on the node's worker, which must not wait on the home): no chain then.
+        let landing = by_name;
         let (reply, by_name) = if by_name || opts.flags & by_name_flags != 0 {
             let (parent, name) = split_parent(path)?;
             let open_in = |dir| Request::Open {
@@ -230,7 +233,7 @@ impl Client {
                 name: name.as_bytes(),
                 key: opts.key_bytes(),
             };
-            let chained = if parent.is_empty() {
+            let chained = if parent.is_empty() || landing {
                 None
             } else {
                 self.lookup_then(&parent, &open_in(crate::Chain::CURRENT))?

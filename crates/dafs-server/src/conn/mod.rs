@@ -16,6 +16,7 @@
 //! The slot and reply-cache rules themselves live in `dafs_proto::session`.
 
 mod dispatch;
+mod forwarding;
 mod ops;
 mod parallel;
 mod pending;
@@ -81,6 +82,13 @@ pub struct Conn {
     /// Data buffers of finished parallel requests, reused (at most
     /// `IoPool::session_inflight_max`).
     spare: Vec<Vec<u8>>,
+    /// Forwarded requests in flight (`forwarding`; at most `FORWARDS_PER_CONN_MAX`).
+    forwards: Vec<forwarding::FwdInFlight>,
+    /// Where they run, in arrival order.
+    strand: std::sync::Arc<crate::forward::pool::Strand>,
+    /// Closed by its peer or the server, waiting for its forwarded requests' results
+    /// before its session is parked (see `forwarding`): reads nothing more.
+    pub lingering: bool,
 }
 
 impl Conn {
@@ -103,6 +111,9 @@ impl Conn {
             inflight: Vec::new(),
             done: parallel::DoneBox::new(link),
             spare: Vec::new(),
+            forwards: Vec::new(),
+            strand: Default::default(),
+            lingering: false,
         }
     }
 
@@ -196,7 +207,10 @@ impl Conn {
     pub fn close(&mut self, sh: &Shared) {
         // Requests executing in the I/O pool finish first and their replies go into the
         // reply cache: they have executed, so a retransmission must find them there.
+        // So do forwarded ones (a closing connection lingers for them: `linger`; here
+        // only at shutdown or SESSION_DESTROY, bounded by the forwarding deadline).
         self.drain(sh, &mut Vec::new());
+        self.wait_forwarded(sh, &mut Vec::new());
         if let Some(s) = self.session.as_mut() {
             for p in self.pending.values() {
                 if p.batch.is_none() {
@@ -235,6 +249,13 @@ impl Conn {
                 );
             }
         }
+    }
+
+    /// The connection is to close: true if it must linger first, until its forwarded
+    /// requests are answered (the worker calls `close` when `has_inflight` turns false).
+    pub fn linger(&mut self) -> bool {
+        self.lingering = !self.forwards.is_empty();
+        self.lingering
     }
 
     /// The session on this connection is now authenticated (or needs no proof).
