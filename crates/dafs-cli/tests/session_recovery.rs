@@ -349,6 +349,10 @@ mod exactly_once {
     fn ofi_tcp() {
         super::exactly_once_under_cut_connections(Provider::Ofi("tcp"))
     }
+    #[test]
+    fn ofi_shm() {
+        super::exactly_once_under_cut_connections(Provider::Ofi("shm"))
+    }
 }
 
 #[test]

@@ -101,7 +101,7 @@ impl OfiListener {
             link,
             sock,
             peer,
-            hello: Some(HelloReader::default()),
+            hello: Some(HelloReader::after_preamble()),
             regions: HashMap::new(),
             virt,
             doorbells,
@@ -375,10 +375,21 @@ impl OfiServerConn {
         Ok(posted)
     }
 
+    /// A staging buffer of `len` bytes, whatever they hold: the caller overwrites them
+    /// (the fill, or the RMA read). Zeroing a whole placement first (1 MiB per 1 MiB
+    /// read) cost as much as the transfer; only a buffer's growth is zeroed now, and
+    /// the pooled buffer already long enough is preferred.
     fn take_staging(&mut self, len: usize) -> Vec<u8> {
-        let mut b = self.staging.pop().unwrap_or_default();
-        b.clear();
-        b.resize(len, 0);
+        let at = self.staging.iter().position(|b| b.len() >= len);
+        let mut b = match at {
+            Some(i) => self.staging.swap_remove(i),
+            None => self.staging.pop().unwrap_or_default(),
+        };
+        if b.len() >= len {
+            b.truncate(len);
+        } else {
+            b.resize(len, 0);
+        }
         b
     }
 
