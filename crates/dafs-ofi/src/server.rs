@@ -96,6 +96,7 @@ impl OfiListener {
         }
         let doorbells = link.fab.wait_fd().is_none();
         let virt = link.fab.virt_addr();
+        let saw = link.fab.sends_after_writes();
         Ok(OfiServerConn {
             epfd: ep,
             link,
@@ -112,6 +113,7 @@ impl OfiListener {
             reads: HashMap::new(),
             unposted: VecDeque::new(),
             pending_writes: BTreeSet::new(),
+            saw,
             next_seq: 1,
             held: VecDeque::new(),
             held_bytes: 0,
@@ -174,8 +176,11 @@ pub struct OfiServerConn {
     writes: HashMap<u64, Vec<u8>>,
     reads: HashMap<u64, (u64, Vec<u8>)>,
     unposted: VecDeque<Rma>,
-    /// Writes not yet complete (posted or not): a message waits for those before it.
+    /// Writes a later message must wait for: those not yet complete, or, where the
+    /// provider orders sends after writes (`saw`), those not yet posted.
     pending_writes: BTreeSet<u64>,
+    /// The provider delivers a send only after the writes posted before it.
+    saw: bool,
     next_seq: u64,
     /// Messages waiting for earlier writes: (message, first write sequence after it).
     held: VecDeque<(Vec<u8>, u64)>,
@@ -365,6 +370,10 @@ impl OfiServerConn {
             posted = true;
             match op {
                 Rma::Write { seq, buf, .. } => {
+                    if self.saw {
+                        // Posted: a later reply is delivered after it by the provider.
+                        self.pending_writes.remove(&seq);
+                    }
                     self.writes.insert(seq, buf);
                 }
                 Rma::Read { seq, tag, buf, .. } => {
