@@ -140,11 +140,11 @@ static struct fi_info *hints(const char *prov, int saw) {
  *
  * Where the provider orders a send after earlier writes (FI_ORDER_SAW: tcp;ofi_rxm and
  * shm do), the server's reply may follow its placements at once and an operation
- * completes once transmitted (FI_TRANSMIT_COMPLETE): `shm` then moves an RMA with one
- * process_vm_writev/readv by the initiator (its fast path, which delivery-complete
- * semantics switch off in favour of a command the target must progress, segment by
- * segment through bounce buffers), and `tcp` needs no acknowledgement from the target
- * per operation. Elsewhere, completions come only once data is visible at the target
+ * completes once transmitted (FI_TRANSMIT_COMPLETE): the client then takes the data
+ * and the reply in one progress pass (`shm` still moves an RMA through the target's
+ * progress, one process_vm_readv/writev there), instead of the server waiting for the
+ * write's delivery (one more round of the client's progress) before it may reply.
+ * Elsewhere, completions come only once data is visible at the target
  * (FI_DELIVERY_COMPLETE) and the server holds a reply until its placements complete. */
 int dofi_open(const char *prov, struct dofi_ep **out) {
     struct dofi_ep *e = calloc(1, sizeof *e);

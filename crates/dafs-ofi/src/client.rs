@@ -102,6 +102,7 @@ impl OfiClient {
 
     fn ring(&mut self) -> Result<(), TransportError> {
         if self.doorbells {
+            tracing::trace!(queued = self.link.sends_queued(), "ofi client: ring");
             boot::ring(&mut self.sock, boot::DOORBELL)?;
         }
         Ok(())
@@ -213,6 +214,7 @@ impl WaitSteps for OfiClient {
         while let Some(e) = self.events.pop_front() {
             match e {
                 LinkEvent::Msg { buf, data: None } => {
+                    tracing::trace!(len = buf.len(), "ofi client: message");
                     self.stats.msgs_received += 1;
                     self.ready.push_back(buf);
                 }

@@ -250,7 +250,9 @@ impl OfiServerConn {
             self.link.fab.set_peer(&name)?;
             self.hello = None;
         }
-        if boot::drain(&mut self.sock)?.any {
+        let rung = boot::drain(&mut self.sock)?;
+        if rung.any {
+            tracing::trace!("ofi server: doorbell");
             // The client progressed since our last doorbell (it answers each
             // DOORBELL_ANSWER after its progress, and rings after posting).
             self.token_out = false;
@@ -267,10 +269,17 @@ impl OfiServerConn {
                     r?;
                 }
                 LinkEvent::Msg { buf, data: None } => {
+                    tracing::trace!(len = buf.len(), "ofi server: message");
                     self.events.push_back(ServerEvent::Message(buf))
                 }
                 LinkEvent::Rma { ctx, err } => {
                     let seq = ctx & !CTX_KIND;
+                    tracing::trace!(
+                        seq,
+                        err,
+                        write = ctx & CTX_KIND == CTX_WRITE,
+                        "ofi server: RMA done"
+                    );
                     if ctx & CTX_KIND == CTX_WRITE {
                         let buf = self
                             .writes
@@ -317,6 +326,7 @@ impl OfiServerConn {
             } else {
                 boot::DOORBELL
             };
+            tracing::trace!(bell, "ofi server: ring");
             boot::ring(&mut self.sock, bell)?;
         }
         Ok(())
@@ -363,6 +373,7 @@ impl OfiServerConn {
                     unsafe { self.link.fab.read(s, *raddr, *key, CTX_READ | seq) }
                 }
             }?;
+            tracing::trace!(again = r == Posted::Again, "ofi server: post RMA");
             if r == Posted::Again {
                 self.unposted.push_front(op);
                 break;
