@@ -336,8 +336,12 @@ for_each_provider!(
 /// Not on `ofi+shm` yet: there a request deterministically times out at operation
 /// 1040-1042 (after 145 cuts) with this seed: the connection stays up, the client keeps
 /// progressing and answering the server's doorbells for the whole request deadline,
-/// and the server's RMA never completes. Cause not found yet (docs/architecture.md,
-/// Roadmap); dafs-ofi's tests/reconnects.rs (200 reconnects with RMA) does not reproduce it.
+/// and the server's RMA never completes. With `DAFS_LOG=dafs_ofi=trace` on dafsd: a
+/// request and its injected duplicate (88 bytes each) make the server post two RMAs back
+/// to back; the first completes, the second never does, and every later RMA of that
+/// connection waits behind it. Cause not found yet (docs/architecture.md, Roadmap);
+/// neither dafs-ofi's tests/reconnects.rs (200 reconnects with RMA) nor two puts or two
+/// pulls of one region back to back (500 rounds) reproduce it in one process.
 mod exactly_once {
     use super::Provider;
     #[test]
