@@ -340,7 +340,7 @@ for_each_provider!(
 /// request and its injected duplicate (88 bytes each) make the server post two RMAs back
 /// to back; the first completes, the second never does, and every later RMA of that
 /// connection waits behind it. Cause not found yet (docs/architecture.md, Roadmap);
-/// neither dafs-ofi's tests/reconnects.rs (200 reconnects with RMA) nor two puts or two
+/// neither dafs-ofi's tests/reconnects.rs (150 reconnects with RMA) nor two puts or two
 /// pulls of one region back to back (500 rounds) reproduce it in one process.
 mod exactly_once {
     use super::Provider;
