@@ -159,21 +159,15 @@ impl Link {
     /// Messages and RMA completions go to `out`.
     pub fn progress(&mut self, out: &mut VecDeque<LinkEvent>) -> Result<(), TransportError> {
         loop {
+            // The array goes back into `self.comps` on every path, errors included:
+            // left empty by an early return, the next call polled for zero completions,
+            // took that for a full batch and looped for ever (a failed completion, e.g.
+            // at a dead peer, hung the client at its next progress, as after a restart).
             let mut comps = std::mem::take(&mut self.comps);
-            let n = self.fab.poll(&mut comps);
-            let n = match n {
-                Ok(n) => n,
-                Err(e) => {
-                    self.comps = comps;
-                    return Err(e);
-                }
-            };
-            for c in &comps[..n] {
-                self.complete(c, out)?;
-            }
-            let full = n == comps.len();
+            assert!(!comps.is_empty(), "completion array lost");
+            let full = self.take_completions(&mut comps, out);
             self.comps = comps;
-            if !full {
+            if !full? {
                 break;
             }
         }
@@ -181,6 +175,20 @@ impl Link {
             self.post_recv(i)?;
         }
         self.post_sends()
+    }
+
+    /// Read one batch into `comps` and handle it: true if the batch was full (more may
+    /// be waiting).
+    fn take_completions(
+        &mut self,
+        comps: &mut [Completion],
+        out: &mut VecDeque<LinkEvent>,
+    ) -> Result<bool, TransportError> {
+        let n = self.fab.poll(comps)?;
+        for c in &comps[..n] {
+            self.complete(c, out)?;
+        }
+        Ok(n == comps.len())
     }
 
     fn complete(
