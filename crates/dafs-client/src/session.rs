@@ -74,6 +74,12 @@ impl Client {
     pub fn msg_size_bytes_max(&self) -> usize {
         self.msg_size_bytes_max
     }
+    /// The connection's readiness fd, and whether output is queued on it (a cluster
+    /// client sleeping on several nodes' connections at once polls these).
+    pub(crate) fn readiness(&self) -> (std::os::fd::RawFd, bool) {
+        (self.t.raw_fd(), self.t.wants_write())
+    }
+
     pub fn session_id(&self) -> u64 {
         self.session_id
     }

@@ -11,7 +11,9 @@
 //! their node. The front client itself holds no session: calls by handle (the `*_at`
 //! family, `getattr(fh)`, ...) cannot be routed by path and are refused.
 
+mod aio;
 mod ops;
+mod sys;
 mod vdir;
 
 use std::time::{Duration, Instant};
@@ -54,6 +56,18 @@ pub(crate) struct Cluster {
     pub(crate) map_refreshes: u64,
     /// Round-robin placement: the next landing node (index into `member_slot`).
     rr_cursor: usize,
+    /// Completion groups and registered regions spanning the node sessions.
+    aio: aio::Aio,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // The node sessions first: each waits for its I/O in flight, which may name a
+        // front region's memory, freed with `aio` after.
+        for s in &mut self.slots {
+            s.client = None;
+        }
+    }
 }
 
 /// What [`Client::cluster_nodes`] reports of one node.
@@ -122,6 +136,7 @@ pub(crate) fn connect(target: &str, cfg: &ClientConfig) -> Result<Option<Client>
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos() as usize),
+        aio: aio::Aio::default(),
     };
     // The front client: the first contact's negotiated values (sizes, slots), with its
     // session ended — calls it cannot route fail instead of reaching one node.
@@ -180,7 +195,7 @@ impl Cluster {
                 Some(i) => {
                     if self.slots[i].addr != m.addr {
                         self.slots[i].addr = m.addr.clone();
-                        self.slots[i].client = None;
+                        self.drop_node(i);
                     }
                     i
                 }
@@ -250,10 +265,18 @@ impl Cluster {
         let r = op(self.node(slot)?);
         match r {
             Err(e) if node_failed(&e) => {
-                self.slots[slot].client = None;
+                self.drop_node(slot);
                 Err(self.unavailable(slot, e))
             }
             r => r,
+        }
+    }
+
+    /// Drop node `slot`'s session (it failed, or the node moved): the next call
+    /// connects again. What it owes the front's completion groups is delivered first.
+    fn drop_node(&mut self, slot: usize) {
+        if let Some(mut c) = self.slots[slot].client.take() {
+            self.aio.forget_node(slot, &mut c);
         }
     }
 
@@ -347,15 +370,16 @@ fn fetch_map(c: &mut Client) -> Result<(String, PlacementMap)> {
 }
 
 /// Errors that say the node (not the file) is the problem.
-fn node_failed(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Transport(_)
-            | Error::Disconnected
-            | Error::TimedOut
-            | Error::NodeUnavailable { .. }
-            | Error::Status(Status::BadSession)
-    )
+pub(super) fn node_failed(e: &Error) -> bool {
+    match e {
+        // A refused registration (limit, memory) leaves the connection as it was.
+        Error::Transport(t) => t.is_fatal(),
+        Error::Disconnected
+        | Error::TimedOut
+        | Error::NodeUnavailable { .. }
+        | Error::Status(Status::BadSession) => true,
+        _ => false,
+    }
 }
 
 /// The cluster path of a client path (relative to the export root or absolute).
