@@ -77,6 +77,11 @@ fn one_group_and_one_region_serve_files_on_every_node() {
     for (i, part) in c.region(region).unwrap().chunks(PART_BYTES).enumerate() {
         assert!(part == &pattern(0, PART_BYTES, i as u8 + 1)[..], "region part {i}");
     }
+    // The counters are the node sessions' sum: every large I/O went direct, from
+    // registered memory.
+    let st = c.stats();
+    assert!(st.direct_writes >= 3 && st.direct_reads >= 3, "{st:?}");
+    assert_eq!(st.off_direct_path, 0);
     // Polling an idle group returns at once; then it and the region go.
     assert!(c.poll(cg, 8).unwrap().is_empty());
     c.destroy_cg(cg).unwrap();

@@ -44,6 +44,23 @@ pub struct ClientStats {
     pub transport: TransportStats,
 }
 
+impl ClientStats {
+    /// Add `o`'s counters to these (a cluster client reports the sum of its node
+    /// sessions').
+    pub(crate) fn accumulate(&mut self, o: &ClientStats) {
+        macro_rules! add {
+            ($s:expr, $o:expr; $($f:ident),*) => { $( $s.$f += $o.$f; )* };
+        }
+        add!(self, o; requests, inline_reads, inline_writes, direct_reads, direct_writes,
+            inline_bytes, direct_bytes, off_direct_path, slot_waits, errors, reconnects,
+            retransmits, stale_replies, requests_timed_out, opens_reclaimed, locks_reclaimed,
+            reclaims_refused, grace_retries);
+        let (t, u) = (&mut self.transport, &o.transport);
+        add!(t, u; msgs_sent, msgs_received, placed_bytes, pulled_bytes, placements_refused,
+            waits_spun, waits_slept, vm_registrations);
+    }
+}
+
 impl Client {
     // ------------------------------------------------------------------ negotiated values
 
@@ -90,6 +107,9 @@ impl Client {
         self.root
     }
     pub fn stats(&self) -> ClientStats {
+        if let Some(c) = self.cluster.as_deref() {
+            return c.stats();
+        }
         let mut s = self.stats;
         s.transport = self.t.stats();
         s

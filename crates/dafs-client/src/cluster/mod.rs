@@ -58,6 +58,8 @@ pub(crate) struct Cluster {
     rr_cursor: usize,
     /// Completion groups and registered regions spanning the node sessions.
     aio: aio::Aio,
+    /// Counters of node sessions dropped since (see [`Client::stats`]).
+    retired_stats: crate::ClientStats,
 }
 
 impl Drop for Cluster {
@@ -137,6 +139,7 @@ pub(crate) fn connect(target: &str, cfg: &ClientConfig) -> Result<Option<Client>
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos() as usize),
         aio: aio::Aio::default(),
+        retired_stats: Default::default(),
     };
     // The front client: the first contact's negotiated values (sizes, slots), with its
     // session ended — calls it cannot route fail instead of reaching one node.
@@ -277,7 +280,17 @@ impl Cluster {
     fn drop_node(&mut self, slot: usize) {
         if let Some(mut c) = self.slots[slot].client.take() {
             self.aio.forget_node(slot, &mut c);
+            self.retired_stats.accumulate(&c.stats());
         }
+    }
+
+    /// The sum of every node session's counters, live and dropped.
+    pub(crate) fn stats(&self) -> crate::ClientStats {
+        let mut s = self.retired_stats;
+        for c in self.slots.iter().filter_map(|n| n.client.as_ref()) {
+            s.accumulate(&c.stats());
+        }
+        s
     }
 
     fn unavailable(&self, slot: usize, e: Error) -> Error {
