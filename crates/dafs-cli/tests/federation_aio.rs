@@ -22,10 +22,8 @@ fn one_group_and_one_region_serve_files_on_every_node() {
     let cl = Cluster::start(3);
     let mut c = cl.client();
     let names: Vec<String> = (0..3).map(|i| cl.name_on(&c, "aio", i)).collect();
-    let files: Vec<_> = names
-        .iter()
-        .map(|n| c.open(n, OpenOptions::read_write().create(true)).unwrap())
-        .collect();
+    let files: Vec<_> =
+        names.iter().map(|n| c.open(n, OpenOptions::read_write().create(true)).unwrap()).collect();
     let region = c.alloc_registered(3 * PART_BYTES).unwrap();
     for (i, part) in c.region_mut(region).unwrap().chunks_mut(PART_BYTES).enumerate() {
         part.copy_from_slice(&pattern(0, PART_BYTES, i as u8 + 1));

@@ -104,6 +104,9 @@ impl Client {
         self.t.provider()
     }
     pub fn root_handle(&self) -> FileHandle {
+        if let Some(c) = self.cluster.as_deref() {
+            return c.root_handle();
+        }
         self.root
     }
     pub fn stats(&self) -> ClientStats {

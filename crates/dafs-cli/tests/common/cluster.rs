@@ -38,22 +38,40 @@ pub fn start_node(addr: &str, toml: &Path, export: Option<&Path>, extra: &[&str]
     }
 }
 
+/// How [`Cluster::start_with`] starts the nodes.
+#[derive(Default)]
+pub struct Options<'a> {
+    /// Lines added to `[cluster]` (e.g. `placement = "round-robin"`).
+    pub toml_extra: &'a str,
+    /// Arguments added to every node's command line.
+    pub args: &'a [&'a str],
+    /// Give node i `--state-dir BASE/state{i}` (cross-node renames need one).
+    pub state_dirs: bool,
+}
+
 impl Cluster {
     /// `n` nodes, matched placement, default server options.
     pub fn start(n: usize) -> Cluster {
-        Cluster::start_with(n, "", &[])
+        Cluster::start_with(n, Options::default())
     }
 
-    /// `n` nodes; `toml_extra` lines are added to `[cluster]` (e.g. `placement =
-    /// "round-robin"`), `extra` to every node's command line.
-    pub fn start_with(n: usize, toml_extra: &str, extra: &[&str]) -> Cluster {
+    pub fn start_with(n: usize, o: Options) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let addrs: Vec<String> = (0..n).map(|_| free_addr()).collect();
         let list: Vec<String> = addrs.iter().map(|a| format!("{a:?}")).collect();
         let toml = dir.path().join("cluster.toml");
-        let text = format!("[cluster]\nmembers = [{}]\n{toml_extra}\n", list.join(", "));
+        let text = format!("[cluster]\nmembers = [{}]\n{}\n", list.join(", "), o.toml_extra);
         std::fs::write(&toml, text).unwrap();
-        let nodes = addrs.iter().map(|a| start_node(a, &toml, None, extra)).collect();
+        let nodes = (0..n)
+            .map(|i| {
+                let state = dir.path().join(format!("state{i}"));
+                let mut args: Vec<&str> = o.args.to_vec();
+                if o.state_dirs {
+                    args.extend(["--state-dir", state.to_str().unwrap()]);
+                }
+                start_node(&addrs[i], &toml, None, &args)
+            })
+            .collect();
         Cluster { nodes, addrs, toml, _dir: dir }
     }
 

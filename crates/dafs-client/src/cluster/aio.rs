@@ -317,7 +317,9 @@ impl Cluster {
                 .is_none_or(|q| q.outstanding() == 0 && q.queued() == 0)
         });
         if !idle || self.aio.orphans.contains_key(&cg.0) {
-            return Err(Error::InvalidArgument("completion group has requests in flight or unreaped"));
+            return Err(Error::InvalidArgument(
+                "completion group has requests in flight or unreaped",
+            ));
         }
         for (s, g) in nodes {
             if let Some(c) = self.slots[s].client.as_mut() {

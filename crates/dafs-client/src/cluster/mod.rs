@@ -12,9 +12,14 @@
 //! family, `getattr(fh)`, ...) cannot be routed by path and are refused.
 
 mod aio;
+mod at;
+mod handles;
 mod ops;
 mod sys;
 mod vdir;
+
+pub use aio::CLUSTER_REGIONS_MAX;
+pub use handles::{CLUSTER_HANDLES_MAX, CLUSTER_HANDLE_PATH_BYTES_MAX};
 
 use std::time::{Duration, Instant};
 
@@ -60,6 +65,8 @@ pub(crate) struct Cluster {
     aio: aio::Aio,
     /// Counters of node sessions dropped since (see [`Client::stats`]).
     retired_stats: crate::ClientStats,
+    /// Front handles: what each handle this client gave out names (see `handles`).
+    handles: handles::HandleTable,
 }
 
 impl Drop for Cluster {
@@ -140,6 +147,7 @@ pub(crate) fn connect(target: &str, cfg: &ClientConfig) -> Result<Option<Client>
                 .map_or(0, |d| d.subsec_nanos() as usize),
         aio: aio::Aio::default(),
         retired_stats: Default::default(),
+        handles: handles::HandleTable::new(handle_nonce()),
     };
     // The front client: the first contact's negotiated values (sizes, slots), with its
     // session ended — calls it cannot route fail instead of reaching one node.
@@ -368,6 +376,17 @@ impl Cluster {
     pub(crate) fn node_for(&self, path: &str) -> Result<String> {
         Ok(self.map.manager(&cluster_path(path)?).id.to_string())
     }
+}
+
+/// A value telling this client's front handles from any other's.
+fn handle_nonce() -> u64 {
+    let mut b = [0u8; 8];
+    if getrandom::getrandom(&mut b).is_err() {
+        // No randomness: the clock and pid still differ between clients.
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        b = (t.map_or(0, |d| d.as_nanos() as u64) ^ u64::from(std::process::id())).to_le_bytes();
+    }
+    u64::from_le_bytes(b)
 }
 
 /// CLUSTER_MAP on one node: its id and its map.

@@ -47,7 +47,10 @@ impl Drop for AlignedBuf {
 /// Sleep until one of `fds` is readable (or writable, where its flag says the
 /// connection has output queued), or `timeout` passes (None: no limit). EINTR counts
 /// as a wake-up: the caller looks again.
-pub(super) fn sleep_on_fds(fds: &[(RawFd, bool)], timeout: Option<Duration>) -> std::io::Result<()> {
+pub(super) fn sleep_on_fds(
+    fds: &[(RawFd, bool)],
+    timeout: Option<Duration>,
+) -> std::io::Result<()> {
     let mut pfds: Vec<libc::pollfd> = fds
         .iter()
         .map(|&(fd, want_write)| libc::pollfd {
