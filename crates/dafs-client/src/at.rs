@@ -309,8 +309,12 @@ impl Client {
         Ok((fh, attr))
     }
 
-    /// Whether the connection has failed (every later call fails at once).
+    /// Whether the connection has failed (every later call fails at once). A cluster
+    /// client is never dead as a whole: a node's failure fails that node's calls.
     pub fn is_dead(&self) -> bool {
+        if self.cluster.is_some() {
+            return false;
+        }
         self.dead
     }
 }

@@ -39,9 +39,9 @@ impl Client {
         } else {
             dafs_proto::types::lock_type::SHARED
         };
-        let m = self.call(&Request::Lock { fh: f.fh, offset, len, ltype, flags: 0 })?;
+        let m = self.call(&Request::Lock { fh: f.wire_fh(), offset, len, ltype, flags: 0 })?;
         self.decode(&m)?;
-        self.held.locked(f.fh, offset, len, ltype);
+        self.held.locked(f.wire_fh(), offset, len, ltype);
         Ok(())
     }
 
@@ -90,7 +90,7 @@ impl Client {
         } else {
             dafs_proto::types::lock_type::SHARED
         };
-        let m = self.call(&Request::LockTest { fh: f.fh, offset, len, ltype })?;
+        let m = self.call(&Request::LockTest { fh: f.wire_fh(), offset, len, ltype })?;
         match self.decode(&m)?.1 {
             Reply::LockTest { conflict: false, .. } => Ok(None),
             Reply::LockTest { ltype, owner, offset, len, .. } => Ok(Some(LockInfo {
@@ -108,9 +108,9 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.unlock(f, offset, len));
         }
-        let m = self.call(&Request::Unlock { fh: f.fh, offset, len })?;
+        let m = self.call(&Request::Unlock { fh: f.wire_fh(), offset, len })?;
         self.decode(&m)?;
-        self.held.unlocked(f.fh, offset, len);
+        self.held.unlocked(f.wire_fh(), offset, len);
         Ok(())
     }
 }

@@ -179,7 +179,7 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.fstat(f));
         }
-        self.getattr(f.fh)
+        self.getattr(f.wire_fh())
     }
 
     /// Parent of a directory handle.
@@ -493,7 +493,8 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.ftruncate(f, size));
         }
-        self.setattr(f.fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
+        let fh = f.wire_fh();
+        self.setattr(fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
     }
 
     pub fn chmod(&mut self, path: &str, mode: u32) -> Result<Attr> {

@@ -135,6 +135,9 @@ impl Client {
         if groups.len() > limits::CRED_GROUPS_MAX {
             return Err(Error::InvalidArgument("more than 16 supplementary groups"));
         }
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.set_cred(uid, gid, groups);
+        }
         let packed: Vec<u8> = groups.iter().flat_map(|g| g.to_le_bytes()).collect();
         let m = self.call(&Request::SetCred { uid, gid, groups: &packed })?;
         self.decode(&m).map(|_| ())

@@ -120,17 +120,17 @@ impl Cluster {
     }
 
     pub(crate) fn open_handle(&mut self, fh: FileHandle, opts: OpenOptions) -> Result<File> {
-        let (slot, mut f) = match self.entry(fh)? {
+        let path = self.entry(fh)?.path;
+        let (slot, f) = match self.entry(fh)? {
             Entry { node: Some((slot, nfh)), .. } => {
                 (slot, self.with_node(slot, |c| c.open_handle(nfh, opts))?)
             }
-            Entry { path, node: None } => self.existing(&path, |c| {
+            Entry { node: None, .. } => self.existing(&path, |c| {
                 let h = node_dir(c, &path)?;
                 c.open_handle(h, opts)
             })?,
         };
-        f.node = slot;
-        Ok(f)
+        Ok(self.fronted(&path, slot, f))
     }
 
     pub(crate) fn remove_at(&mut self, dir: FileHandle, name: &[u8]) -> Result<()> {

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use dafs_proto::{Attr, FileHandle, FileType, Status};
 
 use super::{cluster_path, Cluster};
-use crate::{Error, Result};
+use crate::{Error, File, Result};
 
 /// Most entries of a front handle table. A kernel mount keeps a handle per inode it
 /// caches; past this the oldest-used are evicted (answering STALE, looked up again).
@@ -197,6 +197,17 @@ pub(super) fn child_path(dir: &str, name: &[u8]) -> Result<String> {
 }
 
 impl Cluster {
+    /// File `f`, which node `slot` opened under `path`, as the front client gives it
+    /// out: on its node, with the front handle (the node's kept for the node's calls).
+    pub(super) fn fronted(&mut self, path: &str, slot: usize, mut f: File) -> File {
+        f.node = slot;
+        let node_fh = *f.node_fh.get_or_insert(f.fh);
+        if let Ok(p) = cluster_path(path) {
+            f.fh = self.handle_for(&p.to_string(), slot, node_fh, &f.attr);
+        }
+        f
+    }
+
     /// The front handle of `path`, which node `slot` answered with `(fh, attr)`.
     pub(super) fn handle_for(
         &mut self,

@@ -67,6 +67,9 @@ pub(crate) struct Cluster {
     retired_stats: crate::ClientStats,
     /// Front handles: what each handle this client gave out names (see `handles`).
     handles: handles::HandleTable,
+    /// The credentials last set ([`Client::set_cred`]): every node session acts
+    /// under them, also one opened later.
+    cred: Option<(u32, u32, Vec<u32>)>,
 }
 
 impl Drop for Cluster {
@@ -148,6 +151,7 @@ pub(crate) fn connect(target: &str, cfg: &ClientConfig) -> Result<Option<Client>
         aio: aio::Aio::default(),
         retired_stats: Default::default(),
         handles: handles::HandleTable::new(handle_nonce()),
+        cred: None,
     };
     // The front client: the first contact's negotiated values (sizes, slots), with its
     // session ended — calls it cannot route fail instead of reaching one node.
@@ -263,8 +267,11 @@ impl Cluster {
         self.slots[slot].requests += 1;
         if self.slots[slot].client.is_none() {
             let target = self.node_target(&self.slots[slot].addr);
-            let c = Client::connect(&target, self.cfg.clone())
+            let mut c = Client::connect(&target, self.cfg.clone())
                 .map_err(|e| self.unavailable(slot, e))?;
+            if let Some((uid, gid, groups)) = &self.cred {
+                c.set_cred(*uid, *gid, groups).map_err(|e| self.unavailable(slot, e))?;
+            }
             self.slots[slot].client = Some(c);
         }
         Ok(self.slots[slot].client.as_mut().expect("connected above"))
@@ -355,6 +362,23 @@ impl Cluster {
             }
             _ => Ok(false),
         }
+    }
+
+    /// Act as `uid`/`gid`/`groups` on every node session, now and opened later.
+    pub(crate) fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]) -> Result<()> {
+        // The nodes share a configuration: the first node's answer (NOTSUPP where
+        // the identity mode is not `asserted`) is the cluster's, and credentials that
+        // were refused are not applied to sessions opened later.
+        let first = self.member_slot[0];
+        self.cred = None;
+        self.on(first, |c| c.set_cred(uid, gid, groups))?;
+        for slot in 0..self.slots.len() {
+            if slot != first && self.slots[slot].client.is_some() {
+                self.on(slot, |c| c.set_cred(uid, gid, groups))?;
+            }
+        }
+        self.cred = Some((uid, gid, groups.to_vec()));
+        Ok(())
     }
 
     pub(crate) fn nodes(&self) -> Vec<ClusterNodeInfo> {
