@@ -137,7 +137,9 @@ impl HandleTable {
         let cell = &mut self.cells[i as usize];
         cell.gen += 1;
         cell.entry = Some(e);
-        cell.referenced = true;
+        // Marked at its first use, not now: a burst of new entries (a listing looked
+        // up once) is evicted before entries in use.
+        cell.referenced = false;
         self.encode(i)
     }
 
