@@ -8,8 +8,10 @@
 //! (CLUSTER_MAP from that node, or etcd) and sends the request again, transparently,
 //! for up to [`WRONG_NODE_RETRY_TIME_MAX`]. Directories are virtual: mkdir/rmdir act
 //! on every node, readdir merges the nodes' listings (`vdir`). Open files remember
-//! their node. The front client itself holds no session: calls by handle (the `*_at`
-//! family, `getattr(fh)`, ...) cannot be routed by path and are refused.
+//! their node. Calls by handle go through a front-side handle table (`handles`,
+//! `at`); asynchronous I/O, batches and registered memory span the node sessions
+//! (`aio`). The front client itself holds no session: what none of these route (a
+//! raw chain or request) is refused.
 
 mod aio;
 mod at;
@@ -469,8 +471,8 @@ impl Client {
     pub(crate) fn cluster_refuses(&self) -> Result<()> {
         match self.cluster {
             Some(_) => Err(Error::Cluster(
-                "calls by file handle cannot be routed on a cluster URL (a virtual directory \
-                 spans every node): use the path-based calls"
+                "this call cannot be routed on a cluster URL (a raw request or chain names \
+                 one node's handles): use the path- or handle-relative calls"
                     .into(),
             )),
             None => Ok(()),
