@@ -72,6 +72,9 @@ impl Client {
         mode: BatchCompletion,
     ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.submit_batch(f, ios, cg, user_data, mode);
+        }
         let open_id = self.open_id_of(f)?;
         if ios.is_empty() {
             return Err(Error::InvalidArgument("empty batch"));

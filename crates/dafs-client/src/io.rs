@@ -33,6 +33,9 @@ impl Client {
         user_data: u64,
     ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.submit_io(f, offset, buf, cg, user_data, true);
+        }
         self.submit(self.open_id_of(f)?, offset, buf, cg, user_data, true, false)
     }
 
@@ -46,6 +49,9 @@ impl Client {
         user_data: u64,
     ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.submit_io(f, offset, buf, cg, user_data, false);
+        }
         self.submit(self.open_id_of(f)?, offset, buf, cg, user_data, false, false)
     }
 

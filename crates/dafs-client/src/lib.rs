@@ -101,7 +101,10 @@ pub use at::DirEntryAt;
 pub use batch::{BatchCompletion, BatchIoDesc};
 pub use cg::{CgId, Completion};
 pub use chain::{Chain, ChainOutcome, ChainReply};
-pub use cluster::{ClusterNodeInfo, WRONG_NODE_RETRY_TIME_MAX};
+pub use cluster::{
+    ClusterNodeInfo, CLUSTER_HANDLES_MAX, CLUSTER_HANDLE_PATH_BYTES_MAX, CLUSTER_REGIONS_MAX,
+    WRONG_NODE_RETRY_TIME_MAX,
+};
 pub use config::{parse_url, ClientConfig, Provider, REQUEST_DEADLINE_ENV};
 pub use dafs_proto;
 pub use dafs_transport::tls::TlsClientOptions;

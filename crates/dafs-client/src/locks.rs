@@ -34,7 +34,7 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.lock(f, offset, len, exclusive));
         }
-        self.lock_handle(f.fh, offset, len, exclusive)
+        self.lock_handle(f.wire_fh(), offset, len, exclusive)
     }
 
     /// [`lock`](Self::lock) by file handle: a lock needs no open in this session (a
@@ -98,7 +98,7 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.test_lock(f, offset, len, exclusive));
         }
-        self.test_lock_handle(f.fh, offset, len, exclusive)
+        self.test_lock_handle(f.wire_fh(), offset, len, exclusive)
     }
 
     /// [`test_lock`](Self::test_lock) by file handle.
@@ -132,7 +132,7 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.unlock(f, offset, len));
         }
-        self.unlock_handle(f.fh, offset, len)
+        self.unlock_handle(f.wire_fh(), offset, len)
     }
 
     /// [`unlock`](Self::unlock) by file handle.

@@ -44,6 +44,23 @@ pub struct ClientStats {
     pub transport: TransportStats,
 }
 
+impl ClientStats {
+    /// Add `o`'s counters to these (a cluster client reports the sum of its node
+    /// sessions').
+    pub(crate) fn accumulate(&mut self, o: &ClientStats) {
+        macro_rules! add {
+            ($s:expr, $o:expr; $($f:ident),*) => { $( $s.$f += $o.$f; )* };
+        }
+        add!(self, o; requests, inline_reads, inline_writes, direct_reads, direct_writes,
+            inline_bytes, direct_bytes, off_direct_path, slot_waits, errors, reconnects,
+            retransmits, stale_replies, requests_timed_out, opens_reclaimed, locks_reclaimed,
+            reclaims_refused, grace_retries);
+        let (t, u) = (&mut self.transport, &o.transport);
+        add!(t, u; msgs_sent, msgs_received, placed_bytes, pulled_bytes, placements_refused,
+            waits_spun, waits_slept, vm_registrations);
+    }
+}
+
 impl Client {
     // ------------------------------------------------------------------ negotiated values
 
@@ -74,6 +91,12 @@ impl Client {
     pub fn msg_size_bytes_max(&self) -> usize {
         self.msg_size_bytes_max
     }
+    /// The connection's readiness fd, and whether output is queued on it (a cluster
+    /// client sleeping on several nodes' connections at once polls these).
+    pub(crate) fn readiness(&self) -> (std::os::fd::RawFd, bool) {
+        (self.t.raw_fd(), self.t.wants_write())
+    }
+
     pub fn session_id(&self) -> u64 {
         self.session_id
     }
@@ -81,9 +104,15 @@ impl Client {
         self.t.provider()
     }
     pub fn root_handle(&self) -> FileHandle {
+        if let Some(c) = self.cluster.as_deref() {
+            return c.root_handle();
+        }
         self.root
     }
     pub fn stats(&self) -> ClientStats {
+        if let Some(c) = self.cluster.as_deref() {
+            return c.stats();
+        }
         let mut s = self.stats;
         s.transport = self.t.stats();
         s
@@ -105,6 +134,9 @@ impl Client {
     pub fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]) -> Result<()> {
         if groups.len() > limits::CRED_GROUPS_MAX {
             return Err(Error::InvalidArgument("more than 16 supplementary groups"));
+        }
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.set_cred(uid, gid, groups);
         }
         let packed: Vec<u8> = groups.iter().flat_map(|g| g.to_le_bytes()).collect();
         let m = self.call(&Request::SetCred { uid, gid, groups: &packed })?;

@@ -272,6 +272,9 @@ impl ClientTransport for FaultyTransport {
     fn raw_fd(&self) -> RawFd {
         self.inner.raw_fd()
     }
+    fn wants_write(&self) -> bool {
+        self.inner.wants_write()
+    }
     fn cut_fd(&self) -> RawFd {
         self.inner.cut_fd()
     }

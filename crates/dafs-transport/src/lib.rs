@@ -187,6 +187,13 @@ pub trait ClientTransport: Send {
     fn cut_fd(&self) -> RawFd {
         self.raw_fd()
     }
+    /// True while output is queued that the kernel has not taken yet: a caller that
+    /// sleeps on [`Self::raw_fd`] itself (one thread waiting on several connections)
+    /// must wait for writability too, or a request never leaves and its reply never
+    /// comes. Providers that never queue output answer false.
+    fn wants_write(&self) -> bool {
+        false
+    }
 }
 
 /// A server-side event.

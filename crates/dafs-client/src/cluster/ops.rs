@@ -152,13 +152,12 @@ impl Cluster {
     pub(crate) fn open(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
         // By name: a landing node that does not hold the file forwards the open.
         let open = |c: &mut Client| c.open_on_server(path, opts, true);
-        let (slot, mut f) = if opts.flags & open_flags::CREATE != 0 {
+        let (slot, f) = if opts.flags & open_flags::CREATE != 0 {
             self.creating_on(path, true, open)?
         } else {
             self.existing_on(path, true, open)?
         };
-        f.node = slot;
-        Ok(f)
+        Ok(self.fronted(path, slot, f))
     }
 
     pub(crate) fn open_and_read(
@@ -177,9 +176,8 @@ impl Cluster {
             f.pos = got as u64;
             return Ok((f, data, got < n));
         }
-        let (slot, (mut f, data, eof)) = self.existing(path, |c| c.open_and_read(path, len))?;
-        f.node = slot;
-        Ok((f, data, eof))
+        let (slot, (f, data, eof)) = self.existing(path, |c| c.open_and_read(path, len))?;
+        Ok((self.fronted(path, slot, f), data, eof))
     }
 
     pub(crate) fn create_and_write(&mut self, path: &str, data: &[u8], mode: u32) -> Result<()> {
@@ -347,6 +345,11 @@ impl Cluster {
     pub(crate) fn reopen(&mut self, f: &File) -> Result<File> {
         let mut nf = self.with_file(f, |c| c.reopen(f))?;
         nf.node = f.node;
+        if f.node_fh.is_some() {
+            // The same front handle, naming the node's handle of the new open.
+            nf.node_fh = Some(nf.fh);
+            nf.fh = f.fh;
+        }
         Ok(nf)
     }
 }

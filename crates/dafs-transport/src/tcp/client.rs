@@ -442,4 +442,7 @@ impl ClientTransport for TcpClient {
     fn raw_fd(&self) -> RawFd {
         self.sock.as_raw_fd()
     }
+    fn wants_write(&self) -> bool {
+        !self.out.q.is_empty() || self.tls.as_ref().is_some_and(|t| t.wants_write())
+    }
 }
