@@ -108,6 +108,12 @@ pub(crate) const LARGE_IO_BYTES: usize = 512 * 1024;
 /// behind the transfers still in flight. Eight 64 KiB reads in flight are this much.
 pub(crate) const BUSY_IO_BYTES: u64 = LARGE_IO_BYTES as u64;
 
+/// Spin before sleeping only while a quick request is in flight (`quick`) and less than
+/// [`BUSY_IO_BYTES`] of data is in flight in all (`io_bytes`).
+fn spin_policy(quick: bool, io_bytes: u64) -> bool {
+    quick && io_bytes < BUSY_IO_BYTES
+}
+
 /// The bytes of data the request moves (batches: every I/O in it).
 fn io_bytes(what: &Inflight) -> u64 {
     match what {
@@ -176,7 +182,7 @@ impl Client {
     /// Whether waiting for the next reply should spin before it sleeps: only while a
     /// quick request is in flight and the server is not busy with [`BUSY_IO_BYTES`].
     pub(crate) fn spin_worth_it(&self) -> bool {
-        !self.small_inflight.is_zero() && self.io_bytes_inflight < BUSY_IO_BYTES
+        spin_policy(!self.small_inflight.is_zero(), self.io_bytes_inflight)
     }
 
     /// Take back the request just recorded on `slot`: the transport refused it before
@@ -351,5 +357,25 @@ impl Client {
             }
             Inflight::Sync { .. } => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_sleeps_while_the_server_has_half_a_mebibyte_to_move() {
+        const K64: u64 = 64 * 1024;
+        // QD1 and shallow queues of quick transfers spin: a reply is microseconds away.
+        assert!(spin_policy(true, 4096));
+        assert!(spin_policy(true, 7 * K64));
+        assert!(spin_policy(true, 256 * 1024));
+        // Eight 64 KiB reads keep the server's copies busy: the client's core is theirs.
+        assert!(!spin_policy(true, 8 * K64));
+        assert!(!spin_policy(true, 8 * 256 * 1024));
+        // Nothing quick in flight (only large transfers): sleep, as before.
+        assert!(!spin_policy(false, LARGE_IO_BYTES as u64));
+        assert!(!spin_policy(false, 0));
     }
 }
