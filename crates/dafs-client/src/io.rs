@@ -81,7 +81,10 @@ impl Client {
         if len > self.direct_bytes_max {
             return Err(Error::InvalidArgument("I/O larger than io_bytes_max()"));
         }
-        let direct = len > self.inline_threshold;
+        let direct = match &buf {
+            IoBuf::Region { .. } => len > self.inline_threshold,
+            IoBuf::Vec(_) => len > self.inline_threshold_unregistered(),
+        };
         self.check_queue_room(cg, 1)?;
         let (slot, seq) = self.acquire_slot(block)?;
         let id = ReqId(self.next_req);

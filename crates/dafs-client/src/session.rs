@@ -66,8 +66,22 @@ impl Client {
 
     /// Reads and writes up to this many bytes travel inline in messages; larger ones are
     /// placed directly by the server.
+    ///
+    /// The server chooses it per provider from the measured inline/direct crossover for
+    /// *registered* memory (the regions of [`alloc_registered`](Self::alloc_registered) and
+    /// [`register`](Self::register)). Memory the application did not register uses
+    /// [`inline_threshold_unregistered`](Self::inline_threshold_unregistered) instead.
     pub fn inline_threshold(&self) -> usize {
         self.inline_threshold
+    }
+    /// Reads and writes of memory the application did not register (blocking calls,
+    /// `IoBuf::Vec`, chained reads and writes) travel inline up to this many bytes: the
+    /// negotiated [`inline_threshold`](Self::inline_threshold), but at least
+    /// [`UNREGISTERED_INLINE_BYTES`](crate::UNREGISTERED_INLINE_BYTES) (within the message
+    /// size), because a direct transfer of such memory first registers it for the call.
+    pub fn inline_threshold_unregistered(&self) -> usize {
+        let room = self.msg_size_bytes_max.saturating_sub(crate::INLINE_HEADROOM_BYTES);
+        self.inline_threshold.max(crate::UNREGISTERED_INLINE_BYTES.min(room))
     }
     /// Largest single asynchronous I/O (blocking calls split larger ones).
     pub fn io_bytes_max(&self) -> usize {

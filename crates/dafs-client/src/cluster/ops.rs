@@ -169,7 +169,12 @@ impl Cluster {
             // The chain opens the looked-up handle, which a forwarding node cannot
             // serve: open by name, then read.
             let mut f = self.open(path, OpenOptions::read())?;
-            let n = len.min(self.slots[f.node].client.as_ref().map_or(len, |c| c.inline_threshold));
+            let n = len.min(
+                self.slots[f.node]
+                    .client
+                    .as_ref()
+                    .map_or(len, |c| c.inline_threshold_unregistered()),
+            );
             let mut data = vec![0u8; n];
             let got = self.with_file(&f, |c| c.pread(&f, &mut data, 0))?;
             data.truncate(got);
