@@ -393,7 +393,11 @@ mod tests {
             Take::Bound(s, _) => assert_eq!(*s, 42),
             _ => panic!("parked session binds"),
         }
-        assert_eq!(i.bind_nonce.lock().unwrap().recent.back(), Some(&[1; 32]), "nonce rotated with the take");
+        assert_eq!(
+            i.bind_nonce.lock().unwrap().recent.back(),
+            Some(&[1; 32]),
+            "nonce rotated with the take"
+        );
         assert!(matches!(t.take(6, b"c1", &[9; 32], |_, _| true, [1; 32]), Take::Unknown));
         t.park(Box::new(43), &i, Duration::ZERO);
         let gone = t.expired(Instant::now());

@@ -40,7 +40,7 @@ pub(crate) enum FwdOk {
     /// Data read at the home: inline, or to be placed into `region` (READ_DIRECT).
     Read { data: Vec<u8>, eof: bool, region: Option<RemoteRegion> },
     /// An open made at the home for session `session`: becomes a proxied open.
-    Open { session: u64, proxy: ProxyFile },
+    Open { session: u64, proxy: Box<ProxyFile> },
 }
 
 /// A forwarded request's result, for the worker.
@@ -113,7 +113,7 @@ impl Conn {
             let mut data = Vec::new();
             let reply = match d.result {
                 Ok(FwdOk::Reply(r)) => r,
-                Ok(FwdOk::Open { session, proxy }) => self.opened_at_home(sh, session, proxy),
+                Ok(FwdOk::Open { session, proxy }) => self.opened_at_home(sh, session, *proxy),
                 Ok(FwdOk::Read { data: d, eof, region: None }) => {
                     sh.stats.bytes_read.fetch_add(d.len() as u64, Relaxed);
                     data = d;

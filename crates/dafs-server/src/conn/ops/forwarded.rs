@@ -119,7 +119,7 @@ impl Conn {
                 let (session, key) = (s.id, key.to_vec());
                 self.submit_forward(sh, h, move |f| {
                     let proxy = f.open(&home, &path, flags, mode, &key)?;
-                    Ok(FwdOk::Open { session, proxy })
+                    Ok(FwdOk::Open { session, proxy: Box::new(proxy) })
                 })?
             }
             // Symlinks, device nodes and files of other types are made at the home.
