@@ -368,6 +368,19 @@ impl<S> SessionTable<S> {
 mod tests {
     use super::*;
 
+    /// A table holding session 5 of client "c1".
+    fn one_session() -> (SessionTable<u32>, Arc<SessionInfo>) {
+        let t: SessionTable<u32> = SessionTable::default();
+        let i = info(5, "c1");
+        t.insert(i.clone());
+        (t, i)
+    }
+
+    /// A bind proof check that accepts exactly the bind nonce `want`.
+    fn over(want: [u8; 32]) -> impl Fn(&[u8; 32], &[u8; 32]) -> bool {
+        move |n, _| *n == want
+    }
+
     fn info(id: u64, client: &str) -> Arc<SessionInfo> {
         Arc::new(SessionInfo::new(id, client.into(), 4, "peer".into(), [0; 32], [3; 32]))
     }
@@ -447,10 +460,7 @@ mod tests {
     /// made is refused.
     #[test]
     fn lost_bind_reply_retries_but_no_replay() {
-        let t: SessionTable<u32> = SessionTable::default();
-        let i = info(5, "c1");
-        t.insert(i.clone());
-        let over = |want: [u8; 32]| move |n: &[u8; 32], _: &[u8; 32]| *n == want;
+        let (t, i) = one_session();
         t.park(Box::new(1), &i, Duration::from_secs(60));
         assert!(matches!(t.take(5, b"c1", &[1; 32], over([0; 32]), [10; 32]), Take::Bound(..)));
         t.park(Box::new(1), &i, Duration::from_secs(60));
@@ -479,10 +489,7 @@ mod tests {
     /// the session (`exactly_once::tcp` failed so, 2 runs in 6).
     #[test]
     fn a_late_abandoned_bind_does_not_lock_the_client_out() {
-        let t: SessionTable<u32> = SessionTable::default();
-        let i = info(5, "c1");
-        t.insert(i.clone());
-        let over = |want: [u8; 32]| move |n: &[u8; 32], _: &[u8; 32]| *n == want;
+        let (t, i) = one_session();
         t.park(Box::new(1), &i, Duration::from_secs(60));
         // Connection Y: bind over nonce 0, reply (nonce 10) received; then Y is cut.
         assert!(matches!(t.take(5, b"c1", &[1; 32], over([0; 32]), [10; 32]), Take::Bound(..)));
@@ -503,10 +510,7 @@ mod tests {
     /// client's last known nonce works until BIND_NONCES_MAX binds have passed it.
     #[test]
     fn bind_nonces_are_bounded() {
-        let t: SessionTable<u32> = SessionTable::default();
-        let i = info(5, "c1");
-        t.insert(i.clone());
-        let over = |want: [u8; 32]| move |n: &[u8; 32], _: &[u8; 32]| *n == want;
+        let (t, i) = one_session();
         for k in 1..=BIND_NONCES_MAX as u8 {
             t.park(Box::new(1), &i, Duration::from_secs(60));
             let got = t.take(5, b"c1", &[k; 32], over([0; 32]), [100 + k; 32]);

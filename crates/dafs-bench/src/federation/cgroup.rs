@@ -103,13 +103,10 @@ impl CpuGroups {
     }
 
     fn make_v2(root: &Path, base: &Path) -> Result<(), String> {
-        let w = |p: PathBuf, v: &str| {
-            std::fs::write(&p, v).map_err(|e| format!("{}: {e}", p.display()))
-        };
         // The cpu controller must be enabled for the children of root and of base.
-        w(root.join("cgroup.subtree_control"), "+cpu")?;
+        write(root.join("cgroup.subtree_control"), "+cpu")?;
         std::fs::create_dir(base).map_err(|e| format!("{}: {e}", base.display()))?;
-        if let Err(e) = w(base.join("cgroup.subtree_control"), "+cpu") {
+        if let Err(e) = write(base.join("cgroup.subtree_control"), "+cpu") {
             let _ = std::fs::remove_dir(base);
             return Err(e);
         }
@@ -124,8 +121,8 @@ impl CpuGroups {
             self.made.push(g.clone());
         }
         match self.version {
-            Version::V2 => write(g.join("cpu.weight"), WEIGHT.to_string())?,
-            Version::V1 => write(g.join("cpu.shares"), (WEIGHT * 1024 / 100).to_string())?,
+            Version::V2 => write(g.join("cpu.weight"), &WEIGHT.to_string())?,
+            Version::V1 => write(g.join("cpu.shares"), &(WEIGHT * 1024 / 100).to_string())?,
         }
         Ok(g)
     }
@@ -135,7 +132,7 @@ impl CpuGroups {
     pub fn adopt_self(&mut self) -> Result<(), String> {
         let home = self.own_group()?;
         let g = self.group("clients")?;
-        write(g.join("cgroup.procs"), std::process::id().to_string())?;
+        write(g.join("cgroup.procs"), &std::process::id().to_string())?;
         self.self_home = Some(home);
         Ok(())
     }
@@ -152,15 +149,14 @@ impl CpuGroups {
     /// A group for node `i` with the quota, holding process `pid` (all its threads).
     pub fn add(&mut self, i: usize, pid: u32) -> Result<(), String> {
         let g = self.group(&format!("node{i}"))?;
-        let w = write;
         match self.version {
-            Version::V2 => w(g.join("cpu.max"), format!("{} {PERIOD_US}", self.quota_us))?,
+            Version::V2 => write(g.join("cpu.max"), &format!("{} {PERIOD_US}", self.quota_us))?,
             Version::V1 => {
-                w(g.join("cpu.cfs_period_us"), PERIOD_US.to_string())?;
-                w(g.join("cpu.cfs_quota_us"), self.quota_us.to_string())?;
+                write(g.join("cpu.cfs_period_us"), &PERIOD_US.to_string())?;
+                write(g.join("cpu.cfs_quota_us"), &self.quota_us.to_string())?;
             }
         }
-        w(g.join("cgroup.procs"), pid.to_string())
+        write(g.join("cgroup.procs"), &pid.to_string())
     }
 
     /// "cgroup v2 cpu.max 20000 100000" or the v1 equivalent.
@@ -191,14 +187,14 @@ fn own_group_in(text: &str, version: Version) -> Option<String> {
         .map(|(_, path)| path.trim_start_matches('/').to_string())
 }
 
-fn write(p: PathBuf, v: String) -> Result<(), String> {
+fn write(p: PathBuf, v: &str) -> Result<(), String> {
     std::fs::write(&p, v).map_err(|e| format!("{}: {e}", p.display()))
 }
 
 impl Drop for CpuGroups {
     fn drop(&mut self) {
         if let Some(home) = self.self_home.take() {
-            if let Err(e) = write(home.join("cgroup.procs"), std::process::id().to_string()) {
+            if let Err(e) = write(home.join("cgroup.procs"), &std::process::id().to_string()) {
                 eprintln!("[dafs bench federation] cannot move back to {}: {e}", home.display());
             }
         }

@@ -193,7 +193,6 @@ pub fn run_parts(cfg: &FederationCfg) -> Result<(FederationResults, String), Str
                 } else {
                     "no CPU quota".to_string()
                 };
-                nodefs::NodeFs::probe(cfg.node_fs, &cfg.tmpdir)?;
                 let points = fig6::run(cfg)?;
                 md += &fig6::markdown(&points, &quota, cfg.node_fs.describe());
                 res.node_fs = Some(cfg.node_fs);

@@ -59,8 +59,18 @@ fn run(cmd: &mut Command) -> Result<(), String> {
 }
 
 impl NodeFs {
-    /// `n` exports `dir/export0..`, each on a file system of `kind`.
+    /// `n` exports `dir/export0..`, each on a file system of `kind` (made before any
+    /// server starts, so a host that cannot mount fails at once, with the hint).
     pub fn make(kind: NodeFsKind, dir: &Path, n: usize) -> Result<(NodeFs, Vec<PathBuf>), String> {
+        Self::make_all(kind, dir, n).map_err(|e| {
+            format!(
+                "--node-fs {kind:?}: {e} (give each node its own file system as root with \
+                 loop devices (ext4) or tmpfs, or pass --node-fs shared)"
+            )
+        })
+    }
+
+    fn make_all(kind: NodeFsKind, dir: &Path, n: usize) -> Result<(NodeFs, Vec<PathBuf>), String> {
         let mut fs = NodeFs { mounts: Vec::new(), images: Vec::new() };
         let mut exports = Vec::with_capacity(n);
         for i in 0..n {
@@ -93,20 +103,6 @@ impl NodeFs {
             exports.push(export);
         }
         Ok((fs, exports))
-    }
-
-    /// Whether `kind` works here (a clear error before any server starts).
-    pub fn probe(kind: NodeFsKind, tmpdir: &Path) -> Result<(), String> {
-        let dir = tempfile::Builder::new()
-            .prefix("dafs-bench-fs-probe-")
-            .tempdir_in(tmpdir)
-            .map_err(|e| format!("{}: {e}", tmpdir.display()))?;
-        NodeFs::make(kind, dir.path(), 1).map(drop).map_err(|e| {
-            format!(
-                "--node-fs {kind:?}: {e} (give each node its own file system as root with \
-                 loop devices (ext4) or tmpfs, or pass --node-fs shared)"
-            )
-        })
     }
 }
 
