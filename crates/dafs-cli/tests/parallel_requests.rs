@@ -208,3 +208,58 @@ fn close_waits_for_reads_in_flight() {
     }
     assert!(metric(&metrics, "requests_parallel") > 0, "the reads ran in the pool");
 }
+
+/// A session streaming direct reads at queue depth 8 over shared memory keeps the I/O
+/// pool working beside its worker. The worker once answered finished jobs only when its
+/// client's ring ran dry, so while requests kept coming it saw the session's pool share
+/// taken by jobs long finished, ran every later request itself, and one core idled: a
+/// tenth of the reads reached the pool on an idle host (half or more since).
+#[test]
+fn streaming_reads_at_queue_depth_8_keep_the_pool_busy() {
+    const QD: usize = 8;
+    const READS: usize = 1200;
+    const LEN: usize = 256 * 1024;
+    let metrics = free_addr();
+    let srv = TestServer::start(&[
+        "--io-threads",
+        "1",
+        "--copy-threads",
+        "0",
+        "--metrics-listen",
+        &metrics,
+    ]);
+    let file_len = 16 * LEN;
+    let data = pattern(0, file_len, 5);
+    std::fs::write(srv.dir().join("s"), &data).unwrap();
+    let mut c = srv.client_on(Provider::Auto);
+    let f = c.open("s", OpenOptions::read()).unwrap();
+    let cg = c.create_cg().unwrap();
+    let regions: Vec<_> = (0..QD).map(|_| c.alloc_registered(LEN).unwrap()).collect();
+    let (par0, req0) = (metric(&metrics, "requests_parallel"), metric(&metrics, "requests"));
+    let at = |i: usize| ((i * LEN) % file_len) as u64;
+    let mut offs = [0u64; QD];
+    for (k, &r) in regions.iter().enumerate() {
+        let buf = IoBuf::Region { region: r, offset: 0, len: LEN };
+        offs[k] = at(k);
+        c.submit_read(&f, offs[k], buf, cg, k as u64).unwrap();
+    }
+    let mut next = QD;
+    for _ in 0..READS {
+        let d = c.wait_one(cg, Some(std::time::Duration::from_secs(30))).unwrap().unwrap();
+        assert_eq!(ok(&d), LEN);
+        let k = d.user_data as usize;
+        let o = offs[k] as usize;
+        assert!(c.region(regions[k]).unwrap()[..] == data[o..o + LEN], "read at {o}");
+        if next < READS {
+            let buf = IoBuf::Region { region: regions[k], offset: 0, len: LEN };
+            offs[k] = at(next);
+            c.submit_read(&f, offs[k], buf, cg, k as u64).unwrap();
+            next += 1;
+        }
+    }
+    let par = metric(&metrics, "requests_parallel") - par0;
+    let req = metric(&metrics, "requests") - req0;
+    let share = par as f64 / req as f64;
+    eprintln!("{par} of {req} reads ran in the pool");
+    assert!(share >= 0.3, "only {par} of {req} reads at queue depth {QD} ran in the pool");
+}

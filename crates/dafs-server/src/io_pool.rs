@@ -14,9 +14,11 @@
 //! nothing waits for a place and nobody starves.
 //!
 //! Cost: a pool thread spins at most [`IO_SPIN`] for the next job, then sleeps on a
-//! condition variable; a submitter wakes one only when none spins. Workers also run
-//! queued jobs (`run_queued`) when they have nothing else to do, so on a machine with
-//! few cores the worker's own core copies too.
+//! condition variable; a submitter wakes one only when none spins. A worker with
+//! nothing else to do also runs queued jobs, but only the *excess* (`run_excess`): those
+//! beyond what idle pool threads are about to take. A worker that took every queued job
+//! itself (as it once did) left the pool thread it had just woken with nothing, and ran
+//! the session's requests one after the other on one core while the other idled.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -55,6 +57,10 @@ struct Inner {
     inflight: AtomicUsize,
     sleeping: AtomicUsize,
     spinning: AtomicUsize,
+    /// Pool threads running a job now; the others are idle and take queued jobs next.
+    busy: AtomicUsize,
+    /// The number of pool threads.
+    threads: usize,
     shutdown: AtomicBool,
 }
 
@@ -79,6 +85,8 @@ impl IoPool {
             inflight: AtomicUsize::new(0),
             sleeping: AtomicUsize::new(0),
             spinning: AtomicUsize::new(0),
+            busy: AtomicUsize::new(0),
+            threads: n,
             shutdown: AtomicBool::new(false),
         });
         let mut pool = IoPool {
@@ -132,16 +140,24 @@ impl IoPool {
         Ok(())
     }
 
-    /// Run queued jobs (of any connection) on the calling worker until none is left or
-    /// `max` ran; the number run.
-    pub fn run_queued(&self, max: usize) -> usize {
-        let mut ran = 0;
-        while ran < max {
-            let Some(job) = self.inner.pop() else { break };
-            job();
-            ran += 1;
+    /// Run one queued job on the calling worker if more are queued than idle pool
+    /// threads will take (each idle thread, spinning or woken by `try_submit`, takes
+    /// one); true if it ran one. Without pool threads every queued job is excess.
+    pub fn run_excess(&self) -> bool {
+        let p = &self.inner;
+        let busy = p.busy.load(Ordering::SeqCst);
+        assert!(busy <= p.threads, "{busy} busy of {} pool threads", p.threads);
+        let idle = p.threads - busy;
+        if p.queued.load(Ordering::SeqCst) <= idle {
+            return false;
         }
-        ran
+        match p.pop() {
+            Some(job) => {
+                job();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Run `job` on the calling worker now, counted like a queued job (it calls
@@ -179,6 +195,23 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// `pop` for a pool thread: counted busy under the queue lock, so a worker never
+    /// sees a job gone from the queue without the thread that took it counted busy.
+    fn pop_busy(&self) -> Option<Job> {
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let job = q.pop_front();
+        if job.is_some() {
+            self.busy.fetch_add(1, Ordering::SeqCst);
+        }
+        self.queued.store(q.len(), Ordering::SeqCst);
+        job
+    }
+}
+
 impl Drop for IoPool {
     fn drop(&mut self) {
         self.inner.shutdown.store(true, Ordering::Release);
@@ -194,8 +227,10 @@ impl Drop for IoPool {
 
 fn io_loop(p: &Inner) {
     loop {
-        if let Some(job) = p.pop() {
+        if let Some(job) = p.pop_busy() {
             job();
+            let prev = p.busy.fetch_sub(1, Ordering::SeqCst);
+            assert!(prev > 0, "a pool thread finished a job it did not start");
             continue;
         }
         if p.shutdown.load(Ordering::Acquire) {
@@ -262,10 +297,63 @@ mod tests {
     }
 
     #[test]
-    fn a_worker_runs_queued_jobs_itself() {
+    fn without_threads_nothing_is_accepted() {
         // No threads: parallel execution is off, nothing is accepted.
         let off = IoPool::start(0).unwrap();
         assert!(off.try_submit(Box::new(|| {})).is_err());
-        assert_eq!(off.run_queued(10), 0);
+        assert!(!off.run_excess());
+    }
+
+    /// A job that sends the name of the thread it ran on.
+    fn named_job(pool: &IoPool, tx: &mpsc::Sender<String>) -> Job {
+        let (tx, fin) = (tx.clone(), pool.finisher());
+        Box::new(move || {
+            tx.send(std::thread::current().name().unwrap_or("?").to_string()).unwrap();
+            fin.finished();
+        })
+    }
+
+    #[test]
+    fn a_worker_leaves_a_job_to_an_idle_pool_thread() {
+        // The worker once ran every queued job itself before the pool thread it had just
+        // woken got there: the session's requests then ran one at a time.
+        let pool = IoPool::start(1).unwrap();
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..20 {
+            // The thread has finished its last job (sent its name) and is idle again.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while pool.inner.busy.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            assert!(pool.try_submit(named_job(&pool, &tx)).is_ok());
+            assert!(!pool.run_excess(), "one job, one idle pool thread: not the worker's");
+            assert_eq!(rx.recv().unwrap(), "dafsd-io-0");
+        }
+    }
+
+    #[test]
+    fn a_worker_runs_the_jobs_a_busy_pool_cannot_take() {
+        let pool = IoPool::start(1).unwrap();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let (tx, rx) = mpsc::channel();
+        let (started_tx, started_rx) = mpsc::channel();
+        let fin = pool.finisher();
+        let blocker: Job = Box::new(move || {
+            started_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            fin.finished();
+        });
+        assert!(pool.try_submit(blocker).is_ok());
+        started_rx.recv().unwrap();
+        // The pool thread is busy: both queued jobs are excess, the worker runs them.
+        assert!(pool.try_submit(named_job(&pool, &tx)).is_ok());
+        assert!(pool.try_submit(named_job(&pool, &tx)).is_ok());
+        let me = std::thread::current().name().unwrap_or("?").to_string();
+        assert!(pool.run_excess());
+        assert!(pool.run_excess());
+        assert!(!pool.run_excess(), "nothing left");
+        assert_eq!(rx.recv().unwrap(), me);
+        assert_eq!(rx.recv().unwrap(), me);
+        go_tx.send(()).unwrap();
     }
 }

@@ -681,10 +681,10 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                 close_conn(&sh, &poll, &mut conns, &mut free, idx);
             }
         }
-        // Parallel requests handed over just now or before: lend a hand with queued jobs
-        // (before sleeping), then answer the finished ones.
-        if conns.iter().flatten().any(|c| c.has_inflight()) {
-            sh.io.run_queued(sh.io.inflight_max());
+        // Parallel requests handed over just now or before: answer the finished ones,
+        // and lend a hand with the queued jobs the idle pool threads will not take,
+        // answering after each so that its client can send the next request meanwhile.
+        while conns.iter().flatten().any(|c| c.has_inflight()) {
             for idx in 0..conns.len() {
                 let Some(c) = conns[idx].as_mut().filter(|c| c.has_inflight()) else { continue };
                 let fate = c.answer_finished(&sh, &mut sc);
@@ -692,6 +692,9 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                 if fate == ConnFate::Close || (c.lingering && !c.has_inflight()) {
                     close_conn(&sh, &poll, &mut conns, &mut free, idx);
                 }
+            }
+            if !sh.io.run_excess() {
+                break;
             }
         }
     }

@@ -208,7 +208,10 @@ impl Conn {
             return self.respond(sh, &mut sc.out, &h, &Reply::Error(status), complete);
         }
         // Parallel requests of this session it must follow finish first; a plain data
-        // request may itself go to the I/O pool (`parallel`).
+        // request may itself go to the I/O pool (`parallel`). Finished ones are answered
+        // first: a worker reading request after request would otherwise see its session's
+        // jobs in flight long after they finished, and run every later request itself.
+        self.reap(sh, &mut sc.out);
         let plan = self.plan(&req);
         self.order(sh, &mut sc.out, &plan);
         if self.try_parallel(sh, &h, &req, &plan) {

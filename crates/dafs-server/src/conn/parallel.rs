@@ -413,11 +413,11 @@ impl Conn {
     }
 
     /// Wait until no job of this connection is in flight, answering each as it
-    /// finishes; the worker runs queued jobs (any connection's) meanwhile.
+    /// finishes; the worker runs the excess queued jobs (any connection's) meanwhile.
     pub(super) fn drain(&mut self, sh: &Shared, out: &mut Vec<u8>) {
         while !self.inflight.is_empty() {
             self.reap(sh, out);
-            if self.inflight.is_empty() || sh.io.run_queued(1) > 0 {
+            if self.inflight.is_empty() || sh.io.run_excess() {
                 continue;
             }
             let g = self.done.list.lock().unwrap_or_else(|e| e.into_inner());

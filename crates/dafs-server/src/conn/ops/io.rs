@@ -87,9 +87,18 @@ impl Conn {
             self.file_reply = n.is_ok();
             n
         } else {
-            // Copied by this worker, with the copy engines' help when large.
+            // Copied by this worker, with the copy engines' help when large and alone:
+            // with jobs of this session in the I/O pool the cores are busy already, and
+            // splitting would only add a third copier to them.
             let fd = of.fd.as_fd();
-            self.t.put(region, len as usize, &mut |dst| sh.copy.pread(dst, fd, offset))
+            let alone = self.inflight.is_empty();
+            self.t.put(region, len as usize, &mut |dst| {
+                if alone {
+                    sh.copy.pread(dst, fd, offset)
+                } else {
+                    dst.pread_from(fd, offset)
+                }
+            })
         }
         .map_err(placement_status)?;
         sh.stats.bytes_read.fetch_add(n as u64, Relaxed);
