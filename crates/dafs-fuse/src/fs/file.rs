@@ -25,6 +25,9 @@ pub(super) struct OpenFile {
     opener: Option<Cred>,
     /// The largest end of file written through it (by the workers too).
     pub(super) written_end: Arc<AtomicU64>,
+    /// The I/O workers given requests on it, one bit each: they close their opens of
+    /// it at release.
+    pub(super) workers_used: u32,
 }
 
 impl OpenFile {
@@ -37,6 +40,7 @@ impl OpenFile {
             access: DafsFs::open_opts(flags & libc::O_ACCMODE),
             opener,
             written_end: Arc::default(),
+            workers_used: 0,
         }
     }
 

@@ -425,7 +425,7 @@ impl Filesystem for DafsFs {
         let len = size as usize;
         let reply = if len >= OFFLOAD_BYTES_MIN && self.io.has_workers() {
             match self.io.submit(Box::new(Job::Read { t: of.target(fh), off, len, reply })) {
-                Ok(()) => return,
+                Ok(w) => return self.used_worker(fh, w),
                 Err(job) => match *job {
                     Job::Read { reply, .. } => reply,
                     _ => unreachable!("a job is handed back as it was"),
@@ -466,7 +466,7 @@ impl Filesystem for DafsFs {
                 let cred = self.stated_cred();
                 let job = Job::Write { t, off, data: data.to_vec(), cred, reply };
                 match self.io.submit(Box::new(job)) {
-                    Ok(()) => return,
+                    Ok(w) => return self.used_worker(fh, w),
                     Err(job) => match *job {
                         Job::Write { reply, .. } => reply,
                         _ => unreachable!("a job is handed back as it was"),
@@ -511,7 +511,7 @@ impl Filesystem for DafsFs {
         reply: ReplyEmpty,
     ) {
         let Some(of) = self.opens.remove(&fh) else { return reply.error(libc::EBADF) };
-        self.io.released(fh);
+        self.io.released(fh, of.workers_used);
         // The kernel releases a file only after every request on it was answered, and
         // a worker lets go of the file before it answers.
         let file = match Arc::try_unwrap(of.file) {
@@ -784,6 +784,13 @@ impl DafsFs {
     /// someone other than the owner, on a server that runs requests as the caller? The
     /// caller may not chmod the file (EPERM), but need not: the server's kernel clears
     /// the bits itself when that caller's write or truncate runs there.
+    /// Worker `bit` was given a request on open `fh`.
+    fn used_worker(&mut self, fh: u64, bit: u32) {
+        if let Some(of) = self.opens.get_mut(&fh) {
+            of.workers_used |= bit;
+        }
+    }
+
     fn only_kills_privs(&self, req: &Request<'_>, ino: u64, mode: Option<u32>) -> bool {
         let (Some(m), Some(n)) = (mode, self.inodes.get(ino)) else { return false };
         let set_id = libc::S_ISUID | libc::S_ISGID;

@@ -98,6 +98,8 @@ impl IoPool {
     /// made leaves its worker out (everything still works, on fewer threads).
     pub(super) fn start(n: usize, connect: Connect, main: Arc<Mutex<Client>>) -> IoPool {
         let mut pool = IoPool { queues: Vec::new(), threads: Vec::new(), next: 0 };
+        // A worker is one bit of an open's `workers_used`.
+        assert!(n <= u32::BITS as usize && n <= crate::options::IO_THREADS_MAX);
         for i in 0..n {
             let c = match connect() {
                 Ok(c) => c,
@@ -133,15 +135,16 @@ impl IoPool {
     }
 
     /// Hand `job` to the first worker (round robin) with room in its queue, or wait for
-    /// the next one's. Gives the job back when no worker is left to take it.
-    pub(super) fn submit(&mut self, mut job: Box<Job>) -> Result<(), Box<Job>> {
+    /// the next one's; returns the worker's bit (for [`Self::released`]). Gives the job
+    /// back when no worker is left to take it.
+    pub(super) fn submit(&mut self, mut job: Box<Job>) -> Result<u32, Box<Job>> {
         let n = self.queues.len();
         for k in 0..n {
             let i = (self.next + k) % n;
             match self.queues[i].try_send(job) {
                 Ok(()) => {
                     self.next = (i + 1) % n;
-                    return Ok(());
+                    return Ok(1 << i);
                 }
                 Err(TrySendError::Full(j)) | Err(TrySendError::Disconnected(j)) => job = j,
             }
@@ -151,14 +154,17 @@ impl IoPool {
         }
         let i = self.next;
         self.next = (i + 1) % n;
-        self.queues[i].send(job).map_err(|e| e.0)
+        self.queues[i].send(job).map(|()| 1 << i).map_err(|e| e.0)
     }
 
-    /// Tell every worker that the kernel released open `fh`.
-    pub(super) fn released(&mut self, fh: u64) {
-        for q in &self.queues {
-            // A worker that is gone has nothing open.
-            let _ = q.send(Box::new(Job::Close { fh }));
+    /// Tell the workers in `used` (bits from [`Self::submit`]) that the kernel released
+    /// open `fh`; the others never opened it (a release wakes no idle worker).
+    pub(super) fn released(&mut self, fh: u64, used: u32) {
+        for (i, q) in self.queues.iter().enumerate() {
+            if used & (1 << i) != 0 {
+                // A worker that is gone has nothing open.
+                let _ = q.send(Box::new(Job::Close { fh }));
+            }
         }
     }
 }
