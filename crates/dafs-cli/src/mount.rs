@@ -25,7 +25,9 @@ pub struct MountArgs {
     /// (kernel attribute and name cache lifetime; default 1000, 0 = always ask the server),
     /// cache=cto (default: file pages kept across opens while the file is unchanged on
     /// the server) or cache=strict (no data caching, attr_ttl_ms=0), writeback_cache (the
-    /// kernel buffers writes until fsync/close; others see them only then).
+    /// kernel buffers writes until fsync/close; others see them only then), threads=N
+    /// (I/O worker threads, each with its own session, serving reads and writes of 64 KiB
+    /// and more; default: the cores, 2 to 4; 0 = everything on one thread).
     #[arg(short = 'o', value_name = "OPTIONS")]
     pub options: Vec<String>,
     /// Return once the mount is up and keep serving it in the background.
@@ -78,8 +80,12 @@ pub fn mount(
         .transpose()
         .map_err(|e| Fail(2, e))?;
     let cfg = ClientConfig { export: export.to_string(), secret, ..Default::default() };
-    let c = Client::connect(&target, cfg)
+    let c = Client::connect(&target, cfg.clone())
         .map_err(|e| Fail(3, format!("cannot connect to {target}: {e}")))?;
+    // The I/O workers' sessions: to the same server, with the same export and secret.
+    let worker_target = target.clone();
+    let connect: dafs_fuse::Connect =
+        Box::new(move || Client::connect(&worker_target, cfg.clone()));
     opts.fsname = format!("dafs:{target}");
     opts.export = export.to_string();
     let shown = a.mountpoint.display().to_string();
@@ -91,7 +97,7 @@ pub fn mount(
         let uid = unsafe { libc::getuid() };
         format!("dafs: only uid {uid} may use this mount (FUSE's default); -o allow_other lets every user in")
     };
-    dafs_fuse::mount(c, &a.mountpoint, &opts, || {
+    dafs_fuse::mount(c, connect, &a.mountpoint, &opts, || {
         // Not println!: a closed standard output must not panic a running mount.
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "dafs: mounted {url} on {shown} (pid {})", std::process::id());

@@ -21,9 +21,12 @@ pub enum OptionError {
     /// `cache=` with something other than a cache mode.
     #[error("-o cache={value}: not a cache mode (cto or strict)")]
     CacheMode { value: String },
+    /// `threads=` with something other than 0 to `IO_THREADS_MAX`.
+    #[error("-o threads={value}: not a number of I/O threads from 0 to 32")]
+    Threads { value: String },
     /// An option this mount does not know.
     #[error(
-        "-o {option}: unknown mount option (known: ro, rw, allow_other, allow_root, attr_ttl_ms=N, cache=cto|strict, writeback_cache)"
+        "-o {option}: unknown mount option (known: ro, rw, allow_other, allow_root, attr_ttl_ms=N, cache=cto|strict, writeback_cache, threads=N)"
     )]
     Unknown { option: String },
     /// `allow_other` and `allow_root` together.

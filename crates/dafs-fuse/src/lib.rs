@@ -25,7 +25,7 @@ mod mountinfo;
 mod options;
 
 pub use error::{MountError, OptionError};
-pub use fs::{DafsFs, IO_BYTES_MAX};
+pub use fs::{Connect, DafsFs, IO_BYTES_MAX};
 pub use mount::{mount, unmount};
 pub use mountinfo::is_dafs_mount;
-pub use options::{CacheMode, MountOptions};
+pub use options::{CacheMode, MountOptions, IO_THREADS_MAX};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use dafs_client::Client;
 
 use crate::error::MountError;
-use crate::fs::DafsFs;
+use crate::fs::{Connect, DafsFs};
 use crate::fusermount;
 use crate::mountinfo::{absolute, is_dafs_mount};
 use crate::options::MountOptions;
@@ -50,7 +50,8 @@ pub fn unmount(path: &Path, lazy: bool) -> Result<(), MountError> {
     }
 }
 
-/// Mount `c`'s export on `mountpoint` and serve it until it is unmounted. SIGINT,
+/// Mount `c`'s export on `mountpoint` and serve it until it is unmounted; `connect`
+/// makes a session like `c` for each I/O worker (`opts.io_threads`). SIGINT,
 /// SIGTERM and SIGHUP unmount it (lazily when it is busy, so the process always ends
 /// once programs let go). `on_mounted` runs once the mount is in place.
 ///
@@ -59,6 +60,7 @@ pub fn unmount(path: &Path, lazy: bool) -> Result<(), MountError> {
 /// dedicated signal thread receives them.
 pub fn mount(
     c: Client,
+    connect: Connect,
     mountpoint: &Path,
     opts: &MountOptions,
     on_mounted: impl FnOnce(),
@@ -74,12 +76,14 @@ pub fn mount(
     if !Path::new(FUSE_DEVICE).exists() {
         return Err(MountError::NoFuseDevice);
     }
-    let fs = DafsFs::new(c, opts).map_err(MountError::ExportRoot)?;
-    let notifier = fs.notifier_slot();
     let abs = absolute(mountpoint)
         .map_err(|source| MountError::Io { path: mountpoint.into(), source })?;
-
+    // Before the I/O workers start: they inherit the mask, so only the signal thread
+    // receives the unmount signals.
     block_unmount_signals();
+    let fs = DafsFs::new(c, opts, connect).map_err(MountError::ExportRoot)?;
+    let notifier = fs.notifier_slot();
+
     // Root mounts with mount(2) (fuser). Anyone else goes through the setuid helper
     // fusermount3 directly: fuser first opens /dev/fuse itself, which fails with EACCES
     // where the device is root-only (common in containers), while fusermount3 opens it

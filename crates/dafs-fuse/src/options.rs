@@ -14,6 +14,13 @@ const ATTR_TTL_DEFAULT: Duration = Duration::from_secs(1);
 /// Longest `attr_ttl_ms` accepted (one hour): beyond that other clients' changes would
 /// stay invisible for longer than anyone expects of a network file system.
 pub(crate) const ATTR_TTL_MS_MAX: u64 = 3_600_000;
+/// Most I/O worker threads (`-o threads=N`): each has a session on the server and a
+/// registered 1 MiB buffer, and the kernel keeps at most a dozen reads in flight per
+/// mount (its default `max_background`) plus one request per program thread.
+pub const IO_THREADS_MAX: usize = 32;
+/// Default I/O workers at most: enough to keep large reads and writes in flight while
+/// the main thread reads the next request, without a session per core on big machines.
+const IO_THREADS_DEFAULT_MAX: usize = 4;
 /// The mount's FUSE subtype: /proc/mounts shows the type as `fuse.dafs` (when mounted
 /// through fusermount3), which is how [`crate::is_dafs_mount`] recognizes it.
 pub(crate) const SUBTYPE: &str = "dafs";
@@ -59,6 +66,11 @@ pub struct MountOptions {
     /// clients do not see them, and the kernel's idea of size and mtime wins over the
     /// server's. Off by default; ignored with `cache=strict`.
     pub writeback_cache: bool,
+    /// `-o threads=N`: worker threads (each with its own session) that serve reads and
+    /// writes of 64 KiB and more, so that several are in flight at once; 0 serves
+    /// everything on the thread that reads the kernel's requests. Default: the cores,
+    /// between 2 and 4.
+    pub io_threads: usize,
 }
 
 impl Default for MountOptions {
@@ -72,6 +84,9 @@ impl Default for MountOptions {
             export: String::new(),
             cache: CacheMode::CloseToOpen,
             writeback_cache: false,
+            io_threads: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .clamp(2, IO_THREADS_DEFAULT_MAX),
         }
     }
 }
@@ -100,6 +115,14 @@ impl MountOptions {
                             return Err(OptionError::AttrTtlTooLong { value: v.into() });
                         }
                         self.attr_ttl = Duration::from_millis(ms);
+                    }
+                    Some(("threads", v)) => {
+                        let n: usize = v
+                            .parse()
+                            .ok()
+                            .filter(|n| *n <= IO_THREADS_MAX)
+                            .ok_or(OptionError::Threads { value: v.into() })?;
+                        self.io_threads = n;
                     }
                     Some(("cache", v)) => return Err(OptionError::CacheMode { value: v.into() }),
                     _ => return Err(OptionError::Unknown { option: opt.into() }),
@@ -207,6 +230,16 @@ mod tests {
         assert_eq!(o.attr_ttl, Duration::from_millis(20));
         o.parse_list("cache=cto").unwrap();
         assert_eq!(o.cache, CacheMode::CloseToOpen);
+        assert!((2..=4).contains(&MountOptions::default().io_threads));
+        o.parse_list("threads=0").unwrap();
+        assert_eq!(o.io_threads, 0);
+        o.parse_list("threads=32").unwrap();
+        assert_eq!(o.io_threads, 32);
+        assert_eq!(
+            o.parse_list("threads=33").unwrap_err().to_string(),
+            "-o threads=33: not a number of I/O threads from 0 to 32"
+        );
+        assert!(o.parse_list("threads=many").is_err());
         assert_eq!(
             o.parse_list("cache=none").unwrap_err().to_string(),
             "-o cache=none: not a cache mode (cto or strict)"
@@ -227,7 +260,7 @@ mod tests {
         );
         assert_eq!(
             msg(&mut o, "ro,frobnicate"),
-            "-o frobnicate: unknown mount option (known: ro, rw, allow_other, allow_root, attr_ttl_ms=N, cache=cto|strict, writeback_cache)"
+            "-o frobnicate: unknown mount option (known: ro, rw, allow_other, allow_root, attr_ttl_ms=N, cache=cto|strict, writeback_cache, threads=N)"
         );
         assert_eq!(
             msg(&mut o, "allow_other,allow_root"),

@@ -25,11 +25,12 @@ pub(super) struct CredState {
     last_caller: Option<(u64, u32, u32, u32)>,
 }
 
+/// A caller as stated to the server (SET_CRED).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Cred {
-    uid: u32,
-    gid: u32,
-    groups: Vec<u32>,
+pub(super) struct Cred {
+    pub(super) uid: u32,
+    pub(super) gid: u32,
+    pub(super) groups: Vec<u32>,
 }
 
 impl DafsFs {
@@ -37,7 +38,7 @@ impl DafsFs {
     /// left to the request itself (it runs as the previous or the anonymous credential,
     /// and the server's answer tells).
     pub(super) fn act_as(&mut self, req: &Request<'_>) {
-        let session = self.c.session_id();
+        let session = self.c().session_id();
         if self.cred.unsupported_session == Some(session) {
             return;
         }
@@ -54,7 +55,8 @@ impl DafsFs {
             return;
         }
         self.cred.last_caller = None;
-        match self.c.set_cred(cred.uid, cred.gid, &cred.groups) {
+        let r = self.c().set_cred(cred.uid, cred.gid, &cred.groups);
+        match r {
             Ok(()) => {
                 self.cred.sent = Some((session, cred));
                 self.cred.last_caller = Some(caller);
@@ -70,8 +72,14 @@ impl DafsFs {
     /// `asserted`)? Then its own kernel applies the caller-dependent rules, such as
     /// clearing set-ID bits when someone other than the owner writes or truncates.
     pub(super) fn server_acts_as_caller(&self) -> bool {
-        let session = self.c.session_id();
-        self.cred.sent.as_ref().is_some_and(|(s, _)| *s == session)
+        self.stated_cred().is_some()
+    }
+
+    /// The caller stated last on the main session (after `act_as`: the request's), for
+    /// an I/O worker to state on its own session; None when the server takes none.
+    pub(super) fn stated_cred(&self) -> Option<Cred> {
+        let session = self.c().session_id();
+        self.cred.sent.as_ref().filter(|(s, _)| *s == session).map(|(_, c)| c.clone())
     }
 }
 

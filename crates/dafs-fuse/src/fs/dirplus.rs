@@ -87,13 +87,13 @@ impl DafsFs {
     /// directory handle is looked up again once.
     fn look_up_pending(&mut self, ino: u64, d: &mut OpenDir) {
         let want = d.pending.len().min(LOOKUPS_PER_CHAIN);
-        if self.c.cluster_epoch().is_some() {
+        if self.c().cluster_epoch().is_some() {
             // On a cluster URL each name may live on another node: no one chain
             // reaches them all, so they are looked up one by one (each routed).
             let Ok(dir) = self.node(ino).map(|n| n.fh) else { return };
             while d.looked.len() < want {
                 let name = &d.pending[d.looked.len()].entry.name;
-                d.looked.push_back(self.c.lookup_at(dir, name, false).ok());
+                d.looked.push_back(self.c().lookup_at(dir, name, false).ok());
             }
             return;
         }
@@ -104,7 +104,8 @@ impl DafsFs {
             for e in d.pending.iter().skip(d.looked.len()).take(want - d.looked.len()) {
                 chain = chain.push(&Request::Lookup { dir, path: &e.entry.name, follow: false });
             }
-            let out = match self.c.run_chain(&chain) {
+            let r = self.c().run_chain(&chain);
+            let out = match r {
                 Ok(o) => o,
                 Err(e) => {
                     self.fail(&e);

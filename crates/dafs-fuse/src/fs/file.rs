@@ -1,18 +1,64 @@
 //! Open files: open flags to DAFS open options, writes (positional or atomic append)
 //! and attribute changes through an open file.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use dafs_client::dafs_proto::{Attr, SetAttrs};
 use dafs_client::{File, OpenOptions};
 
+use super::cred::Cred;
+use super::workers::Target;
 use super::DafsFs;
 use crate::convert::is_stale;
 
 /// A file the kernel opened (or created), by the handle number it was given.
 pub(super) struct OpenFile {
-    pub(super) file: File,
+    /// Shared with the I/O workers' requests on it (see `workers::Target::file`).
+    pub(super) file: Arc<File>,
     /// Opened with O_APPEND for writing: every write goes to the end of file.
     pub(super) append: bool,
     pub(super) ino: u64,
+    /// The access mode it was opened with (for the I/O workers' opens).
+    access: OpenOptions,
+    /// Who opened it (None: the server takes no credentials).
+    opener: Option<Cred>,
+    /// The largest end of file written through it (by the workers too).
+    pub(super) written_end: Arc<AtomicU64>,
+    /// The I/O workers given requests on it, one bit each: they close their opens of
+    /// it at release.
+    pub(super) workers_used: u32,
+}
+
+impl OpenFile {
+    /// `file`, opened with open(2) `flags` (as sent to the server) by `opener`.
+    pub(super) fn new(file: File, flags: i32, ino: u64, opener: Option<Cred>) -> OpenFile {
+        OpenFile {
+            file: Arc::new(file),
+            append: flags & libc::O_APPEND != 0 && flags & libc::O_ACCMODE != libc::O_RDONLY,
+            ino,
+            access: DafsFs::open_opts(flags & libc::O_ACCMODE),
+            opener,
+            written_end: Arc::default(),
+            workers_used: 0,
+        }
+    }
+
+    /// What an I/O worker needs for a request on this open (kernel handle `fh`).
+    pub(super) fn target(&self, fh: u64) -> Target {
+        Target {
+            fh,
+            file: self.file.clone(),
+            access: self.access,
+            opener: self.opener.clone(),
+            written_end: self.written_end.clone(),
+        }
+    }
+
+    /// The largest end of file written through this open.
+    pub(super) fn written_end(&self) -> u64 {
+        self.written_end.load(Ordering::Relaxed)
+    }
 }
 
 impl DafsFs {
@@ -32,17 +78,18 @@ impl DafsFs {
     /// Open `ino` for the kernel's open(2) `flags`. With a writeback cache the kernel
     /// also reads through a write-only open (to fill the rest of a partly written
     /// page), so such an open asks for read access too when the file allows it.
-    pub(super) fn open_for_kernel(&mut self, ino: u64, flags: i32) -> Result<File, i32> {
+    /// Returns the file and the flags it was opened with.
+    pub(super) fn open_for_kernel(&mut self, ino: u64, flags: i32) -> Result<(File, i32), i32> {
         if self.writeback && flags & libc::O_ACCMODE == libc::O_WRONLY {
             let rw = (flags & !libc::O_ACCMODE) | libc::O_RDWR;
             let opts = Self::open_opts(rw);
             match self.with_fh(ino, |c, h| c.open_handle(h, opts)) {
                 Err(libc::EACCES) | Err(libc::EPERM) => {}
-                r => return r,
+                r => return r.map(|f| (f, rw)),
             }
         }
         let opts = Self::open_opts(flags);
-        self.with_fh(ino, |c, h| c.open_handle(h, opts))
+        self.with_fh(ino, |c, h| c.open_handle(h, opts)).map(|f| (f, flags))
     }
 
     pub(super) fn do_write(&mut self, fh: u64, offset: i64, data: &[u8]) -> Result<u32, i32> {
@@ -52,10 +99,11 @@ impl DafsFs {
             // O_APPEND: the server places every piece at the end of file as of that
             // moment, across all clients (the kernel's offset is only its own idea of
             // the size). Pieces go one at a time so they land in order.
-            let max = self.c.io_bytes_max().max(1);
+            let max = self.c().io_bytes_max().max(1);
             let mut res = Ok((0, 0));
             for piece in data.chunks(max) {
-                match self.c.append(&of.file, piece) {
+                let r = self.c().append(&of.file, piece);
+                match r {
                     Ok(at) => res = Ok((at + piece.len() as u64, data.len())),
                     Err(e) => {
                         res = Err(e);
@@ -66,7 +114,7 @@ impl DafsFs {
             res
         } else {
             let off = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
-            self.c.pwrite(&of.file, data, off).map(|n| (off + n as u64, n))
+            self.c().pwrite(&of.file, data, off).map(|n| (off + n as u64, n))
         };
         match r {
             Ok((end, n)) => {
@@ -91,7 +139,8 @@ impl DafsFs {
         // last name is removed (ftruncate of an unlinked temporary file).
         if let Some(of) = fh.and_then(|fh| self.opens.get(&fh)) {
             let h = of.file.fh;
-            match self.c.setattr(h, set) {
+            let r = self.c().setattr(h, set);
+            match r {
                 Ok(a) => return Ok(a),
                 Err(e) if is_stale(&e) => {}
                 Err(e) => return Err(self.fail(&e)),

@@ -24,7 +24,8 @@ impl DafsFs {
         if ino == ROOT_INO {
             // The root has no name to look up: ask for the export's root handle again.
             let (fsid, fileid) = self.node(ino).map(|n| (n.fsid, n.fileid))?;
-            return match self.c.refresh_root(&self.export) {
+            let r = self.c().refresh_root(&self.export);
+            return match r {
                 Ok((fh, attr)) if attr.fsid == fsid && attr.fileid == fileid => {
                     tracing::debug!("server root handle was STALE; fetched it again");
                     if let Some(n) = self.inodes.get_mut(ino) {
@@ -42,10 +43,11 @@ impl DafsFs {
             (n.parent, n.name.clone(), n.fsid, n.fileid)
         };
         let pfh = self.node(parent)?.fh;
-        let found = match self.c.lookup_at(pfh, &name, false) {
+        let r = self.c().lookup_at(pfh, &name, false);
+        let found = match r {
             Err(e) if is_stale(&e) => {
                 let pfh = self.refresh(parent, depth + 1)?;
-                self.c.lookup_at(pfh, &name, false)
+                self.c().lookup_at(pfh, &name, false)
             }
             r => r,
         };
@@ -72,11 +74,15 @@ impl DafsFs {
         mut f: impl FnMut(&mut Client, FileHandle) -> Result<T, Error>,
     ) -> Result<T, i32> {
         let fh = self.node(ino)?.fh;
-        match f(&mut self.c, fh) {
+        // Each result is taken before the next use of the session: `fail` and
+        // `refresh` lock it again.
+        let r = f(&mut self.c(), fh);
+        match r {
             Ok(v) => Ok(v),
             Err(e) if is_stale(&e) => {
                 let fh = self.refresh(ino, 0)?;
-                f(&mut self.c, fh).map_err(|e| self.fail(&e))
+                let r = f(&mut self.c(), fh);
+                r.map_err(|e| self.fail(&e))
             }
             Err(e) => Err(self.fail(&e)),
         }

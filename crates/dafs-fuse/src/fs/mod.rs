@@ -15,10 +15,11 @@ mod handles;
 mod namespace;
 mod ops;
 mod session;
+mod workers;
 mod xattr;
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use dafs_client::dafs_proto::{Attr, FileHandle};
@@ -30,6 +31,7 @@ use crate::inode::{InodeTable, Node};
 use crate::options::{CacheMode, MountOptions};
 use dir::OpenDir;
 use file::OpenFile;
+pub use workers::Connect;
 
 /// Largest kernel write (and read) request: the kernel splits larger I/O. 1 MiB keeps
 /// large sequential I/O on the client's direct (RDMA-style) path without making small
@@ -38,7 +40,11 @@ pub const IO_BYTES_MAX: u32 = 1 << 20;
 
 /// The FUSE file system over one DAFS session.
 pub struct DafsFs {
-    c: Client,
+    /// The mount's main session: every request but large reads and writes (see
+    /// `workers`), which fall back to it when their worker cannot serve them.
+    c: Arc<Mutex<Client>>,
+    /// The worker threads that serve large reads and writes over sessions of their own.
+    io: workers::IoPool,
     ttl: Duration,
     /// How the kernel may cache file data.
     cache: CacheMode,
@@ -65,11 +71,20 @@ pub struct DafsFs {
 
 impl DafsFs {
     /// A file system serving `c`'s export.
-    pub fn new(mut c: Client, opts: &MountOptions) -> Result<DafsFs, Error> {
+    /// `connect` makes the sessions of the I/O workers (`opts.io_threads` of them; a
+    /// worker whose session cannot be made is left out, with a warning).
+    pub fn new(
+        mut c: Client,
+        opts: &MountOptions,
+        connect: workers::Connect,
+    ) -> Result<DafsFs, Error> {
         let root = c.root_handle();
         let attr = c.getattr(root)?;
+        let c = Arc::new(Mutex::new(c));
+        let io = workers::IoPool::start(opts.io_threads, connect, c.clone());
         Ok(DafsFs {
             c,
+            io,
             ttl: opts.attr_ttl,
             cache: opts.cache,
             writeback: opts.writeback(),
@@ -83,6 +98,11 @@ impl DafsFs {
             cred: cred::CredState::default(),
             notifier: Arc::default(),
         })
+    }
+
+    /// The main session (a worker may be using it for a moment: see `workers`).
+    fn c(&self) -> MutexGuard<'_, Client> {
+        self.c.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn node(&self, ino: u64) -> Result<&Node, i32> {

@@ -43,7 +43,8 @@ impl DafsFs {
             }
         }
         if set.mask != 0 {
-            match self.c.setattr(fh, set) {
+            let r = self.c().setattr(fh, set);
+            match r {
                 Ok(a) => attr = a,
                 Err(e) => tracing::debug!("setting owner/mode of a new object: {e}"),
             }

@@ -15,8 +15,11 @@ use fuser::{
     Request, TimeOrNow,
 };
 
+use std::sync::Arc;
+
 use super::dir::OpenDir;
 use super::file::OpenFile;
+use super::workers::{Job, OFFLOAD_BYTES_MIN};
 use super::xattr::{nattr_name, USER_PREFIX, XATTR_VALUE_BYTES_MAX};
 use super::{DafsFs, IO_BYTES_MAX};
 use crate::convert::{file_attr, is_stale, time_ns, MODE_PERM_BITS};
@@ -70,7 +73,8 @@ impl Filesystem for DafsFs {
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
         if let Some(of) = fh.and_then(|fh| self.opens.get(&fh)) {
             let h = of.file.fh;
-            match self.c.getattr(h) {
+            let r = self.c().getattr(h);
+            match r {
                 Ok(a) => {
                     if let Some(n) = self.inodes.get_mut(ino) {
                         n.attr = a;
@@ -96,10 +100,14 @@ impl Filesystem for DafsFs {
             // A file deleted while still open (fstat(2) need not say which open it
             // comes from): what we last knew, with no links.
             Err(libc::ESTALE) if self.opens.values().any(|o| o.ino == ino) => {
+                // I/O workers' writes are counted in the opens, not in the inode.
+                let written =
+                    self.opens.values().filter(|o| o.ino == ino).map(OpenFile::written_end).max();
                 match self.inodes.get(ino) {
                     Some(n) => {
                         let mut a = n.attr;
                         a.nlink = 0;
+                        a.size = a.size.max(written.unwrap_or(0));
                         reply.attr(&Duration::ZERO, &file_attr(ino, &a))
                     }
                     None => reply.error(libc::ESTALE),
@@ -375,7 +383,7 @@ impl Filesystem for DafsFs {
     fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         self.act_as(req);
         match self.open_for_kernel(ino, flags) {
-            Ok(file) => {
+            Ok((file, flags)) => {
                 let fh = self.new_fh();
                 // Close-to-open: OPEN's reply carries the server's attributes now. If the
                 // file changed elsewhere since the kernel cached them (within the
@@ -392,7 +400,8 @@ impl Filesystem for DafsFs {
                 }
                 let append = is_append(flags);
                 let cache_flags = self.open_cache_flags(ino, &file.attr, append);
-                self.opens.insert(fh, OpenFile { file, append, ino });
+                let opener = self.stated_cred();
+                self.opens.insert(fh, OpenFile::new(file, flags, ino, opener));
                 reply.opened(fh, cache_flags)
             }
             Err(e) => reply.error(e),
@@ -413,8 +422,21 @@ impl Filesystem for DafsFs {
         let Some(of) = self.opens.get(&fh) else { return reply.error(libc::EBADF) };
         let Ok(off) = u64::try_from(offset) else { return reply.error(libc::EINVAL) };
         tracing::trace!(fh, offset, len = size, "read");
-        let mut buf = vec![0u8; size as usize];
-        match self.c.pread(&of.file, &mut buf, off) {
+        let len = size as usize;
+        let reply = if len >= OFFLOAD_BYTES_MIN && self.io.has_workers() {
+            match self.io.submit(Box::new(Job::Read { t: of.target(fh), off, len, reply })) {
+                Ok(w) => return self.used_worker(fh, w),
+                Err(job) => match *job {
+                    Job::Read { reply, .. } => reply,
+                    _ => unreachable!("a job is handed back as it was"),
+                },
+            }
+        } else {
+            reply
+        };
+        let mut buf = vec![0u8; len];
+        let r = self.c().pread(&of.file, &mut buf, off);
+        match r {
             Ok(n) => reply.data(&buf[..n]),
             Err(e) => {
                 let e = self.fail(&e);
@@ -437,6 +459,22 @@ impl Filesystem for DafsFs {
     ) {
         self.act_as(req);
         tracing::trace!(fh, offset, len = data.len(), "write");
+        let reply = match self.opens.get(&fh) {
+            Some(of) if !of.append && data.len() >= OFFLOAD_BYTES_MIN && self.io.has_workers() => {
+                let Ok(off) = u64::try_from(offset) else { return reply.error(libc::EINVAL) };
+                let t = of.target(fh);
+                let cred = self.stated_cred();
+                let job = Job::Write { t, off, data: data.to_vec(), cred, reply };
+                match self.io.submit(Box::new(job)) {
+                    Ok(w) => return self.used_worker(fh, w),
+                    Err(job) => match *job {
+                        Job::Write { reply, .. } => reply,
+                        _ => unreachable!("a job is handed back as it was"),
+                    },
+                }
+            }
+            _ => reply,
+        };
         match self.do_write(fh, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
@@ -456,7 +494,7 @@ impl Filesystem for DafsFs {
         if !self.opens.contains_key(&fh) {
             return reply.error(libc::EBADF);
         }
-        if self.c.is_dead() {
+        if self.c().is_dead() {
             return reply.error(libc::EIO);
         }
         reply.ok()
@@ -472,15 +510,24 @@ impl Filesystem for DafsFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match self.opens.remove(&fh) {
-            Some(of) => match self.c.close(of.file) {
-                Ok(()) => reply.ok(),
-                Err(e) => {
-                    let e = self.fail(&e);
-                    reply.error(e)
-                }
-            },
-            None => reply.error(libc::EBADF),
+        let Some(of) = self.opens.remove(&fh) else { return reply.error(libc::EBADF) };
+        self.io.released(fh, of.workers_used);
+        // The kernel releases a file only after every request on it was answered, and
+        // a worker lets go of the file before it answers.
+        let file = match Arc::try_unwrap(of.file) {
+            Ok(f) => f,
+            Err(_) => {
+                tracing::error!("open {fh} released while an I/O worker still holds it: left open until the session ends");
+                return reply.ok();
+            }
+        };
+        let r = self.c().close(file);
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => {
+                let e = self.fail(&e);
+                reply.error(e)
+            }
         }
     }
 
@@ -493,7 +540,8 @@ impl Filesystem for DafsFs {
         reply: ReplyEmpty,
     ) {
         let Some(of) = self.opens.get(&fh) else { return reply.error(libc::EBADF) };
-        match self.c.fsync(&of.file) {
+        let r = self.c().fsync(&of.file);
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => {
                 let e = self.fail(&e);
@@ -569,7 +617,8 @@ impl Filesystem for DafsFs {
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
-        match self.c.statfs() {
+        let r = self.c().statfs();
+        match r {
             Ok(s) => {
                 let bs = u64::from(s.block_size.max(STATFS_BLOCK_BYTES_MIN));
                 reply.statfs(
@@ -721,7 +770,8 @@ impl Filesystem for DafsFs {
                 let fh = self.new_fh();
                 let append = is_append(flags);
                 let cache_flags = self.open_cache_flags(ino, &attr, append);
-                self.opens.insert(fh, OpenFile { file, append, ino });
+                let opener = self.stated_cred();
+                self.opens.insert(fh, OpenFile::new(file, flags, ino, opener));
                 reply.created(&self.ttl, &file_attr(ino, &attr), 0, fh, cache_flags)
             }
             Err(e) => reply.error(e),
@@ -734,6 +784,13 @@ impl DafsFs {
     /// someone other than the owner, on a server that runs requests as the caller? The
     /// caller may not chmod the file (EPERM), but need not: the server's kernel clears
     /// the bits itself when that caller's write or truncate runs there.
+    /// Worker `bit` was given a request on open `fh`.
+    fn used_worker(&mut self, fh: u64, bit: u32) {
+        if let Some(of) = self.opens.get_mut(&fh) {
+            of.workers_used |= bit;
+        }
+    }
+
     fn only_kills_privs(&self, req: &Request<'_>, ino: u64, mode: Option<u32>) -> bool {
         let (Some(m), Some(n)) = (mode, self.inodes.get(ino)) else { return false };
         let set_id = libc::S_ISUID | libc::S_ISGID;

@@ -16,10 +16,10 @@ impl DafsFs {
     /// The errno for a failed DAFS call; first, when the connection is dead, try a new
     /// session (and say once that the server is gone).
     pub(super) fn fail(&mut self, e: &Error) -> i32 {
-        if self.c.is_dead() {
+        if self.c().is_dead() {
             self.try_new_session();
         }
-        if self.c.is_dead() && !self.reported_dead {
+        if self.c().is_dead() && !self.reported_dead {
             self.reported_dead = true;
             tracing::error!("connection to the server lost ({e}): operations fail until the server is back (a new session is tried at most once a second)");
         }
@@ -39,7 +39,8 @@ impl DafsFs {
             return;
         }
         self.last_recovery = Some(now);
-        match self.c.reestablish() {
+        let r = self.c().reestablish();
+        match r {
             Ok(()) => {
                 self.reported_dead = false;
                 tracing::warn!("the server lost this mount's session (restarted?): a new session is up; files opened before fail with EBADF");
