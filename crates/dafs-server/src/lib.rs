@@ -28,6 +28,7 @@ pub mod config;
 mod conn;
 pub mod copy_engines;
 pub mod cred;
+pub mod dir_paths;
 mod error;
 pub mod fd_budget;
 pub mod forward;
