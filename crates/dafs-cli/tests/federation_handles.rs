@@ -115,3 +115,37 @@ fn handles_that_are_not_this_clients_answer_badhandle() {
     let oroot = other.root_handle();
     assert_eq!(other.lookup_at(oroot, b"x", false).unwrap().1.ftype, FileType::Regular);
 }
+
+#[test]
+fn an_open_under_matched_placement_is_one_round_trip_to_the_home() {
+    // A cluster client opens at the node the map names as a plain client does: LOOKUP
+    // + OPEN in one chain (it used to look the directory up first, then OPEN by name:
+    // two round trips, a quarter more requests per PostMark operation).
+    let cl = Cluster::start(2);
+    let mut c = cl.client();
+    c.mkdir("d", 0o755).unwrap();
+    let paths: Vec<String> = (0..2).map(|i| cl.name_on(&c, "d/f", i)).collect();
+    for (i, p) in paths.iter().enumerate() {
+        let create = OpenOptions::write_only().exclusive(true).mode(0o644);
+        let before = c.stats().requests;
+        let f = c.open(p, create).unwrap();
+        // The first call to a node opens its session (its own requests) unless the
+        // mkdir already did: count from a session that is up.
+        let first = c.stats().requests - before;
+        c.pwrite(&f, p.as_bytes(), 0).unwrap();
+        c.close(f).unwrap();
+        assert_eq!(cl.holders(p), vec![i], "{p}");
+        assert_eq!(first, 1, "create-open of {p}: {first} requests");
+        let before = c.stats().requests;
+        let f = c.open(p, OpenOptions::read()).unwrap();
+        assert_eq!(c.stats().requests - before, 1, "open of {p}");
+        let mut buf = vec![0u8; 64];
+        let n = c.pread(&f, &mut buf, 0).unwrap();
+        assert_eq!(&buf[..n], p.as_bytes());
+        c.close(f).unwrap();
+    }
+    // A name missing at its home is still looked for on the other node (a file left
+    // there by an earlier map), and one missing everywhere is NOENT.
+    let missing = c.open("d/nowhere", OpenOptions::read()).unwrap_err();
+    assert!(matches!(missing, Error::Status(Status::NoEnt)), "{missing:?}");
+}

@@ -27,6 +27,7 @@ use dafs_proto::types::FileType;
 use dafs_proto::{FileHandle, Reply, Request, Status};
 use serde_json::{json, Value};
 
+use crate::dir_paths::{self, Dir, DirPaths};
 use crate::forward::Forwarder;
 use crate::{fsops, Shared};
 
@@ -93,6 +94,8 @@ pub struct ClusterNode {
     pub counters: ClusterCounters,
     /// Sessions to the other nodes and the block cache (round-robin placement).
     pub forwarder: Option<Forwarder>,
+    /// Directories' paths beneath the export root, for the name check.
+    pub dir_paths: DirPaths,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -119,6 +122,7 @@ impl ClusterNode {
             source: RwLock::new(Some(Source::Static(Arc::new(map)))),
             counters: ClusterCounters::default(),
             forwarder: None,
+            dir_paths: DirPaths::default(),
         })
     }
 
@@ -136,6 +140,7 @@ impl ClusterNode {
             source: RwLock::new(None),
             counters: ClusterCounters::default(),
             forwarder: None,
+            dir_paths: DirPaths::default(),
         }
     }
 
@@ -220,6 +225,8 @@ impl ClusterNode {
                 "requests": c.requests.load(Relaxed),
                 "remote_requests": c.remote_requests.load(Relaxed),
                 "peer_requests": c.peer_requests.load(Relaxed),
+                "dir_path_hits": self.dir_paths.hits.load(Relaxed),
+                "dir_path_misses": self.dir_paths.misses.load(Relaxed),
             },
             "forwarding": self.forwarder.as_ref().map(|f| {
                 let fc = &f.counters;
@@ -310,7 +317,9 @@ fn check_name(
     let c = &node.counters;
     c.names_checked.fetch_add(1, Relaxed);
     let d = sh.handles.resolve(dir)?;
-    let path = cluster_path(sh.roots[d.export as usize].as_fd(), d.fd.as_fd(), name)?;
+    let at = Dir { fd: d.fd.as_fd(), dev: d.dev, ino: d.ino, export: d.export };
+    let rel = node.dir_paths.rel_path(sh.roots[d.export as usize].as_fd(), at)?;
+    let path = path_in(&rel, name)?;
     let manager = map.manager(&path);
     // The staging directory of cross-node renames is every node's own.
     if manager.id == node.me || crate::xrename::in_staging(&path) {
@@ -337,28 +346,17 @@ pub(crate) fn cluster_path(
     dir: BorrowedFd,
     name: &[u8],
 ) -> Result<ClusterPath, Status> {
-    let root_path = proc_link(root)?;
-    let dir_path = proc_link(dir)?;
-    let rel = dir_path.strip_prefix(root_path.as_slice()).ok_or(Status::Stale)?;
-    if !(rel.is_empty() || rel.starts_with(b"/")) {
-        return Err(Status::Stale); // a sibling of the root sharing its prefix
-    }
+    path_in(&dir_paths::kernel_rel_path(root, dir)?, name)
+}
+
+/// The cluster path of `name` in the directory at `rel` beneath the root.
+fn path_in(rel: &[u8], name: &[u8]) -> Result<ClusterPath, Status> {
     let mut full = Vec::with_capacity(rel.len() + name.len() + 2);
     full.push(b'/');
     full.extend_from_slice(rel);
     full.push(b'/');
     full.extend_from_slice(name);
     ClusterPath::new(full).map_err(|_| Status::NameTooLong)
-}
-
-fn proc_link(fd: BorrowedFd) -> Result<Vec<u8>, Status> {
-    let link = rustix::fs::readlink(fsops::proc_path(fd).as_c_str(), Vec::new())
-        .map_err(|_| Status::Stale)?;
-    let mut bytes = link.into_bytes();
-    if bytes == b"/" {
-        bytes.clear();
-    }
-    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -134,6 +134,9 @@ pub struct HandleTable {
 pub struct Resolved {
     pub fd: Arc<OwnedFd>,
     pub export: u32,
+    /// The object's device and inode number (from the fstat that checked it is alive).
+    pub dev: u64,
+    pub ino: u64,
 }
 
 impl HandleTable {
@@ -296,7 +299,7 @@ impl HandleTable {
             self.drop_entry(&d.id, &fd);
             return Err(Status::Stale);
         }
-        Ok(Resolved { fd, export: d.export })
+        Ok(Resolved { fd, export: d.export, dev: s.st_dev, ino: s.st_ino })
     }
 
     /// A persistent handle not cached (evicted, or from before a restart): open it

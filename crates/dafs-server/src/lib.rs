@@ -28,6 +28,7 @@ pub mod config;
 mod conn;
 pub mod copy_engines;
 pub mod cred;
+pub mod dir_paths;
 mod error;
 pub mod fd_budget;
 pub mod forward;
@@ -556,6 +557,12 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
     let mut events = Events::with_capacity(WORKER_EVENTS_MAX);
     let mut conns: Vec<Option<Conn>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
+    // The connections each iteration looks at besides those with events, so that its
+    // work grows with the connections that are ready, not with all: those whose input
+    // can wait unseen by epoll (`ServerConn::polled`) and those with requests handed
+    // to the I/O pool or forwarded. Entries of closed connections are dropped lazily.
+    let mut polled: Vec<usize> = Vec::new();
+    let mut inflight: Vec<usize> = Vec::new();
     let mut sc = Scratch::default();
     // Adaptive: spinning pays only while requests follow each other within the budget.
     let mut spin = dafs_transport::wait::AdaptiveSpin::new(Duration::from_micros(sh.cfg.spin_us));
@@ -570,18 +577,17 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
         if spinning {
             dafs_transport::wait::spin_pause();
         }
-        // Unauthenticated connections are swept on time (deadline, eviction).
-        let sleep_max = if conns.iter().flatten().any(|c| !c.authenticated) {
-            HANDSHAKE_SWEEP_INTERVAL
-        } else {
-            WORKER_SLEEP_MAX
-        };
+        // Unauthenticated connections (of any worker) are swept on time (deadline,
+        // eviction).
+        let sleep_max =
+            if sh.admission.unauth.get() > 0 { HANDSHAKE_SWEEP_INTERVAL } else { WORKER_SLEEP_MAX };
         let mut timeout = if spinning { Some(Duration::ZERO) } else { Some(sleep_max) };
         let mut armed = false;
         if timeout != Some(Duration::ZERO) {
             armed = true;
-            for c in conns.iter_mut().flatten() {
-                if !c.t.arm_sleep() {
+            polled.retain(|&i| conns[i].as_ref().is_some_and(|c| c.t.polled()));
+            for &i in &polled {
+                if !conns[i].as_mut().expect("retained").t.arm_sleep() {
                     timeout = Some(Duration::ZERO);
                 }
             }
@@ -593,8 +599,10 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
             }
         }
         if armed {
-            for c in conns.iter_mut().flatten() {
-                c.t.disarm_sleep();
+            for &i in &polled {
+                if let Some(c) = conns[i].as_mut() {
+                    c.t.disarm_sleep();
+                }
             }
         }
         if !events.is_empty() {
@@ -602,14 +610,16 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
             last_activity = Instant::now();
         }
         // Ring input is not signalled through epoll while the peer sees us awake.
-        for idx in 0..conns.len() {
+        for &idx in &polled {
             let pending = conns[idx].as_ref().is_some_and(|c| !c.lingering && c.t.input_pending());
             if pending {
                 spin.record(last_activity.elapsed());
                 last_activity = Instant::now();
                 let fate = conns[idx].as_mut().unwrap().drive(&sh, &mut sc);
+                note_inflight(&conns, &mut inflight, idx);
                 if fate == ConnFate::Close {
                     close_conn(&sh, &poll, &mut conns, &mut free, idx);
+                    note_inflight(&conns, &mut inflight, idx);
                 }
             }
         }
@@ -655,11 +665,16 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                         continue;
                     }
                     let mut c = Conn::new(t, Arc::clone(&link));
+                    if c.t.polled() && !polled.contains(&idx) {
+                        polled.push(idx);
+                    }
                     // Data may already be waiting (edge-triggered: drain now).
                     let fate = c.drive(&sh, &mut sc);
                     conns[idx] = Some(c);
+                    note_inflight(&conns, &mut inflight, idx);
                     if fate == ConnFate::Close {
                         close_conn(&sh, &poll, &mut conns, &mut free, idx);
+                        note_inflight(&conns, &mut inflight, idx);
                     }
                 }
                 continue;
@@ -677,15 +692,21 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
             if fate == ConnFate::Keep && (ev.is_error()) {
                 fate = ConnFate::Close;
             }
+            note_inflight(&conns, &mut inflight, idx);
             if fate == ConnFate::Close {
                 close_conn(&sh, &poll, &mut conns, &mut free, idx);
+                note_inflight(&conns, &mut inflight, idx);
             }
         }
         // Parallel requests handed over just now or before: answer the finished ones,
         // and lend a hand with the queued jobs the idle pool threads will not take,
         // answering after each so that its client can send the next request meanwhile.
-        while conns.iter().flatten().any(|c| c.has_inflight()) {
-            for idx in 0..conns.len() {
+        loop {
+            inflight.retain(|&i| conns[i].as_ref().is_some_and(|c| c.has_inflight()));
+            if inflight.is_empty() {
+                break;
+            }
+            for &idx in &inflight {
                 let Some(c) = conns[idx].as_mut().filter(|c| c.has_inflight()) else { continue };
                 let fate = c.answer_finished(&sh, &mut sc);
                 // A lingering connection closes once its last forwarded reply is in.
@@ -697,6 +718,13 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
                 break;
             }
         }
+    }
+}
+
+/// List connection `idx` among those with requests in flight if it has any now.
+fn note_inflight(conns: &[Option<Conn>], inflight: &mut Vec<usize>, idx: usize) {
+    if conns[idx].as_ref().is_some_and(|c| c.has_inflight()) && !inflight.contains(&idx) {
+        inflight.push(idx);
     }
 }
 

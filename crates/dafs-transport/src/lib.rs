@@ -324,6 +324,14 @@ pub trait ServerConn: Send {
     fn more_input(&self) -> bool {
         self.input_pending()
     }
+    /// Whether the event loop must call [`input_pending`](Self::input_pending) and
+    /// [`arm_sleep`](Self::arm_sleep) on every iteration, because input can wait
+    /// without the descriptor becoming readable (a ring, plaintext TLS holds, RMA
+    /// completions). False: the poller's readiness says all, and a loop holding many
+    /// such connections spends nothing on those without events. Default: true.
+    fn polled(&self) -> bool {
+        true
+    }
     /// The event loop is about to sleep on the fd: ask the peer for a doorbell. Returns
     /// false if input arrived meanwhile (then do not sleep).
     fn arm_sleep(&mut self) -> bool {

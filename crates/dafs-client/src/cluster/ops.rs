@@ -103,19 +103,9 @@ impl Cluster {
     pub(super) fn creating<T>(
         &mut self,
         path: &str,
-        op: impl FnMut(&mut Client) -> Result<T>,
+        mut op: impl FnMut(&mut Client) -> Result<T>,
     ) -> Result<(usize, T)> {
-        self.creating_on(path, false, op)
-    }
-
-    /// [`creating`](Self::creating), first on the round-robin landing node if `rr`.
-    fn creating_on<T>(
-        &mut self,
-        path: &str,
-        rr: bool,
-        op: impl FnMut(&mut Client) -> Result<T>,
-    ) -> Result<(usize, T)> {
-        self.landing_first(path, rr, op, Self::creating_matched)
+        self.creating_matched(path, &mut op)
     }
 
     /// The matched way to a new name: its manager (making the parent there if need be).
@@ -150,12 +140,23 @@ impl Cluster {
     }
 
     pub(crate) fn open(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
-        // By name: a landing node that does not hold the file forwards the open.
-        let open = |c: &mut Client| c.open_on_server(path, opts, true);
-        let (slot, f) = if opts.flags & open_flags::CREATE != 0 {
-            self.creating_on(path, true, open)?
-        } else {
-            self.existing_on(path, true, open)?
+        // On a round-robin landing node, by name: a node that does not hold the file
+        // forwards the OPEN (not a chain). At the node the map names (matched placement,
+        // or the landing node could not serve it) as a plain client opens: LOOKUP + OPEN
+        // in one chain, one round trip instead of a LOOKUP of the directory and then
+        // the OPEN.
+        let mut at_home = |c: &mut Client| c.open_on_server(path, opts, false);
+        let landed =
+            match self.round_robin(&mut |c: &mut Client| c.open_on_server(path, opts, true)) {
+                Some(r) => Some(r?),
+                None => None,
+            };
+        let (slot, f) = match landed {
+            Some(done) => done,
+            None if opts.flags & open_flags::CREATE != 0 => {
+                self.creating_matched(path, &mut at_home)?
+            }
+            None => self.existing_matched(path, &mut at_home)?,
         };
         Ok(self.fronted(path, slot, f))
     }

@@ -387,6 +387,10 @@ impl ServerConn for TcpServerConn {
         self.out.bytes + self.pull_bytes + tls
     }
 
+    fn polled(&self) -> bool {
+        self.tls.is_some() // plain TCP: input shows as readiness of the socket
+    }
+
     /// Decrypted input rustls holds is invisible to the readiness fd. `poll_event` drains
     /// it before reporting "nothing more" (see [`crate::tls`]), so it can only be left
     /// while the server has paused reading for backpressure; it is reported only with no
