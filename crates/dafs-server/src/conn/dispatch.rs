@@ -149,6 +149,15 @@ impl Conn {
                 sh.stats.duplicates_dropped.fetch_add(1, Relaxed);
                 return ConnFate::Keep;
             }
+            // A copy of a request already answered on this connection: that reply is on
+            // its way (see `Session::answered_here`).
+            SlotVerdict::Replay
+                if s.answered_here[h.slot_id as usize]
+                    && s.exec_digest[h.slot_id as usize] == digest =>
+            {
+                sh.stats.duplicates_dropped.fetch_add(1, Relaxed);
+                return ConnFate::Keep;
+            }
             SlotVerdict::Replay => match s.cache.replay(h.slot_id, digest) {
                 Replay::Cached(bytes) => {
                     sh.stats.replays.fetch_add(1, Relaxed);
