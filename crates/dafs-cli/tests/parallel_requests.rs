@@ -1,7 +1,7 @@
 //! One session's independent data requests run in parallel on the server (the I/O pool,
 //! `dafsd --io-threads`): overlapping writes still land in the order issued, a
-//! retransmission of a request still executing (or a copy of one answered on the same
-//! connection) is not executed again, and a CLOSE waits for the reads issued before it.
+//! retransmission of a request still executing is not executed again, and a CLOSE
+//! waits for the reads issued before it.
 
 #[macro_use]
 mod common;
@@ -207,40 +207,4 @@ fn close_waits_for_reads_in_flight() {
         assert!(seen.iter().all(|&s| s), "round {round}: a read went unanswered");
     }
     assert!(metric(&metrics, "requests_parallel") > 0, "the reads ran in the pool");
-}
-
-/// A READ and its copy on one connection, the copy arriving after the read was answered
-/// (as a duplicating network delivers it): the copy is dropped, not executed again. A
-/// re-executed READ_DIRECT placed its data into the client's memory a second time, after
-/// the client had its reply and had moved on; over `ofi+shm` into a region already
-/// withdrawn, where the RMA never completed and stalled the connection
-/// (`session_recovery::exactly_once::ofi_shm`). A retransmission after a reconnect is
-/// still executed (the exactly-once tests).
-#[test]
-fn copy_of_an_answered_read_is_not_executed_again() {
-    let metrics = free_addr();
-    let srv = TestServer::start(&["--metrics-listen", &metrics]);
-    let (mut r, open_id) = raw_session(&srv.addr(), 4, b"r");
-    let rounds = 5;
-    for round in 0..rounds {
-        let read = r.next(1, &Request::ReadInline { open_id, offset: 0, len: 4096 });
-        r.send_msg(&read);
-        let m = r.reply();
-        let (h, reply) = decode_reply(&m, MAX).unwrap();
-        assert_eq!(h.slot_id, 1, "round {round}");
-        assert!(matches!(reply, Reply::ReadInline { .. }), "round {round}: {reply:?}");
-        // The copy, then a probe on another slot: only the probe is answered.
-        r.send_msg(&read);
-        let probe = r.next(0, &Request::Null);
-        r.send_msg(&probe);
-        let m = r.reply();
-        let (h, reply) = decode_reply(&m, MAX).unwrap();
-        assert_eq!(
-            (h.slot_id, &reply),
-            (0, &Reply::Empty),
-            "round {round}: the copy of an answered read was executed again"
-        );
-    }
-    assert_eq!(metric(&metrics, "replays_reexecuted"), 0);
-    assert_eq!(metric(&metrics, "duplicates_dropped"), rounds);
 }

@@ -149,10 +149,12 @@ impl Conn {
                 sh.stats.duplicates_dropped.fetch_add(1, Relaxed);
                 return ConnFate::Keep;
             }
-            // A copy of a request already answered on this connection: that reply is on
-            // its way (see `Session::answered_here`).
+            // A copy of a READ_DIRECT already answered on this connection: that reply is
+            // on its way, and executing it again would place data into client memory
+            // the client may have reused or withdrawn (see `Session::answered_here`).
             SlotVerdict::Replay
-                if s.answered_here[h.slot_id as usize]
+                if h.opcode == Opcode::ReadDirect
+                    && s.answered_here[h.slot_id as usize]
                     && s.exec_digest[h.slot_id as usize] == digest =>
             {
                 sh.stats.duplicates_dropped.fetch_add(1, Relaxed);

@@ -45,9 +45,10 @@ pub(crate) struct Session {
     /// Per slot: its last request was answered on the connection the session is on now
     /// (cleared when the session binds to a new one). A copy of that request arriving
     /// here is a duplicate the network made, not a retransmission: its reply is already
-    /// on this ordered connection, so it is dropped, not executed again. (A READ_DIRECT
-    /// executed again placed its data into client memory after the client had its reply
-    /// and may have reused or withdrawn the region.)
+    /// on this ordered connection. A READ_DIRECT copy is dropped: executed again, it
+    /// placed its data into client memory after the client had its reply and may have
+    /// reused or withdrawn the region. (Other ops are answered as before: re-executed
+    /// or from the cache, harmless.)
     pub(super) answered_here: Vec<bool>,
     /// Negotiated message size (re-applied to a new connection on bind).
     pub(super) msg_size_bytes_max: u32,
