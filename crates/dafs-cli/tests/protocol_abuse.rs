@@ -660,18 +660,18 @@ fn read_direct_with_unregistered_key_is_placed_by_key() {
     let (h, reply) = decode_reply(&r, MAX).unwrap();
     assert_eq!(h.slot_id, 1);
     assert_eq!(reply, Reply::ReadDirect { count: 11, eof: true });
-    // A retransmission of a READ_DIRECT executes again (reads are idempotent): the data
-    // is placed again, into the memory the retransmitted request names, and the file's
-    // current content is what is placed.
-    std::fs::write(srv.dir().join("hello"), b"HELLO WORLD").unwrap();
+    // A copy of the READ_DIRECT on the connection that carried its reply is a duplicate,
+    // not a retransmission (that follows a reconnect, and executes again): nothing is
+    // placed a second time, after the client had its answer and may have reused the
+    // memory. Before, it was executed again; over `ofi+shm` into a region the client
+    // had withdrawn, which stalled the connection (`session_recovery::exactly_once`).
     raw.send_msg(&m);
-    let (put, payload) = raw.frame();
-    assert_eq!((put.kind, put.key, put.offset, put.len), (FrameKind::Put, 12345, 7, 11), "{put:?}");
-    assert_eq!(payload, b"HELLO WORLD");
-    assert_eq!(
-        decode_reply(&raw.reply(), MAX).unwrap().1,
-        Reply::ReadDirect { count: 11, eof: true }
-    );
+    let probe = raw.next(0, &Request::Null);
+    raw.send_msg(&probe);
+    let (fh, payload) = raw.frame();
+    assert_eq!(fh.kind, FrameKind::Msg, "the copy placed data again: {fh:?}");
+    let (h, reply) = decode_reply(&payload, MAX).unwrap();
+    assert_eq!((h.slot_id, reply), (0, Reply::Empty), "only the probe is answered");
     // Past EOF: nothing placed (at most an empty PUT), count 0.
     let m = raw.next(
         1,

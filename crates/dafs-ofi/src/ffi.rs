@@ -250,19 +250,22 @@ impl Fabric {
         Self::posted("recv", r)
     }
 
-    /// RMA write of `buf` to the peer's `raddr` under `key`.
+    /// RMA write of the `len` bytes at `buf` to the peer's `raddr` under `key` (a
+    /// pointer, not a slice: the source may be a file mapping others write).
     ///
     /// # Safety
-    /// As [`Fabric::send`].
+    /// `buf..buf+len` must stay mapped and readable until the completion for `ctx` is
+    /// read or the endpoint is reopened / closed.
     pub unsafe fn write(
         &mut self,
-        buf: &[u8],
+        buf: *const u8,
+        len: usize,
         raddr: u64,
         key: u64,
         ctx: u64,
     ) -> Result<Posted, TransportError> {
-        // SAFETY: caller keeps `buf` alive until completion.
-        let r = unsafe { dofi_write(self.raw, buf.as_ptr().cast(), buf.len(), raddr, key, ctx) };
+        // SAFETY: caller keeps the range mapped until completion.
+        let r = unsafe { dofi_write(self.raw, buf.cast(), len, raddr, key, ctx) };
         Self::posted("write", r)
     }
 

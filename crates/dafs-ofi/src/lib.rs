@@ -30,6 +30,7 @@
 pub mod boot;
 mod client;
 mod ffi;
+mod filemap;
 mod link;
 mod server;
 

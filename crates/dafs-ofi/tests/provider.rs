@@ -172,3 +172,69 @@ fn large_transfers_complete_while_the_client_sleeps() {
         assert!(mem.iter().enumerate().all(|(i, b)| *b == !((i % 251) as u8)), "{name}");
     }
 }
+
+/// READ_DIRECT's path from the page cache (`put_file`): a range at an unaligned offset
+/// is written from a mapping of the file, the count is what the file holds (short at
+/// its end, zero past it), and the mapping is released once the write completed.
+#[test]
+fn file_ranges_are_placed_from_the_page_cache() {
+    const FILE_LEN: usize = 1 << 20;
+    let dir = std::env::temp_dir().join(format!("dafs-ofi-put-file-{}", std::process::id()));
+    let data: Vec<u8> = (0..FILE_LEN as u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(&dir, &data).unwrap();
+    let file = std::sync::Arc::new(std::os::fd::OwnedFd::from(std::fs::File::open(&dir).unwrap()));
+    std::fs::remove_file(&dir).unwrap();
+    for name in PROVIDERS {
+        let (mut c, mut s) = pair(name);
+        let (key, ptr) = c.alloc_registered(FILE_LEN).unwrap();
+        // The server learns the region with this message (the announcement precedes it).
+        c.send(b"hi").unwrap();
+        assert!(matches!(server_event(&mut c, &mut s), ServerEvent::Message(_)), "{name}");
+        let len = 300 << 10;
+        assert!(s.sends_files(len), "{name}: large ranges go from the page cache");
+        // Unaligned, whole; then the file's last 1000 bytes asked as `len`; then past the end.
+        for (off, want) in [(777u64, len), ((FILE_LEN - 1000) as u64, 1000), (FILE_LEN as u64, 0)] {
+            // SAFETY: the client's registered memory; no transfer names it meanwhile.
+            unsafe { std::ptr::write_bytes(ptr, 0, FILE_LEN) };
+            let n = s.put_file(RemoteRegion { key, offset: 0 }, len, &file, off).unwrap();
+            assert_eq!(n, want, "{name}: count at offset {off}");
+            s.send(b"done").unwrap();
+            assert_eq!(client_msg(&mut c, &mut s), b"done", "{name}");
+            // SAFETY: the placement completed (its reply arrived after it).
+            let got = unsafe { std::slice::from_raw_parts(ptr, n + 1) };
+            assert_eq!(&got[..n], &data[off as usize..off as usize + n], "{name}: at {off}");
+            assert_eq!(got[n], 0, "{name}: nothing placed past the count");
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.backlog_bytes() > 0 {
+            s.flush().unwrap();
+            c.recv(Wait::NoWait).unwrap();
+            assert!(Instant::now() < deadline, "{name}: mapping never released");
+        }
+    }
+}
+
+/// `shm` has no completion wait fd: a server whose RMA waits for the client's progress
+/// sleeps once it has handed the client the token (DOORBELL_ANSWER), instead of polling
+/// and taking the CPU the client needs; the client's answer then completes the work.
+#[test]
+fn a_server_waiting_for_the_clients_progress_sleeps() {
+    let (mut c, mut s) = pair("shm");
+    let (key, _ptr) = c.alloc_registered(1 << 20).unwrap();
+    c.send(b"hi").unwrap();
+    assert!(matches!(server_event(&mut c, &mut s), ServerEvent::Message(_)));
+    let n =
+        s.put(RemoteRegion { key, offset: 0 }, 1 << 20, &mut |d| Ok(d.copy_from(&[7u8; 1 << 20])));
+    assert_eq!(n.unwrap(), 1 << 20);
+    assert!(s.backlog_bytes() > 0, "the client has not progressed yet");
+    assert!(!s.input_pending(), "nothing for the server to poll for");
+    assert!(s.arm_sleep(), "the server may sleep while only the client can move the write");
+    s.disarm_sleep();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.backlog_bytes() > 0 {
+        // The client's progress answers the token; the server is woken by that doorbell.
+        c.recv(Wait::Timeout(Duration::from_millis(1))).unwrap();
+        s.poll_event().unwrap();
+        assert!(Instant::now() < deadline, "write never completed");
+    }
+}

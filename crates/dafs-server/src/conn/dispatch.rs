@@ -149,6 +149,17 @@ impl Conn {
                 sh.stats.duplicates_dropped.fetch_add(1, Relaxed);
                 return ConnFate::Keep;
             }
+            // A copy of a READ_DIRECT already answered on this connection: that reply is
+            // on its way, and executing it again would place data into client memory
+            // the client may have reused or withdrawn (see `Session::answered_here`).
+            SlotVerdict::Replay
+                if h.opcode == Opcode::ReadDirect
+                    && s.answered_here[h.slot_id as usize]
+                    && s.exec_digest[h.slot_id as usize] == digest =>
+            {
+                sh.stats.duplicates_dropped.fetch_add(1, Relaxed);
+                return ConnFate::Keep;
+            }
             SlotVerdict::Replay => match s.cache.replay(h.slot_id, digest) {
                 Replay::Cached(bytes) => {
                     sh.stats.replays.fetch_add(1, Relaxed);

@@ -117,6 +117,7 @@ impl Conn {
         let slot = h.slot_id;
         let digest = s.exec_digest[slot as usize];
         s.cache.store(slot, digest, h.opcode.is_idempotent(), reply);
+        s.answered_here[slot as usize] = true;
         s.slots.complete(slot);
         s.info.slots_busy.store(s.slots.busy_count(), Relaxed);
         s.info.cache_bytes.store(s.cache.bytes_held() as u64, Relaxed);

@@ -42,6 +42,14 @@ pub(crate) struct Session {
     pub(super) cache: ReplyCache,
     /// Digest of the request executing on each slot (stored with its reply).
     pub(super) exec_digest: Vec<u64>,
+    /// Per slot: its last request was answered on the connection the session is on now
+    /// (cleared when the session binds to a new one). A copy of that request arriving
+    /// here is a duplicate the network made, not a retransmission: its reply is already
+    /// on this ordered connection. A READ_DIRECT copy is dropped: executed again, it
+    /// placed its data into client memory after the client had its reply and may have
+    /// reused or withdrawn the region. (Other ops are answered as before: re-executed
+    /// or from the cache, harmless.)
+    pub(super) answered_here: Vec<bool>,
     /// Negotiated message size (re-applied to a new connection on bind).
     pub(super) msg_size_bytes_max: u32,
     /// Credential the session's requests run with (SET_CRED), if any.

@@ -142,6 +142,7 @@ impl Conn {
             info,
             cache: ReplyCache::new(slots, sh.cfg.reply_cache_slot_bytes),
             exec_digest: vec![0; slots as usize],
+            answered_here: vec![false; slots as usize],
             msg_size_bytes_max,
             cred: None,
             client_id: client_id.to_vec(),
@@ -221,7 +222,7 @@ impl Conn {
             auth::verify_bind(key, h.session_id, nonce, client_nonce, client_id, proof)
         };
         let next_nonce = random_bytes();
-        let (s, info) = match sh.sessions.take(
+        let (mut s, info) = match sh.sessions.take(
             h.session_id,
             client_id,
             client_nonce,
@@ -258,6 +259,9 @@ impl Conn {
             server_proof,
         };
         let (session_id, msg_size_bytes_max) = (s.id, s.msg_size_bytes_max);
+        // Replies sent on the old connection may be lost: a request resent here is a
+        // retransmission (executed again or answered from the cache).
+        s.answered_here.fill(false);
         self.session = Some(*s);
         self.admitted(sh);
         Ok(Attached { reply, session_id, msg_size_bytes_max })
