@@ -89,6 +89,9 @@ pub(crate) struct Slot {
     pub(crate) sent_at: Instant,
     /// Times it was resent after a reconnect (bounded by `reconnects_per_request_max`).
     pub(crate) resends: u32,
+    /// The channel (connection of the session) it was last sent on: its reply comes
+    /// back there, and is lost with it.
+    pub(crate) chan: usize,
 }
 
 /// Transfers at least this large take far longer than a wake-up: while only such requests
@@ -131,6 +134,7 @@ impl Client {
             what,
             sent_at: Instant::now(),
             resends: 0,
+            chan: 0,
         });
         assert!(prev.is_none(), "slot {slot} already has a request in flight");
     }

@@ -89,6 +89,7 @@ mod reclaim;
 mod recovery;
 mod region;
 mod session;
+mod trunk;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -102,7 +103,9 @@ pub use batch::{BatchCompletion, BatchIoDesc};
 pub use cg::{CgId, Completion};
 pub use chain::{Chain, ChainOutcome, ChainReply};
 pub use cluster::{ClusterNodeInfo, WRONG_NODE_RETRY_TIME_MAX};
-pub use config::{parse_url, ClientConfig, Provider, REQUEST_DEADLINE_ENV};
+pub use config::{
+    parse_url, ClientConfig, Provider, CONNECTIONS_DEFAULT, CONNECTIONS_ENV, REQUEST_DEADLINE_ENV,
+};
 pub use dafs_proto;
 pub use dafs_transport::tls::TlsClientOptions;
 pub use error::{Error, ProtocolViolation, Result};
@@ -170,6 +173,12 @@ pub struct Client {
     /// Set on the front client of a cluster URL: its calls are routed to the nodes'
     /// sessions (see `cluster`); its own session is closed.
     cluster: Option<Box<cluster::Cluster>>,
+    /// The session's other connections (trunking, see `trunk`): channel k is `extra[k-1]`,
+    /// channel 0 is `t`. All share `t`'s registrations.
+    extra: Vec<Box<dyn ClientTransport>>,
+    /// Round-robin positions for spreading requests, and for reading channels fairly.
+    next_send: usize,
+    next_recv: usize,
 }
 
 // A Client may move to another thread (one thread at a time: it is not Sync). The raw

@@ -49,6 +49,9 @@ pub struct SessionInfo {
     /// The key of this session's SESSION_BIND proofs (`auth::bind_key` of the shared
     /// secret and the session token only its creator received).
     pub bind_key: [u8; 32],
+    /// The worker whose connection holds the session now (set at every create and
+    /// bind): where a trunking bind hands its connection over.
+    pub(crate) owner: Mutex<Option<Arc<crate::WorkerLink>>>,
 }
 
 impl SessionInfo {
@@ -80,6 +83,7 @@ impl SessionInfo {
                 used_with_previous: Vec::new(),
             }),
             bind_key,
+            owner: Mutex::new(None),
         }
     }
 }
@@ -135,6 +139,18 @@ struct Entry<S> {
 
 /// A session's state removed from the table, with its shared information.
 pub type Released<S> = (Box<S>, Arc<SessionInfo>);
+
+/// Outcome of a trunking bind (one that adds its connection to the session).
+pub(crate) enum Trunk {
+    /// Bound to a connection of the worker `owner`: hand the new connection over to it.
+    /// The bind nonce has rotated.
+    Add(Arc<SessionInfo>, Arc<crate::WorkerLink>),
+    /// The session has no connection (parked): bind it as an ordinary SESSION_BIND does.
+    Parked,
+    Unknown,
+    WrongClient,
+    AuthFailed,
+}
 
 /// Outcome of a bind attempt.
 pub enum Take<S> {
@@ -240,6 +256,39 @@ impl<S> SessionTable<S> {
                 Take::Busy
             }
         }
+    }
+
+    /// A trunking SESSION_BIND: after the same proof as [`Self::take`], name the worker
+    /// holding the session so the new connection joins it there; nothing is revoked.
+    pub(crate) fn trunk(
+        &self,
+        id: u64,
+        client_id: &[u8],
+        client_nonce: &[u8; 32],
+        verify: impl Fn(&[u8; 32], &[u8; 32]) -> bool,
+        next_nonce: [u8; 32],
+    ) -> Trunk {
+        let m = self.inner.lock().unwrap();
+        let Some(e) = m.get(&id) else { return Trunk::Unknown };
+        if e.info.client_id.as_bytes() != client_id {
+            return Trunk::WrongClient;
+        }
+        if e.parked.is_some() {
+            return Trunk::Parked;
+        }
+        let mut nonce = e.info.bind_nonce.lock().unwrap();
+        let key = e.info.bind_key;
+        let Some(was_current) = nonce.check(client_nonce, |n| verify(n, &key)) else {
+            return Trunk::AuthFailed;
+        };
+        let Some(owner) = e.info.owner.lock().unwrap().clone() else {
+            // Bound, but its connection's worker never registered (cannot happen: the
+            // owner is set before the session enters the table's bound state).
+            return Trunk::Parked;
+        };
+        nonce.rotate(was_current, *client_nonce, next_nonce);
+        e.info.binds.fetch_add(1, Relaxed);
+        Trunk::Add(e.info.clone(), owner)
     }
 
     /// The parked session parked longest ago (its lease ends first), removed from the

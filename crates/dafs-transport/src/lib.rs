@@ -187,6 +187,16 @@ pub trait ClientTransport: Send {
     fn cut_fd(&self) -> RawFd {
         self.raw_fd()
     }
+    /// True while bytes wait to be written (the caller of a multi-connection wait then
+    /// also waits for the socket to take them).
+    fn output_pending(&self) -> bool {
+        false
+    }
+    /// Another connection to the same peer sharing this one's registrations (session
+    /// trunking: one session over several connections). Providers that cannot say so.
+    fn sibling(&self, _timeout: Duration) -> Result<Box<dyn ClientTransport>, TransportError> {
+        Err(TransportError::Protocol("this provider cannot open more connections"))
+    }
 }
 
 /// A server-side event.

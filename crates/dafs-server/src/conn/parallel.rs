@@ -21,6 +21,7 @@
 //!   replies in the reply cache before its session is parked, so a retransmission on
 //!   the next connection is answered from the cache.
 
+use dafs_transport::ServerConn as _;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex};
@@ -342,6 +343,9 @@ impl Conn {
             return;
         }
         let done = std::mem::take(&mut *self.done.list.lock().unwrap_or_else(|e| e.into_inner()));
+        // Each reply goes on its request's channel; then back to the request being
+        // handled, if any (a barrier reaps in the middle of one).
+        let current = self.t.channel();
         for d in done {
             let i = self
                 .inflight
@@ -359,6 +363,8 @@ impl Conn {
                 }
                 Err(e) => crate::cluster::error_reply(sh, *e),
             };
+            let chan = self.slot_chan.get(inf.hdr.slot_id as usize).copied().unwrap_or(0);
+            self.t.set_channel(chan);
             // The op has executed: a failed send shows at the connection's next read.
             let _ = self.respond(sh, out, &inf.hdr, &reply, SlotUse::Complete);
             if let Ok(DoneOk::ReadInline { data, .. } | DoneOk::Write { buf: Some(data), .. }) =
@@ -369,6 +375,12 @@ impl Conn {
                 }
             }
         }
+        self.t.set_channel(current);
+    }
+
+    /// The slot of a request whose job is in flight, if `slot` has one.
+    pub(super) fn job_on_slot(&self, slot: u32) -> bool {
+        self.inflight.iter().any(|f| f.hdr.slot_id == slot)
     }
 
     /// The worker's look at this connection between events: answer the finished jobs

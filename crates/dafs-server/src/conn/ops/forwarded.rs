@@ -2,6 +2,7 @@
 //! names forwarded by path, and the I/O of proxied opens (opens made at the home on
 //! behalf of this session), answered here like any other request.
 
+use dafs_transport::ServerConn as _;
 use std::sync::atomic::Ordering::Relaxed;
 
 use dafs_proto::types::open_flags;
