@@ -167,7 +167,11 @@ impl Client {
 
     /// SESSION_BIND on `t` (a connection without a session): `trunk` adds it to the
     /// session's connections, otherwise the session moves to it.
-    pub(crate) fn bind_on(&mut self, t: &mut dyn dafs_transport::ClientTransport, trunk: bool) -> Result<()> {
+    pub(crate) fn bind_on(
+        &mut self,
+        t: &mut dyn dafs_transport::ClientTransport,
+        trunk: bool,
+    ) -> Result<()> {
         // Always proven, with or without a shared secret: the key holds the session token
         // only this client received, so no other client can take the session over.
         let mut client_nonce = [0u8; 32];

@@ -155,10 +155,8 @@ impl Client {
                 .collect();
             // SAFETY: the descriptors belong to this client's transports, which stay
             // open for the duration of the call (nothing here closes them).
-            let fds: Vec<(BorrowedFd<'_>, bool)> = chans
-                .iter()
-                .map(|(fd, w)| (unsafe { BorrowedFd::borrow_raw(*fd) }, *w))
-                .collect();
+            let fds: Vec<(BorrowedFd<'_>, bool)> =
+                chans.iter().map(|(fd, w)| (unsafe { BorrowedFd::borrow_raw(*fd) }, *w)).collect();
             // Wake at least every 100 ms: input a provider buffers itself (TLS records
             // already read) shows only in a non-blocking look.
             let cap = now + Duration::from_millis(100);

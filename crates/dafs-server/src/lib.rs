@@ -339,7 +339,11 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         let poll = Poll::new().map_err(StartError::io("cannot create a worker's event loop"))?;
         let waker = Waker::new(poll.registry(), WAKER)
             .map_err(StartError::io("cannot create a worker's waker"))?;
-        let link = Arc::new(WorkerLink { inbox: Mutex::new(Vec::new()), trunks: Mutex::new(Vec::new()), waker });
+        let link = Arc::new(WorkerLink {
+            inbox: Mutex::new(Vec::new()),
+            trunks: Mutex::new(Vec::new()),
+            waker,
+        });
         links.push(link.clone());
         let sh = shared.clone();
         threads.push(
@@ -762,7 +766,8 @@ fn attach_trunk(
     mut h: Handover,
 ) {
     let fd = h.t.as_ref().expect("handed over with its connection").raw_fd();
-    let found = conns.iter().position(|c| c.as_ref().is_some_and(|c| c.session_id() == Some(h.session_id)));
+    let found =
+        conns.iter().position(|c| c.as_ref().is_some_and(|c| c.session_id() == Some(h.session_id)));
     if let Some(idx) = found {
         let registered = poll
             .registry()

@@ -304,10 +304,7 @@ impl Conn {
     /// A trunked connection handed over by the worker that verified its bind: join it
     /// to this connection's session if that is still `session_id` and has room, and
     /// send it the bind's reply. Gives the connection back if not.
-    pub(crate) fn attach_trunk(
-        &mut self,
-        h: &mut crate::Handover,
-    ) -> Option<u32> {
+    pub(crate) fn attach_trunk(&mut self, h: &mut crate::Handover) -> Option<u32> {
         let s = self.session.as_ref()?;
         if s.id != h.session_id
             || s.info.revoke.load(Relaxed) != REVOKE_NONE

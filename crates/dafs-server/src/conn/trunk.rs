@@ -143,7 +143,11 @@ impl Trunk {
 
     /// `r` failed on member `i`: with other members left, drop it and go on (`Ok`);
     /// on the last one the whole connection has failed.
-    fn member_failed<T>(&mut self, i: usize, r: Result<T, TransportError>) -> Result<(), TransportError> {
+    fn member_failed<T>(
+        &mut self,
+        i: usize,
+        r: Result<T, TransportError>,
+    ) -> Result<(), TransportError> {
         match r {
             Ok(_) => Ok(()),
             Err(e) if self.members.len() > 1 && e.is_fatal() => {
@@ -264,7 +268,7 @@ impl ServerConn for Trunk {
             m.t.disarm_sleep();
         }
     }
-    fn flush(&mut self, ) -> Result<bool, TransportError> {
+    fn flush(&mut self) -> Result<bool, TransportError> {
         let mut done = true;
         let mut i = 0;
         while i < self.members.len() {

@@ -21,9 +21,9 @@ mod namespace;
 mod open;
 mod session;
 
-use dafs_transport::ServerConn as _;
 use dafs_proto::types::{lock_flags, open_flags};
 use dafs_proto::{Header, Reply, Request, Status};
+use dafs_transport::ServerConn as _;
 
 use super::pending::PendingWrite;
 use super::reply::ReplyBufs;

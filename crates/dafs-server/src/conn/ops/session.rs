@@ -299,23 +299,28 @@ impl Conn {
             auth::verify_bind(key, h.session_id, nonce, client_nonce, client_id, proof)
         };
         let next_nonce = random_bytes();
-        let (info, owner) =
-            match sh.sessions.trunk(h.session_id, client_id, client_nonce, verify, next_nonce) {
-                Trunk::Add(info, owner) => (info, owner),
-                Trunk::Parked => {
-                    let r = self.session_bind(sh, h, client_nonce, proof, client_id);
-                    return self.respond_attached(sh, out, *h, r);
-                }
-                Trunk::AuthFailed => {
-                    sh.stats.auth_failures.fetch_add(1, Relaxed);
-                    peer_warn!(sh, self.t.peer(), session = h.session_id, client = %client_name, "trunking bind refused: authentication failed");
-                    return refuse(self, out, Status::AuthFailed);
-                }
-                Trunk::Unknown | Trunk::WrongClient => {
-                    sh.stats.binds_refused.fetch_add(1, Relaxed);
-                    return refuse(self, out, Status::BadSession);
-                }
-            };
+        let (info, owner) = match sh.sessions.trunk(
+            h.session_id,
+            client_id,
+            client_nonce,
+            verify,
+            next_nonce,
+        ) {
+            Trunk::Add(info, owner) => (info, owner),
+            Trunk::Parked => {
+                let r = self.session_bind(sh, h, client_nonce, proof, client_id);
+                return self.respond_attached(sh, out, *h, r);
+            }
+            Trunk::AuthFailed => {
+                sh.stats.auth_failures.fetch_add(1, Relaxed);
+                peer_warn!(sh, self.t.peer(), session = h.session_id, client = %client_name, "trunking bind refused: authentication failed");
+                return refuse(self, out, Status::AuthFailed);
+            }
+            Trunk::Unknown | Trunk::WrongClient => {
+                sh.stats.binds_refused.fetch_add(1, Relaxed);
+                return refuse(self, out, Status::BadSession);
+            }
+        };
         let server_proof =
             auth::bind_server_proof(&info.bind_key, info.id, client_nonce, &next_nonce, client_id);
         let reply = Reply::SessionBind {
