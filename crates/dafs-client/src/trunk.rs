@@ -1,8 +1,8 @@
 //! Session trunking: one session over several TCP connections (`ClientConfig::
 //! connections`), as NFSv4.1 trunks a session.
 //!
-//! Channel 0 (`Client::t`) carries every request that is not a READ or WRITE; READs,
-//! WRITEs and batches are spread round-robin over all channels. The server answers on
+//! Channel 0 (`Client::t`) carries every request but direct READs/WRITEs and batches,
+//! which are spread round-robin over all channels. The server answers on
 //! the connection that carried the request (placements included), so a reply never
 //! overtakes its data. Slots, sequence ids and the reply cache belong to the session,
 //! not to a connection.
@@ -85,9 +85,10 @@ impl Client {
         }
     }
 
-    /// The channel for a request: data I/O round-robin, the rest on channel 0.
+    /// The channel for a request: direct transfers and batches round-robin, the rest
+    /// (inline I/O: short, latency-bound) on channel 0.
     pub(crate) fn pick_channel(&mut self, what: &Inflight) -> usize {
-        self.pick(matches!(what, Inflight::Sync { .. }))
+        self.pick(!spreads(what))
     }
 
     fn pick(&mut self, sync: bool) -> usize {
@@ -115,8 +116,11 @@ impl Client {
         &mut self,
         wait: Wait,
     ) -> std::result::Result<Option<(usize, Vec<u8>)>, (usize, TransportError)> {
-        if self.extra.is_empty() {
-            return self.t.recv(wait).map(|m| m.map(|m| (0, m))).map_err(|e| (0, e));
+        // Only a channel with requests in flight can have anything for us. With one such
+        // channel (always the case at queue depth 1) its own wait serves, spin and all.
+        let busy = self.busy_channel();
+        if let Some(ch) = busy {
+            return self.chan_mut(ch).recv(wait).map(|m| m.map(|m| (ch, m))).map_err(|e| (ch, e));
         }
         let start = Instant::now();
         let deadline = match wait {
@@ -167,12 +171,35 @@ impl Client {
         }
     }
 
+    /// The one channel with requests in flight (channel 0 if none has any), or None when
+    /// several have.
+    fn busy_channel(&self) -> Option<usize> {
+        if self.extra.is_empty() {
+            return Some(0);
+        }
+        let mut busy = None;
+        for s in self.inflight.iter().flatten() {
+            match busy {
+                None => busy = Some(s.chan),
+                Some(c) if c != s.chan => return None,
+                Some(_) => {}
+            }
+        }
+        Some(busy.unwrap_or(0))
+    }
+
     /// Channel `ch` failed with `e`. With other channels left it is dropped alone: its
     /// requests are resent on the others and a replacement is bound; the last one
     /// failing is the connection failing (full recovery).
     pub(crate) fn channel_failed(&mut self, ch: usize, e: TransportError) -> Result<()> {
-        if self.extra.is_empty() {
+        if self.extra.is_empty() || !self.cfg.reconnect || self.dead {
+            // The last connection, or recovery is off (the first error fails all).
             return self.connection_broke(e);
+        }
+        if let Some(why) = self.overdue() {
+            // The same bounds as a full recovery: a link that breaks during every
+            // attempt must not have its requests resent for ever.
+            return Err(self.time_out(&format!("{e}; {why}")));
         }
         tracing::debug!(channel = ch, "trunked connection lost ({e}); going on over the others");
         self.stats.connections_lost += 1;
@@ -196,11 +223,8 @@ impl Client {
             }
         }
         for slot in resend {
-            let sync = matches!(
-                self.inflight[slot].as_ref().expect("listed above").what,
-                Inflight::Sync { .. }
-            );
-            let c = self.pick(sync);
+            let first = !spreads(&self.inflight[slot].as_ref().expect("listed above").what);
+            let c = self.pick(first);
             let s = self.inflight[slot].as_mut().expect("listed above");
             s.chan = c;
             s.resends += 1;
@@ -217,5 +241,14 @@ impl Client {
         }
         self.add_channels();
         Ok(())
+    }
+}
+
+/// True for requests spread over the connections: direct transfers and batches.
+fn spreads(what: &Inflight) -> bool {
+    match what {
+        Inflight::Io(io) => io.direct,
+        Inflight::Batch(_) => true,
+        Inflight::Sync { .. } => false,
     }
 }
