@@ -267,6 +267,7 @@ impl Client {
             extra: Vec::new(),
             next_send: 0,
             next_recv: 0,
+            chan_hint: None,
         };
         c.start_session(&n)?;
         Ok((c, n.offer))

@@ -22,6 +22,10 @@ pub(crate) struct IoState {
     pub(crate) direct: bool,
     pub(crate) len: usize,
     pub(crate) target: Target,
+    /// The open and file offset it covers (requests of a trunked session that overlap
+    /// go on one connection, so they stay in issue order).
+    pub(crate) open_id: u64,
+    pub(crate) offset: u64,
 }
 
 impl IoState {

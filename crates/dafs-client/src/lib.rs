@@ -179,6 +179,9 @@ pub struct Client {
     /// Round-robin positions for spreading requests, and for reading channels fairly.
     next_send: usize,
     next_recv: usize,
+    /// The channel the next READ/WRITE must go on (`channel_for_io`), taken by
+    /// `pick_channel`.
+    chan_hint: Option<usize>,
 }
 
 // A Client may move to another thread (one thread at a time: it is not Sync). The raw

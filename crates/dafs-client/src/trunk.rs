@@ -8,10 +8,12 @@
 //! not to a connection.
 //!
 //! Ordering: requests in flight on different connections at once have no order between
-//! them (as with NFS `nconnect`), so a request other than READ/WRITE first waits until
-//! nothing is in flight on another channel (`settle_channels`): what the server's
-//! barrier rules promise for one connection (CLOSE after the reads before it, COMMIT
-//! after the writes) still holds.
+//! them, so the client keeps the order where it matters. A READ/WRITE that overlaps
+//! requests in flight on the same open (either one writing) goes on their connection
+//! (`channel_for_io`), so overlapping writes land in issue order as on one connection;
+//! a request other than READ/WRITE first waits until nothing is in flight on another
+//! channel (`settle_channels`): what the server's barrier rules promise for one
+//! connection (CLOSE after the reads before it, COMMIT after the writes) still holds.
 //!
 //! A broken connection while others remain (`channel_failed`) is dropped alone: the
 //! requests sent on it are resent on the others (the server answers what executed from
@@ -88,7 +90,62 @@ impl Client {
     /// The channel for a request: direct transfers and batches round-robin, the rest
     /// (inline I/O: short, latency-bound) on channel 0.
     pub(crate) fn pick_channel(&mut self, what: &Inflight) -> usize {
+        let hint = self.chan_hint.take();
+        if let (Some(c), Inflight::Io(_)) = (hint, what) {
+            if c < self.connections() {
+                return c;
+            }
+        }
         self.pick(!spreads(what))
+    }
+
+    /// The channel a READ/WRITE of `len` bytes at `offset` of open `open_id` must go on:
+    /// where the requests in flight it overlaps (either one writing) went, so they keep
+    /// their issue order (one connection is read in order by the server); with none,
+    /// round-robin for a direct transfer, channel 0 for inline I/O. Should it overlap
+    /// requests on several channels, those finish first.
+    pub(crate) fn channel_for_io(
+        &mut self,
+        open_id: u64,
+        offset: u64,
+        len: usize,
+        read: bool,
+        direct: bool,
+    ) -> Result<usize> {
+        loop {
+            if self.extra.is_empty() {
+                return Ok(0);
+            }
+            let end = offset.saturating_add(len as u64);
+            let mut chan = None;
+            let mut several = false;
+            for s in self.inflight.iter().flatten() {
+                let Inflight::Io(io) = &s.what else { continue };
+                let overlaps = io.open_id == open_id
+                    && io.offset < end
+                    && offset < io.offset.saturating_add(io.len as u64);
+                if overlaps && !(read && io.read) {
+                    match chan {
+                        None => chan = Some(s.chan),
+                        Some(c) if c != s.chan => several = true,
+                        Some(_) => {}
+                    }
+                }
+            }
+            match chan {
+                Some(c) if !several => return Ok(c),
+                Some(_) => {
+                    self.progress(Wait::Forever)?;
+                }
+                None if direct => {
+                    let n = self.connections();
+                    let c = self.next_send % n;
+                    self.next_send = self.next_send.wrapping_add(1);
+                    return Ok(c);
+                }
+                None => return Ok(0),
+            }
+        }
     }
 
     fn pick(&mut self, sync: bool) -> usize {
