@@ -662,8 +662,13 @@ fn limits_and_rules_from_the_toml_config() {
 fn connections_beyond_the_limit_are_closed_at_accept() {
     use std::io::Read;
     let srv = TestServer::start(&["--max-connections", "2"]);
-    let mut a = srv.client_tcp();
-    let mut b = srv.client_tcp();
+    // One connection each: a trunked session's every connection counts against the limit.
+    let one = |c: &mut ClientConfig| {
+        c.provider = Provider::Tcp;
+        c.connections = 1;
+    };
+    let mut a = srv.client_with(one).unwrap();
+    let mut b = srv.client_with(one).unwrap();
     let mut third = std::net::TcpStream::connect(srv.addr()).unwrap();
     third.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut buf = [0u8; 16];

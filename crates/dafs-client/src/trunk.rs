@@ -79,9 +79,8 @@ impl Client {
     /// Drop every connection but the first (before a full recovery: the server closes
     /// a session's other connections when it moves to a new one anyway).
     pub(crate) fn drop_extra_channels(&mut self) {
-        for mut t in self.extra.drain(..) {
-            t.cut();
-        }
+        // Closed as they are dropped.
+        self.extra.clear();
         for s in self.inflight.iter_mut().flatten() {
             s.chan = 0;
         }
@@ -260,15 +259,14 @@ impl Client {
         }
         tracing::debug!(channel = ch, "trunked connection lost ({e}); going on over the others");
         self.stats.connections_lost += 1;
-        let mut dead = if ch == 0 {
+        let dead = if ch == 0 {
             // The next connection becomes the first (they share the registrations).
             let next = self.extra.remove(0);
             std::mem::replace(&mut self.t, next)
         } else {
             self.extra.remove(ch - 1)
         };
-        // Make sure the server sees it go, whatever state it was in.
-        dead.cut();
+        // Closing it is what the server sees (it may still be up on its side).
         drop(dead);
         let mut resend = Vec::new();
         for (slot, s) in self.inflight.iter_mut().enumerate() {

@@ -152,6 +152,9 @@ pub(crate) struct Handover {
     /// The encoded SESSION_BIND reply, sent by the new owner once it is attached.
     pub(crate) reply: Vec<u8>,
     pub(crate) owner: Arc<WorkerLink>,
+    pub(crate) info: Arc<sessions::SessionInfo>,
+    /// The nonce the bind proved over: rotated as the reply says when it joins.
+    pub(crate) proved: sessions::TrunkProof,
 }
 
 /// A running server. Dropping it does not stop the server; call [`ServerHandle::shutdown`].
@@ -774,7 +777,7 @@ fn attach_trunk(
             .register(&mut SourceFd(&fd), Token(idx), Interest::READABLE | Interest::WRITABLE)
             .is_ok();
         let c = conns[idx].as_mut().expect("found above");
-        if registered && c.attach_trunk(&mut h).is_some() {
+        if registered && c.attach_trunk(sh, &mut h).is_some() {
             sh.stats.trunk_binds.fetch_add(1, Relaxed);
             // Data may already be waiting (edge-triggered: drain now).
             if c.drive(sh, sc) == ConnFate::Close {

@@ -143,13 +143,23 @@ pub type Released<S> = (Box<S>, Arc<SessionInfo>);
 /// Outcome of a trunking bind (one that adds its connection to the session).
 pub(crate) enum Trunk {
     /// Bound to a connection of the worker `owner`: hand the new connection over to it.
-    /// The bind nonce has rotated.
-    Add(Arc<SessionInfo>, Arc<crate::WorkerLink>),
+    /// The bind nonce rotates only when it joins (`rotate_for_trunk`): a connection that
+    /// joins nothing leaves the client's nonce valid.
+    Add(Arc<SessionInfo>, Arc<crate::WorkerLink>, TrunkProof),
     /// The session has no connection (parked): bind it as an ordinary SESSION_BIND does.
     Parked,
     Unknown,
     WrongClient,
     AuthFailed,
+}
+
+/// Which bind nonce a trunking bind proved over, to rotate when it joins.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TrunkProof {
+    pub(crate) nonce: [u8; 32],
+    pub(crate) was_current: bool,
+    pub(crate) client_nonce: [u8; 32],
+    pub(crate) next_nonce: [u8; 32],
 }
 
 /// Outcome of a bind attempt.
@@ -276,7 +286,7 @@ impl<S> SessionTable<S> {
         if e.parked.is_some() {
             return Trunk::Parked;
         }
-        let mut nonce = e.info.bind_nonce.lock().unwrap();
+        let nonce = e.info.bind_nonce.lock().unwrap();
         let key = e.info.bind_key;
         let Some(was_current) = nonce.check(client_nonce, |n| verify(n, &key)) else {
             return Trunk::AuthFailed;
@@ -286,9 +296,29 @@ impl<S> SessionTable<S> {
             // owner is set before the session enters the table's bound state).
             return Trunk::Parked;
         };
-        nonce.rotate(was_current, *client_nonce, next_nonce);
-        e.info.binds.fetch_add(1, Relaxed);
-        Trunk::Add(e.info.clone(), owner)
+        let proved = if was_current { nonce.current } else { nonce.previous.expect("checked") };
+        let proof =
+            TrunkProof { nonce: proved, was_current, client_nonce: *client_nonce, next_nonce };
+        Trunk::Add(e.info.clone(), owner, proof)
+    }
+
+    /// A trunked connection is joining its session: rotate the bind nonce as the bind's
+    /// reply says, if the nonce it proved over is still the one the session accepts (no
+    /// other bind, nor a replay of this one, got in first). False: refuse the join.
+    pub(crate) fn rotate_for_trunk(&self, info: &SessionInfo, p: &TrunkProof) -> bool {
+        let mut nonce = info.bind_nonce.lock().unwrap();
+        let still = if p.was_current {
+            nonce.current == p.nonce
+        } else {
+            nonce.previous == Some(p.nonce)
+                && !nonce.used_with_previous.contains(&p.client_nonce)
+                && nonce.used_with_previous.len() < BIND_RETRIES_MAX
+        };
+        if still {
+            nonce.rotate(p.was_current, p.client_nonce, p.next_nonce);
+            info.binds.fetch_add(1, Relaxed);
+        }
+        still
     }
 
     /// The parked session parked longest ago (its lease ends first), removed from the

@@ -304,13 +304,17 @@ impl Conn {
     /// A trunked connection handed over by the worker that verified its bind: join it
     /// to this connection's session if that is still `session_id` and has room, and
     /// send it the bind's reply. Gives the connection back if not.
-    pub(crate) fn attach_trunk(&mut self, h: &mut crate::Handover) -> Option<u32> {
+    pub(crate) fn attach_trunk(&mut self, sh: &Shared, h: &mut crate::Handover) -> Option<u32> {
         let s = self.session.as_ref()?;
         if s.id != h.session_id
             || s.info.revoke.load(Relaxed) != REVOKE_NONE
             || self.t.len() >= dafs_proto::limits::SESSION_CONNECTIONS_MAX as usize
             || self.t.is_shared_memory()
         {
+            return None;
+        }
+        // Only now does the bind take effect (its nonce rotation included).
+        if !sh.sessions.rotate_for_trunk(&h.info, &h.proved) {
             return None;
         }
         let mut t = h.t.take().expect("a handover carries its connection");

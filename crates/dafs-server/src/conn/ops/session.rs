@@ -299,14 +299,14 @@ impl Conn {
             auth::verify_bind(key, h.session_id, nonce, client_nonce, client_id, proof)
         };
         let next_nonce = random_bytes();
-        let (info, owner) = match sh.sessions.trunk(
+        let (info, owner, proved) = match sh.sessions.trunk(
             h.session_id,
             client_id,
             client_nonce,
             verify,
             next_nonce,
         ) {
-            Trunk::Add(info, owner) => (info, owner),
+            Trunk::Add(info, owner, proved) => (info, owner, proved),
             Trunk::Parked => {
                 let r = self.session_bind(sh, h, client_nonce, proof, client_id);
                 return self.respond_attached(sh, out, *h, r);
@@ -341,6 +341,8 @@ impl Conn {
             peer_ip: self.peer_ip,
             reply: std::mem::take(out),
             owner,
+            info,
+            proved,
         });
         ConnFate::Close
     }
