@@ -87,7 +87,6 @@ fn exactly_once_under_cut_connections(provider: Provider) {
     let seed = if provider == Provider::Tcp { 0x5eed_0001 } else { 0x5eed_0002 };
     let (mut c, ctl) = faulty_client(&srv, provider, plan, seed, srv.config());
     if provider == Provider::Tcp {
-        // Trunked (the default for TCP): cuts hit every connection of the session.
         assert_eq!(c.connections() as u32, dafs_client::CONNECTIONS_DEFAULT);
     }
     let threshold = c.inline_threshold();
