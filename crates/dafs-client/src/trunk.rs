@@ -30,6 +30,9 @@ use dafs_transport::{ClientTransport, TransportError, Wait};
 use crate::inflight::Inflight;
 use crate::{Client, Result};
 
+/// What `recv_any` returns: (channel, message), or the channel that failed and why.
+pub(crate) type RecvAny = std::result::Result<Option<(usize, Vec<u8>)>, (usize, TransportError)>;
+
 impl Client {
     /// Connections the session uses now.
     pub fn connections(&self) -> usize {
@@ -168,10 +171,7 @@ impl Client {
 
     /// The next message from any channel, waiting as `wait` says: (channel, message),
     /// or the channel that failed and why.
-    pub(crate) fn recv_any(
-        &mut self,
-        wait: Wait,
-    ) -> std::result::Result<Option<(usize, Vec<u8>)>, (usize, TransportError)> {
+    pub(crate) fn recv_any(&mut self, wait: Wait) -> RecvAny {
         // Only a channel with requests in flight can have anything for us. With one such
         // channel (always the case at queue depth 1) its own wait serves, spin and all.
         let busy = self.busy_channel();
