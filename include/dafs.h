@@ -297,9 +297,15 @@ DAFS_API int dafs_disconnect(dafs_client_t *client);
 /* The provider in use: "tcp" or "shm" (a static string). */
 DAFS_API const char *dafs_provider(const dafs_client_t *client);
 
-/* Reads and writes of up to this many bytes travel inline in messages; larger ones are
- * placed directly by the server (into registered memory). */
+/* Reads and writes of registered memory of up to this many bytes travel inline in
+ * messages; larger ones are placed directly by the server (the server's per-provider
+ * threshold: over shared memory small, direct placement is cheaper there). */
 DAFS_API size_t dafs_inline_threshold(const dafs_client_t *client);
+
+/* The same for memory the application did not register (dafs_pread/dafs_pwrite,
+ * dafs_pread_nb_buf...): at least 16 KiB, since a direct transfer of such memory
+ * registers it first. */
+DAFS_API size_t dafs_inline_threshold_unregistered(const dafs_client_t *client);
 
 /* Largest single non-blocking I/O (blocking calls split larger ones). */
 DAFS_API size_t dafs_max_io_size(const dafs_client_t *client);

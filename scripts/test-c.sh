@@ -7,7 +7,8 @@
 #   - starts dafsd on 127.0.0.1:0 (TCP + shared memory) and runs the C API tests (one
 #     program: tests/c/test_capi.c with main() and the tests by area in tests/c/capi_*.c),
 #     examples/c/dafs_copy.c (tcp, auto, shm) and the fio jobs of adapters/fio/jobs
-#     (verify jobs over tcp and shm, a corruption check, and the benchmark files briefly).
+#     (verify jobs over tcp and shm, on a three-node cluster URL, a corruption check, and
+#     the benchmark files briefly).
 # Prints "c: N passed, N failed" last (each C test, each example run, each fio job).
 #
 #   DAFS_FIO_SRC_CACHE   where fio's source is kept (default: $CARGO_TARGET_DIR/fio-src)
@@ -202,6 +203,37 @@ DAFS_TARGET=$MAIN_SHM DAFS_PROVIDER=auto DAFS_FIO_PREFIX=shm run_fio verify-shm 
 echo "==> fio verify jobs, host:port with provider auto (switches to shm)"
 DAFS_TARGET=$MAIN_ADDR DAFS_PROVIDER=auto DAFS_FIO_PREFIX=auto \
     run_fio verify-auto adapters/fio/jobs/dafs-verify.fio --section=write-verify-async-direct
+
+echo "==> fio verify jobs on a cluster URL (three nodes; files spread by the path hash)"
+CL_ADDRS=()
+for i in 0 1 2; do
+    CL_ADDRS+=("127.0.0.1:$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')")
+done
+printf '[cluster]\nmembers = ["%s", "%s", "%s"]\n' "${CL_ADDRS[@]}" >"$WORK/cluster.toml"
+for i in 0 1 2; do
+    mkdir -p "$WORK/node$i"
+    "$DAFSD" "$WORK/node$i" --listen "${CL_ADDRS[$i]}" --cluster "$WORK/cluster.toml" --no-shm \
+        >"$WORK/node$i.out" 2>"$WORK/node$i.err" &
+    pids+=("$!")
+    disown "$!"
+    for _ in $(seq 100); do grep -q '^dafsd listening on' "$WORK/node$i.out" 2>/dev/null && break; sleep 0.1; done
+done
+CL_URL="dafs://$(IFS=,; echo "${CL_ADDRS[*]}")/"
+DAFS_TARGET=$CL_URL run_fio verify-cluster adapters/fio/jobs/dafs-cluster.fio
+# Every file on exactly one node, and the files of each job on more than one node.
+for job in direct inline; do
+    nodes=0 files=0
+    for i in 0 1 2; do
+        n=$(find "$WORK/node$i" -name "cl-$job.*" | wc -l)
+        files=$((files + n))
+        [ "$n" -gt 0 ] && nodes=$((nodes + 1))
+    done
+    if [ "$files" -eq 6 ] && [ "$nodes" -ge 2 ]; then
+        pass "fio cluster: cl-$job files spread ($files files on $nodes nodes)"
+    else
+        fail "fio cluster: cl-$job files spread ($files files on $nodes nodes)"
+    fi
+done
 
 echo "==> verify catches corruption (a read-verify job must fail on a damaged file)"
 if [ -f "$WORK/export/tcp-seq.dat" ]; then

@@ -54,7 +54,7 @@ struct dafs_ompio_stats {
     uint64_t reg_uncached;   /* cache full of registrations in use: registered for one
                                 I/O only */
     uint64_t registrations;  /* dafs_register calls made by the component */
-    uint64_t inline_ops;     /* pieces at or below dafs_inline_threshold(): no registration */
+    uint64_t inline_ops;     /* pieces at or below dafs_inline_threshold_unregistered(): no registration */
     uint64_t direct_ops;     /* pieces above it (direct placement) */
     uint64_t bytes_read;
     uint64_t bytes_written;

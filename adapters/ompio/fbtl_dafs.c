@@ -40,7 +40,7 @@ static int begin(ompio_file_t *fh, dafs_client_t **c, dafs_cg_t *cg, dafs_file_t
 static ssize_t library_io(dafs_client_t *c, dafs_file_t *f, ompio_file_t *fh, bool write,
                           int *err)
 {
-    size_t thr = dafs_inline_threshold(c);
+    size_t thr = dafs_inline_threshold_unregistered(c);
     ssize_t total = 0;
     for (int i = 0; i < fh->f_num_of_io_entries; i++) {
         const mca_common_ompio_io_array_t *e = &fh->f_io_array[i];
@@ -81,7 +81,7 @@ static ssize_t blocking_io(ompio_file_t *fh, bool write)
         err = rc;
     } else if (mode == DAFS_OMPIO_MEM_LIBRARY ||
                (fh->f_num_of_io_entries == 1 &&
-                fh->f_io_array[0].length <= dafs_inline_threshold(c))) {
+                fh->f_io_array[0].length <= dafs_inline_threshold_unregistered(c))) {
         /* Library mode, and one small piece: its latency is one inline round trip. */
         total = library_io(c, f, fh, write, &err);
     } else {

@@ -5,7 +5,7 @@
  * completion group. Blocking calls submit and wait; ipreadv/ipwritev submit and return,
  * and progress (called by OMPIO from MPI_Test/MPI_Wait through opal_progress) reaps.
  *
- * Every piece above dafs_inline_threshold() uses registered memory (per call or from
+ * Every piece above dafs_inline_threshold_unregistered() uses registered memory (per call or from
  * the cache, dafs_pread_nb/dafs_pwrite_nb on the region): the server places the data
  * straight into the application's buffer. Pieces at or below the threshold travel
  * inline in messages, where registering would not pay (dafs_pread_nb_buf etc.); so do
@@ -68,7 +68,7 @@ static size_t count_pieces(const mca_common_ompio_io_array_t *a, int n, size_t m
 struct fbtl_dafs_op *fbtl_dafs_op_new(dafs_client_t *c, dafs_file_t *file, bool write,
                                       const mca_common_ompio_io_array_t *a, int n, int mode)
 {
-    size_t max = dafs_max_io_size(c), thr = dafs_inline_threshold(c);
+    size_t max = dafs_max_io_size(c), thr = dafs_inline_threshold_unregistered(c);
     size_t k = count_pieces(a, n, max);
     struct fbtl_dafs_op *op = calloc(1, sizeof *op + k * sizeof(struct piece));
     if (op == NULL) {

@@ -129,7 +129,9 @@ int t_append_two_clients(void) {
     OK(dafs_open(a, path("log"), DAFS_O_WRONLY | DAFS_O_CREAT | DAFS_O_TRUNC | DAFS_O_APPEND, 0644, &fa));
     OK(dafs_open(b, path("log"), DAFS_O_WRONLY | DAFS_O_APPEND, 0, &fb));
     enum { N = 12 };
-    size_t lens[N], total = 0, big = dafs_inline_threshold(a) + 3000;
+    /* Appends come from plain memory: their inline bound is the unregistered one. */
+    size_t ua = dafs_inline_threshold_unregistered(a), ub = dafs_inline_threshold_unregistered(b);
+    size_t lens[N], total = 0, big = (ua > ub ? ua : ub) + 3000;
     uint64_t offs[N];
     unsigned char *rec = malloc(big + 4096);
     CHECK(rec);

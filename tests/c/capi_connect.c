@@ -66,6 +66,9 @@ int t_connect_tcp_and_queries(void) {
     CHECK(strcmp(dafs_provider(c), "tcp") == 0);
     CHECK(dafs_inline_threshold(c) > 0);
     CHECK(dafs_max_io_size(c) >= dafs_inline_threshold(c));
+    /* Unregistered memory stays inline up to at least 16 KiB (and the threshold). */
+    CHECK(dafs_inline_threshold_unregistered(c) >= dafs_inline_threshold(c));
+    CHECK(dafs_inline_threshold_unregistered(c) >= 16384);
     CHECK(dafs_slots(c) >= 1 && dafs_slots(c) <= 8);
     OK(dafs_null(c));
     dafs_stats_t s;
@@ -74,6 +77,7 @@ int t_connect_tcp_and_queries(void) {
     CHECK_EQ(dafs_stats(c, NULL), -EINVAL);
     CHECK(strcmp(dafs_provider(NULL), "") == 0);
     CHECK_EQ(dafs_inline_threshold(NULL), 0);
+    CHECK_EQ(dafs_inline_threshold_unregistered(NULL), 0);
     CHECK_EQ(dafs_max_io_size(NULL), 0);
     CHECK_EQ(dafs_slots(NULL), 0);
     OK(dafs_disconnect(c));

@@ -415,8 +415,23 @@ pub(crate) fn markdown(res: &Results) -> String {
                     .unwrap_or_else(|| "never (in range)".into());
                 let _ = writeln!(o, "| {} | {} | {} | {} |", c.transport, m, e, c.recommended);
             }
-            if let Some(t) = l.default_threshold {
-                let _ = writeln!(o, "\nThe server's default inline threshold is {} (dafs-server INLINE_THRESHOLD_DEFAULT).", fmt_size(t as u64));
+            // Each provider has its own default (dafs-server INLINE_THRESHOLD_DEFAULT for
+            // TCP, INLINE_THRESHOLD_SHM_DEFAULT for shared memory): report what the main
+            // server gave each backend's session.
+            let given: Vec<String> = res
+                .info
+                .sessions
+                .iter()
+                .filter_map(|(name, desc)| {
+                    let t: u64 =
+                        desc.split("inline threshold ").nth(1)?.split(' ').next()?.parse().ok()?;
+                    Some(format!("{name} {}", fmt_size(t)))
+                })
+                .collect();
+            if !given.is_empty() {
+                let _ = writeln!(o, "\nThe main server's inline thresholds (per provider; dafs-server INLINE_THRESHOLD_DEFAULT, INLINE_THRESHOLD_SHM_DEFAULT): {}.", given.join(", "));
+            } else if let Some(t) = l.default_threshold {
+                let _ = writeln!(o, "\nThe server's inline threshold is {}.", fmt_size(t as u64));
             }
         }
     }

@@ -498,6 +498,11 @@ pub extern "C" fn dafs_inline_threshold(client: *const dafs_client_t) -> usize {
 }
 
 #[no_mangle]
+pub extern "C" fn dafs_inline_threshold_unregistered(client: *const dafs_client_t) -> usize {
+    guarded(0, || query(client, 0, |c| c.inline_threshold_unregistered()))
+}
+
+#[no_mangle]
 pub extern "C" fn dafs_max_io_size(client: *const dafs_client_t) -> usize {
     guarded(0, || query(client, 0, |c| c.io_bytes_max()))
 }

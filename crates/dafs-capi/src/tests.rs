@@ -173,6 +173,7 @@ fn null_pointers_are_refused() {
         );
         assert_eq!(dafs_disconnect(std::ptr::null_mut()), 0);
         assert_eq!(dafs_inline_threshold(std::ptr::null()), 0);
+        assert_eq!(dafs_inline_threshold_unregistered(std::ptr::null()), 0);
         assert_eq!(dafs_cg_poll(std::ptr::null_mut(), 1, std::ptr::null_mut(), 1), -libc::EINVAL);
     }
     assert!(open_options(DAFS_O_ACCMODE, 0).is_err());

@@ -11,7 +11,6 @@ use dafs_client::{Client, ClientConfig, Error, Provider};
 use dafs_proto::FileType;
 
 mod admin;
-mod cluster_io;
 mod mount;
 mod serve;
 mod transfer;
@@ -333,9 +332,6 @@ fn run(cli: &Cli) -> Result<(), Fail> {
                 let size = f.metadata().map(|m| m.len()).unwrap_or(0);
                 (Box::new(f), size)
             };
-            if c.cluster_epoch().is_some() {
-                return cluster_io::copy_in(&mut c, &path, &mut input);
-            }
             let pb = progress(cli, size);
             let name = local.display().to_string();
             transfer::copy_in(&mut c, &path, &mut input, &name, &p, &mut |n| pb.set_position(n))?;
@@ -414,9 +410,6 @@ fn copy_out(
     out: &mut dyn Write,
     p: &transfer::Pipeline,
 ) -> Result<(), Fail> {
-    if c.cluster_epoch().is_some() {
-        return cluster_io::copy_out(c, path, out);
-    }
     // Sized once the file is open (the bar shows only for large files).
     let pb = std::cell::RefCell::new(indicatif::ProgressBar::hidden());
     let r = transfer::copy_out(

@@ -67,14 +67,6 @@ pub fn mount(
     }
     let (target, path) =
         dafs_client::parse_url(&a.url).map_err(|e| Fail(2, format!("{}: {e}", a.url)))?;
-    if target.starts_with("dafs+etcd://") || target.contains(',') {
-        // The kernel's calls are relative to handles, and a handle reaches one node:
-        // a mounted virtual directory would show only that node's part of it.
-        return Err(Fail(
-            2,
-            format!("{}: dafs mount does not support cluster URLs yet; use one node's URL, the CLI, the library or LD_PRELOAD", a.url),
-        ));
-    }
     if !path.trim_matches('/').is_empty() {
         return Err(Fail(2, format!("{}: mounting a subdirectory is not supported; give the export root (use --export-name for other exports)", a.url)));
     }

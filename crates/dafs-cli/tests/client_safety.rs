@@ -620,3 +620,18 @@ fn a_recycled_root_handle_is_fetched_again() {
     assert_eq!(c.stat("top").unwrap().size, 3);
     c.getattr(c.root_handle()).unwrap();
 }
+
+/// A libfabric client pointed at dafsd's TCP port (not its libfabric listener) fails at
+/// once with an error that says so, instead of waiting out its connect timeout.
+#[test]
+fn ofi_client_at_the_tcp_port_is_told_so_at_once() {
+    let srv = TestServer::start(&[]);
+    let mut cfg = srv.config();
+    cfg.connect_timeout = std::time::Duration::from_secs(20);
+    cfg.reconnect = false;
+    let t0 = std::time::Instant::now();
+    let r = dafs_client::Client::connect(&format!("dafs+ofi+tcp://{}", srv.addr()), cfg);
+    let e = r.err().expect("connected to the TCP port with the libfabric provider");
+    assert!(e.to_string().contains("not a dafs libfabric listener"), "{e}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(5), "took {:?}", t0.elapsed());
+}

@@ -26,6 +26,22 @@ fn free_addr() -> String {
 }
 
 fn cluster(n: usize, placement: &str) -> Cluster {
+    cluster_with(n, placement, &[])
+}
+
+/// `n` nodes started with `extra` dafsd arguments besides the cluster's.
+fn cluster_with(n: usize, placement: &str, extra: &[&str]) -> Cluster {
+    cluster_env(n, placement, extra, None, &[])
+}
+
+/// [`cluster_with`], every node with the shared secret `secret` and environment `env`.
+fn cluster_env(
+    n: usize,
+    placement: &str,
+    extra: &[&str],
+    secret: Option<&[u8]>,
+    env: &[(&str, &str)],
+) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let addrs: Vec<String> = (0..n).map(|_| free_addr()).collect();
     let list: Vec<String> = addrs.iter().map(|a| format!("{a:?}")).collect();
@@ -35,7 +51,7 @@ fn cluster(n: usize, placement: &str) -> Cluster {
     let nodes = (0..n)
         .map(|i| {
             let admin = admin_socket(dir.path(), i);
-            let args = [
+            let mut args = vec![
                 "--listen",
                 &addrs[i],
                 "--cluster",
@@ -44,7 +60,8 @@ fn cluster(n: usize, placement: &str) -> Cluster {
                 "--admin-socket",
                 admin.to_str().unwrap(),
             ];
-            TestServer::start(&args)
+            args.extend_from_slice(extra);
+            TestServer::try_start_env(&args, secret, None, env).unwrap_or_else(|e| panic!("{e}"))
         })
         .collect();
     Cluster { nodes, addrs, dir }
@@ -274,4 +291,137 @@ fn a_write_through_another_node_is_seen_by_the_next_open_through_a_caching_node(
     b.close(f).unwrap();
     std::thread::sleep(Duration::from_millis(1100));
     read_a(5);
+}
+
+/// Two nodes with one worker each, many concurrent clients whose requests land on both:
+/// each node forwards to the other while serving the other's forwards. A forwarded
+/// request must not hold the worker the other node's forwards need (both would stall
+/// until the forwarding deadline and answer EIO).
+#[test]
+fn concurrent_clients_forwarding_both_ways_through_single_worker_nodes_never_stall() {
+    const CLIENTS: usize = 8;
+    const FILES: usize = 12;
+    let cl = cluster_with(2, "round-robin", &["--workers", "1"]);
+    let start = std::time::Instant::now();
+    std::thread::scope(|s| {
+        let cl = &cl;
+        let threads: Vec<_> = (0..CLIENTS)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut c = cl.client();
+                    c.mkdir(&format!("/d{t}"), 0o755).unwrap();
+                    // Inline and direct sizes: proxied writes of both kinds.
+                    let sizes = [3000usize, 70 * 1024];
+                    for i in 0..FILES {
+                        let (name, len) = (format!("/d{t}/f{i}"), sizes[i % 2]);
+                        write_file(&mut c, &name, &content(t * FILES + i, len));
+                        assert_eq!(c.stat(&name).unwrap().size, len as u64, "{name}");
+                        assert!(read_file(&mut c, &name, len) == content(t * FILES + i, len));
+                        if i % 3 == 0 {
+                            c.remove(&name).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("a client failed");
+        }
+    });
+    // Far below the forwarding deadline (5 s) times the operations: nothing waited it out.
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    assert_eq!(cl.sum(|v| forwarding(v, "forward_failures")), 0);
+    let forwarded = cl.sum(|v| forwarding(v, "forwarded"));
+    assert!(forwarded > (CLIENTS * FILES) as u64 / 2, "forwarded {forwarded}");
+    // Every proxied open's writes and reads were carried to the home.
+    assert!(cl.sum(|v| forwarding(v, "forwarded_io")) > 0);
+    for t in 0..CLIENTS {
+        for i in 0..FILES {
+            let name = format!("d{t}/f{i}");
+            assert_eq!(cl.holders(&name).len(), usize::from(i % 3 != 0), "{name}");
+        }
+    }
+}
+
+/// Byte-range locks, attributes and fsync on proxied opens work as on the home: two
+/// clients landing on different forwarding nodes (and one at the home) contend for the
+/// same file's locks, and a client's locks go when its session ends.
+#[test]
+fn locks_and_attributes_of_proxied_opens_work_as_at_the_home() {
+    let cl = cluster(3, "round-robin");
+    let c = cl.client();
+    let name = name_homed_at(&cl, &c, 2, "locked");
+    let (mut a, mut b, mut home) = (cl.node_client(0), cl.node_client(1), cl.node_client(2));
+    let rw = OpenOptions::read_write().create(true);
+    let fa = a.open_by_name(&name, rw).unwrap();
+    let fb = b.open_by_name(&name, rw).unwrap();
+    let fh = home.open(&name, OpenOptions::read_write()).unwrap();
+    // Exclusive through node 0: node 1's client and the home's are refused.
+    a.lock(&fa, 0, 100, true).unwrap();
+    let denied = |r: dafs_client::Result<()>| {
+        matches!(r, Err(dafs_client::Error::Status(dafs_proto::Status::Denied)))
+    };
+    assert!(denied(b.lock(&fb, 50, 10, false)));
+    assert!(denied(home.lock(&fh, 0, 1, true)));
+    let seen = b.test_lock(&fb, 0, 10, false).unwrap().expect("node 0's lock is seen");
+    assert!(seen.exclusive);
+    assert_eq!((seen.offset, seen.len), (0, 100));
+    // Beyond the range: free. Two clients of one forwarding node are two owners.
+    b.lock(&fb, 100, 10, true).unwrap();
+    let mut a2 = cl.node_client(0);
+    let fa2 = a2.open_by_name(&name, rw).unwrap();
+    assert!(denied(a2.lock(&fa2, 100, 1, false)));
+    // Unlock through node 0: node 1 takes it.
+    a.unlock(&fa, 0, 100).unwrap();
+    b.lock(&fb, 0, 100, true).unwrap();
+    assert!(a.test_lock(&fa, 0, 1, false).unwrap().is_some());
+    // Attributes and fsync by the proxied open.
+    a.pwrite(&fa, b"0123456789", 0).unwrap();
+    a.fsync(&fa).unwrap();
+    assert_eq!(a.fstat(&fa).unwrap().size, 10);
+    assert_eq!(b.ftruncate(&fb, 4).unwrap().size, 4);
+    assert_eq!(a.fstat(&fa).unwrap().size, 4);
+    assert_eq!(home.fstat(&fh).unwrap().size, 4);
+    // Node 1's client ends its session: its locks at the home go with it.
+    drop(fb);
+    drop(b);
+    a.lock_wait(&fa, 0, 200, true, Duration::from_secs(10)).unwrap();
+    assert!(denied(home.lock(&fh, 150, 1, false)));
+    assert!(cl.admin(0)["forwarding"]["lock_sessions"].as_u64().unwrap() >= 1);
+    a.close(fa).unwrap();
+    drop(a);
+    home.lock_wait(&fh, 0, 0, true, Duration::from_secs(10)).unwrap();
+}
+
+/// Nodes that listen with TLS and require the cluster's secret forward over TLS with
+/// the secret too (verifying the home's certificate as a client does: here against the
+/// test CA, given to dafsd as the system trust store, `SSL_CERT_FILE`).
+#[test]
+fn forwarding_uses_tls_and_the_secret_when_the_nodes_require_them() {
+    let pki = common::tls::Pki::generate();
+    let tls_args = pki.server_args();
+    let extra = common::tls::strs(&tls_args);
+    let ca = pki.ca().display().to_string();
+    let secret = b"cluster secret for forwarding";
+    let cl = cluster_env(2, "round-robin", &extra, Some(secret), &[("SSL_CERT_FILE", &ca)]);
+    let cfg = || ClientConfig {
+        secret: Some(secret.to_vec()),
+        tls: Some(pki.client_options()),
+        provider: dafs_client::Provider::Tcp,
+        ..cfg()
+    };
+    let url = format!("dafs+tls://{}/", cl.addrs.join(","));
+    let c = Client::connect(&url, cfg()).unwrap();
+    let name = name_homed_at(&cl, &c, 1, "secure");
+    // Through node 0, which forwards to node 1 over TLS with the secret.
+    let mut a = Client::connect(&format!("dafs+tls://{}", cl.addrs[0]), cfg()).unwrap();
+    let f = a.open_by_name(&name, OpenOptions::read_write().create(true)).unwrap();
+    a.pwrite(&f, b"over tls", 0).unwrap();
+    a.close(f).unwrap();
+    assert_eq!(cl.holders(&name), vec![1]);
+    assert_eq!(std::fs::read(cl.nodes[1].export_dir().join(&name)).unwrap(), b"over tls");
+    let v = cl.admin(0);
+    assert!(forwarding(&v, "forwarded") >= 1);
+    assert_eq!(forwarding(&v, "forward_failures"), 0);
 }

@@ -36,6 +36,9 @@ impl Client {
         name: &[u8],
         follow: bool,
     ) -> Result<(FileHandle, Attr)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.lookup_at(dir, name, follow);
+        }
         self.handle_reply(&Request::Lookup { dir, path: name, follow })
     }
 
@@ -48,12 +51,18 @@ impl Client {
         mode: u32,
         exclusive: bool,
     ) -> Result<(FileHandle, Attr)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.create_at(dir, name, ftype, mode, exclusive);
+        }
         self.handle_reply(&Request::Create { dir, ftype, mode: mode & MODE_BITS, exclusive, name })
     }
 
     /// Open the object `fh` names.
     pub fn open_handle(&mut self, fh: FileHandle, opts: OpenOptions) -> Result<File> {
         opts.check()?;
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.open_handle(fh, opts);
+        }
         let m = self.call(&Request::Open {
             fh,
             flags: opts.flags,
@@ -75,6 +84,9 @@ impl Client {
     /// with `exclusive` is atomic on the server.
     pub fn open_at(&mut self, dir: FileHandle, name: &[u8], opts: OpenOptions) -> Result<File> {
         opts.check()?;
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.open_at(dir, name, opts);
+        }
         let m = self.call(&Request::Open {
             fh: dir,
             flags: opts.flags,
@@ -93,11 +105,17 @@ impl Client {
     }
 
     pub fn remove_at(&mut self, dir: FileHandle, name: &[u8]) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.remove_at(dir, name);
+        }
         let m = self.call(&Request::Remove { dir, name })?;
         self.decode(&m).map(|_| ())
     }
 
     pub fn rmdir_at(&mut self, dir: FileHandle, name: &[u8]) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.rmdir_at(dir, name);
+        }
         let m = self.call(&Request::RmDir { dir, name })?;
         self.decode(&m).map(|_| ())
     }
@@ -123,12 +141,18 @@ impl Client {
         flags: u32,
     ) -> Result<()> {
         check_rename_flags(flags)?;
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.rename_at(from_dir, from_name, to_dir, to_name, flags);
+        }
         let m = self.call(&Request::Rename { from_dir, from_name, to_dir, to_name, flags })?;
         self.decode(&m).map(|_| ())
     }
 
     /// Hard link: `name` in `dir` becomes another name of `fh`.
     pub fn link_at(&mut self, fh: FileHandle, dir: FileHandle, name: &[u8]) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.link_at(fh, dir, name);
+        }
         let m = self.call(&Request::Link { fh, dir, name })?;
         match self.decode(&m)?.1 {
             Reply::Attr { attr } => Ok(attr),
@@ -142,6 +166,9 @@ impl Client {
         name: &[u8],
         target: &[u8],
     ) -> Result<(FileHandle, Attr)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.symlink_at(dir, name, target);
+        }
         self.handle_reply(&Request::Symlink { dir, name, target })
     }
 
@@ -156,6 +183,9 @@ impl Client {
         mode: u32,
         rdev: u64,
     ) -> Result<(FileHandle, Attr)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.mknod_at(dir, name, ftype, mode, rdev);
+        }
         let rdev = match ftype {
             FileType::CharDevice | FileType::BlockDevice => rdev,
             FileType::Fifo | FileType::Socket => 0,
@@ -165,6 +195,9 @@ impl Client {
     }
 
     pub fn readlink_handle(&mut self, fh: FileHandle) -> Result<Vec<u8>> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.readlink_handle(fh);
+        }
         let m = self.call(&Request::ReadLink { fh })?;
         match self.decode(&m)?.1 {
             Reply::ReadLink { target } => Ok(target.to_vec()),
@@ -174,6 +207,9 @@ impl Client {
 
     /// Which of `mask` ([`dafs_proto::types::access_mask`]) the server grants on `fh`.
     pub fn access_handle(&mut self, fh: FileHandle, mask: u32) -> Result<u32> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.access_handle(fh, mask);
+        }
         let m = self.call(&Request::Access { fh, mask })?;
         match self.decode(&m)?.1 {
             Reply::Access { granted } => Ok(granted),
@@ -189,6 +225,9 @@ impl Client {
         cookie: u64,
         max_entries: u32,
     ) -> Result<(Vec<DirEntryAt>, bool)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.readdir_at(dir, cookie, max_entries);
+        }
         let m = self.call(&Request::ReadDir { dir, cookie, max_entries, max_bytes: 0 })?;
         match self.decode(&m)?.1 {
             Reply::ReadDir { eof, entries, .. } => {
@@ -210,6 +249,9 @@ impl Client {
     }
 
     pub fn get_nattr_handle(&mut self, fh: FileHandle, name: &str) -> Result<Vec<u8>> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.on_handle(fh, |n, h| n.get_nattr_handle(h, name));
+        }
         let m = self.call(&Request::GetNamedAttr { fh, name: name.as_bytes() })?;
         match self.decode(&m)?.1 {
             Reply::NamedAttr { value } => Ok(value.to_vec()),
@@ -224,12 +266,18 @@ impl Client {
         value: &[u8],
         flags: u32,
     ) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.on_handle(fh, |n, h| n.set_nattr_handle(h, name, value, flags));
+        }
         let m = self.call(&Request::SetNamedAttr { fh, flags, name: name.as_bytes(), value })?;
         self.decode(&m).map(|_| ())
     }
 
     /// Names of `fh`'s named attributes (raw bytes, as the server sent them).
     pub fn list_nattr_handle(&mut self, fh: FileHandle) -> Result<Vec<Vec<u8>>> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.on_handle(fh, |n, h| n.list_nattr_handle(h));
+        }
         let m = self.call(&Request::ListNamedAttr { fh })?;
         match self.decode(&m)?.1 {
             Reply::NamedAttrList { names } => {
@@ -240,6 +288,9 @@ impl Client {
     }
 
     pub fn remove_nattr_handle(&mut self, fh: FileHandle, name: &str) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.on_handle(fh, |n, h| n.remove_nattr_handle(h, name));
+        }
         let m = self.call(&Request::RemoveNamedAttr { fh, name: name.as_bytes() })?;
         self.decode(&m).map(|_| ())
     }
@@ -249,14 +300,21 @@ impl Client {
     /// long-lived client: the server's handle table is bounded and may recycle the root
     /// handle's slot like any other, after which it answers STALE.
     pub fn refresh_root(&mut self, export: &str) -> Result<(FileHandle, Attr)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.refresh_root();
+        }
         let (fh, attr) =
             self.handle_reply(&Request::GetRootHandle { export: export.as_bytes() })?;
         self.root = fh;
         Ok((fh, attr))
     }
 
-    /// Whether the connection has failed (every later call fails at once).
+    /// Whether the connection has failed (every later call fails at once). A cluster
+    /// client is never dead as a whole: a node's failure fails that node's calls.
     pub fn is_dead(&self) -> bool {
+        if self.cluster.is_some() {
+            return false;
+        }
         self.dead
     }
 }

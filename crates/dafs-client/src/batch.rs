@@ -72,6 +72,9 @@ impl Client {
         mode: BatchCompletion,
     ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.submit_batch(f, ios, cg, user_data, mode);
+        }
         let open_id = self.open_id_of(f)?;
         if ios.is_empty() {
             return Err(Error::InvalidArgument("empty batch"));
@@ -81,6 +84,7 @@ impl Client {
         }
         let mut packed = Vec::new();
         let mut pins: Vec<(u64, Vec<RegionId>)> = Vec::with_capacity(ios.len());
+        let mut bytes = 0u64;
         for io in &ios {
             let mut mem = Vec::with_capacity(io.mem.len());
             for &(rid, off, len) in &io.mem {
@@ -102,6 +106,7 @@ impl Client {
             if desc.total() > self.direct_bytes_max as u64 {
                 return Err(Error::InvalidArgument("batched I/O larger than io_bytes_max()"));
             }
+            bytes += desc.total();
             desc.pack(&mut packed);
             pins.push((io.user_data, io.mem.iter().map(|m| m.0).collect()));
         }
@@ -119,7 +124,7 @@ impl Client {
                 self.regions.get_mut(&r.0).unwrap().busy.incr();
             }
         }
-        let st = BatchState { id, cg, user_data, mode, ios: pins };
+        let st = BatchState { id, cg, user_data, mode, ios: pins, bytes };
         let req = Request::BatchIo { open_id, flags, count: st.ios.len() as u32, ios: &packed };
         // Not sent: send_on_slot gave the slot back and unpinned the regions. Or sent and
         // failed with the connection: then the batch completed (with the error) already.

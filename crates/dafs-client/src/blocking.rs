@@ -71,11 +71,15 @@ impl Client {
             .checked_add(len as u64)
             .filter(|e| *e <= i64::MAX as u64)
             .ok_or(Error::Status(Status::FBig))?;
-        if len <= self.inline_threshold {
+        if len <= self.inline_threshold_unregistered() {
             return self.blocking_inline(open_id, ptr, len, offset, read);
         }
         let direct = true;
-        let chunk = if direct { self.direct_bytes_max } else { self.inline_threshold.max(1) };
+        let chunk = if direct {
+            self.direct_bytes_max
+        } else {
+            self.inline_threshold_unregistered().max(1)
+        };
         // Register the caller's memory for the duration of this call: sound because the
         // call holds the borrow and does not return before every chunk has completed.
         let (region, temp) = if direct {

@@ -33,17 +33,27 @@ impl Client {
 
     /// Destroy an empty completion group (no I/O in flight, nothing unreaped).
     pub fn destroy_cg(&mut self, cg: CgId) -> Result<()> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            self.cgs.get(cg).ok_or(Error::InvalidArgument("unknown completion group"))?;
+            c.destroy_cg(cg)?;
+        }
         self.cgs.destroy(cg)
     }
 
     /// Requests of `cg` still in flight.
     pub fn outstanding(&self, cg: CgId) -> usize {
+        if let Some(c) = self.cluster.as_deref() {
+            return c.outstanding(cg);
+        }
         self.cgs.get(cg).map(Cg::outstanding).unwrap_or(0)
     }
 
     /// Make progress without blocking and return up to `max` completions of `cg`.
     pub fn poll(&mut self, cg: CgId, max: usize) -> Result<Vec<Completion>> {
         self.check_cg(cg)?;
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.poll(cg, max);
+        }
         while !self.dead && self.progress(Wait::NoWait)? {}
         Ok(self.cgs.get_mut(cg).unwrap().take(max))
     }
@@ -63,6 +73,9 @@ impl Client {
     ) -> Result<Vec<Completion>> {
         self.check_cg(cg)?;
         let deadline = timeout.map(|t| Instant::now() + t);
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.wait_n(cg, n, deadline);
+        }
         loop {
             let g = self.cgs.get(cg).unwrap();
             if g.queued() >= n || g.outstanding() == 0 || self.dead {
@@ -89,6 +102,9 @@ impl Client {
     /// Wait for everything in flight on `cg` and return all its completions.
     pub fn wait_all(&mut self, cg: CgId) -> Result<Vec<Completion>> {
         self.check_cg(cg)?;
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.wait_n(cg, usize::MAX, None);
+        }
         while self.cgs.get(cg).unwrap().outstanding() > 0 && !self.dead {
             self.progress(Wait::Forever)?;
         }

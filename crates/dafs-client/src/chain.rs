@@ -224,12 +224,12 @@ impl Client {
     }
 
     /// LOOKUP + OPEN + READ (+ nothing else) in one round trip: the open file and up
-    /// to `min(len, inline_threshold())` bytes from its start.
+    /// to `min(len, inline_threshold_unregistered())` bytes from its start.
     pub fn open_and_read(&mut self, path: &str, len: usize) -> Result<(File, Vec<u8>, bool)> {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.open_and_read(path, len);
         }
-        let n = len.min(self.inline_threshold) as u32;
+        let n = len.min(self.inline_threshold_unregistered()) as u32;
         let chain = Chain::new()
             .lookup(self.root, path)
             .open(Chain::CURRENT, OpenOptions::read())
@@ -258,15 +258,15 @@ impl Client {
         }
     }
 
-    /// Create (or truncate) `path`, write `data` (at most the inline threshold), make it
+    /// Create (or truncate) `path`, write `data` (at most `inline_threshold_unregistered()`), make it
     /// durable and close it — one round trip (LOOKUP parent + OPEN + WRITE + COMMIT + CLOSE).
     pub fn create_and_write(&mut self, path: &str, data: &[u8], mode: u32) -> Result<()> {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.create_and_write(path, data, mode);
         }
-        if data.len() > self.inline_threshold {
+        if data.len() > self.inline_threshold_unregistered() {
             return Err(Error::InvalidArgument(
-                "data larger than inline_threshold(): use open + pwrite",
+                "data larger than inline_threshold_unregistered(): use open + pwrite",
             ));
         }
         let (parent, name) = split_parent(path)?;

@@ -258,6 +258,7 @@ impl Client {
             bind_key: [0; 32],
             boot_verifier: 0,
             small_inflight: small_inflight_count(0),
+            io_bytes_inflight: 0,
             base_spin,
             spin_now: base_spin,
             held: Default::default(),

@@ -30,11 +30,19 @@ pub struct File {
     pub(crate) origin: Option<(String, OpenOptions)>,
     /// On a cluster client: the node (slot) the file was opened on.
     pub(crate) node: usize,
+    /// On a cluster client: the node's handle of the file (`fh` is the front handle,
+    /// which the handle-relative calls take).
+    pub(crate) node_fh: Option<FileHandle>,
 }
 
 impl File {
     pub fn open_id(&self) -> u64 {
         self.open_id
+    }
+
+    /// The handle the session the file was opened in knows it by.
+    pub(crate) fn wire_fh(&self) -> FileHandle {
+        self.node_fh.unwrap_or(self.fh)
     }
 }
 
@@ -48,7 +56,16 @@ impl Client {
         attr: Attr,
         origin: Option<(String, OpenOptions)>,
     ) -> File {
-        File { open_id, session_id: self.session_id, fh, attr, pos: 0, origin, node: 0 }
+        File {
+            open_id,
+            session_id: self.session_id,
+            fh,
+            attr,
+            pos: 0,
+            origin,
+            node: 0,
+            node_fh: None,
+        }
     }
 
     /// The open id to send for `f`: refused for a file opened in an earlier session,
@@ -77,7 +94,7 @@ impl Client {
         self.held.opened(crate::held::OpenRecord {
             open_id: f.open_id,
             opened_in: f.session_id,
-            fh: f.fh,
+            fh: f.wire_fh(),
             by_name,
             flags: opts.flags,
             key: opts.key_bytes().to_vec(),

@@ -84,6 +84,8 @@ pub(crate) struct BatchState {
     pub(crate) mode: BatchCompletion,
     /// Per I/O: its user data and the regions it pinned.
     pub(crate) ios: Vec<(u64, Vec<RegionId>)>,
+    /// The data bytes of every I/O in the batch (for the spin policy).
+    pub(crate) bytes: u64,
 }
 
 pub(crate) struct Slot {
@@ -106,6 +108,28 @@ pub(crate) struct Slot {
 /// keeps the client's CPU per GB far below a local `pread`'s.
 pub(crate) const LARGE_IO_BYTES: usize = 512 * 1024;
 
+/// While at least this many bytes of I/O are in flight the client sleeps at once, even
+/// if some requests are quick: the server is busy copying them (on a machine with few
+/// cores it needs every core for that, and a spinning client takes one), and the replies
+/// queue up meanwhile, so one wake-up reaps several and the wake-up's latency is hidden
+/// behind the transfers still in flight. Eight 64 KiB reads in flight are this much.
+pub(crate) const BUSY_IO_BYTES: u64 = LARGE_IO_BYTES as u64;
+
+/// Spin before sleeping only while a quick request is in flight (`quick`) and less than
+/// [`BUSY_IO_BYTES`] of data is in flight in all (`io_bytes`).
+fn spin_policy(quick: bool, io_bytes: u64) -> bool {
+    quick && io_bytes < BUSY_IO_BYTES
+}
+
+/// The bytes of data the request moves (batches: every I/O in it).
+fn io_bytes(what: &Inflight) -> u64 {
+    match what {
+        Inflight::Sync { .. } => 0,
+        Inflight::Io(io) => io.len as u64,
+        Inflight::Batch(b) => b.bytes,
+    }
+}
+
 pub(crate) fn is_small(what: &Inflight) -> bool {
     match what {
         Inflight::Sync { .. } => true,
@@ -123,9 +147,7 @@ impl Client {
     /// Record the request sent on `slot` as in flight: from here until its reply is routed
     /// (or the client fails) it counts for the spin policy and on its completion group.
     pub(crate) fn inflight_record(&mut self, slot: u32, seq: u32, what: Inflight) {
-        if is_small(&what) {
-            self.small_inflight.incr();
-        }
+        self.count_in(&what);
         if let Some(cg) = what.cg() {
             let capacity = self.completions_queued_max();
             self.cgs
@@ -151,7 +173,24 @@ impl Client {
         if is_small(&s.what) {
             self.small_inflight.decr();
         }
+        let n = io_bytes(&s.what);
+        assert!(n <= self.io_bytes_inflight, "more I/O bytes leave flight than entered");
+        self.io_bytes_inflight -= n;
         Some(s)
+    }
+
+    /// Count `what` as in flight for the spin policy (see [`Client::spin_worth_it`]).
+    pub(crate) fn count_in(&mut self, what: &Inflight) {
+        if is_small(what) {
+            self.small_inflight.incr();
+        }
+        self.io_bytes_inflight += io_bytes(what);
+    }
+
+    /// Whether waiting for the next reply should spin before it sleeps: only while a
+    /// quick request is in flight and the server is not busy with [`BUSY_IO_BYTES`].
+    pub(crate) fn spin_worth_it(&self) -> bool {
+        spin_policy(!self.small_inflight.is_zero(), self.io_bytes_inflight)
     }
 
     /// Take back the request just recorded on `slot`: the transport refused it before
@@ -326,5 +365,25 @@ impl Client {
             }
             Inflight::Sync { .. } => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_sleeps_while_the_server_has_half_a_mebibyte_to_move() {
+        const K64: u64 = 64 * 1024;
+        // QD1 and shallow queues of quick transfers spin: a reply is microseconds away.
+        assert!(spin_policy(true, 4096));
+        assert!(spin_policy(true, 7 * K64));
+        assert!(spin_policy(true, 256 * 1024));
+        // Eight 64 KiB reads keep the server's copies busy: the client's core is theirs.
+        assert!(!spin_policy(true, 8 * K64));
+        assert!(!spin_policy(true, 8 * 256 * 1024));
+        // Nothing quick in flight (only large transfers): sleep, as before.
+        assert!(!spin_policy(false, LARGE_IO_BYTES as u64));
+        assert!(!spin_policy(false, 0));
     }
 }

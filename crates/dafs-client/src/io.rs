@@ -33,6 +33,9 @@ impl Client {
         user_data: u64,
     ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.submit_io(f, offset, buf, cg, user_data, true);
+        }
         self.submit(self.open_id_of(f)?, offset, buf, cg, user_data, true, false)
     }
 
@@ -46,6 +49,9 @@ impl Client {
         user_data: u64,
     ) -> Result<ReqId> {
         self.check_user_cg(cg)?;
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.submit_io(f, offset, buf, cg, user_data, false);
+        }
         self.submit(self.open_id_of(f)?, offset, buf, cg, user_data, false, false)
     }
 
@@ -75,7 +81,10 @@ impl Client {
         if len > self.direct_bytes_max {
             return Err(Error::InvalidArgument("I/O larger than io_bytes_max()"));
         }
-        let direct = len > self.inline_threshold;
+        let direct = match &buf {
+            IoBuf::Region { .. } => len > self.inline_threshold,
+            IoBuf::Vec(_) => len > self.inline_threshold_unregistered(),
+        };
         self.check_queue_room(cg, 1)?;
         let chan = self.channel_for_io(open_id, offset, len, read, direct)?;
         let (slot, seq) = self.acquire_slot(block)?;

@@ -98,11 +98,26 @@ use dafs_proto::session::ClientSlots;
 use dafs_proto::{FileHandle, Status};
 use dafs_transport::ClientTransport;
 
+/// Memory the application did not register travels inline up to at least this many
+/// bytes, whatever the negotiated threshold (`Client::inline_threshold_unregistered`): a
+/// direct transfer of it registers it first (over shared memory a REG_VM round trip, and
+/// the server copies through a staging buffer), which costs more than copying 16 KiB
+/// through the messages. 16 KiB is the threshold every provider used while a single one
+/// served both kinds of memory (docs/benchmarks.md, "Recommended inline threshold").
+pub const UNREGISTERED_INLINE_BYTES: usize = 16 * 1024;
+/// An inline write must fit in one message with its header: the server keeps its
+/// threshold this far below the message size (`dafs_server::config::INLINE_HEADROOM_BYTES`),
+/// and so does the unregistered bound.
+pub(crate) const INLINE_HEADROOM_BYTES: usize = 4096;
+
 pub use at::DirEntryAt;
 pub use batch::{BatchCompletion, BatchIoDesc};
 pub use cg::{CgId, Completion};
 pub use chain::{Chain, ChainOutcome, ChainReply};
-pub use cluster::{ClusterNodeInfo, WRONG_NODE_RETRY_TIME_MAX};
+pub use cluster::{
+    ClusterNodeInfo, CLUSTER_HANDLES_MAX, CLUSTER_HANDLE_PATH_BYTES_MAX, CLUSTER_REGIONS_MAX,
+    WRONG_NODE_RETRY_TIME_MAX,
+};
 pub use config::{
     parse_url, ClientConfig, Provider, CONNECTIONS_DEFAULT, CONNECTIONS_ENV, REQUEST_DEADLINE_ENV,
 };
@@ -160,6 +175,9 @@ pub struct Client {
     /// Requests in flight that complete quickly (metadata, inline, small direct): only
     /// for those is spinning before sleeping worth its CPU.
     small_inflight: InFlightCount,
+    /// Data bytes of the requests in flight: while the server has this much to move
+    /// (`inflight::BUSY_IO_BYTES`) the client does not spin.
+    io_bytes_inflight: u64,
     /// The transport's configured spin budget.
     base_spin: Duration,
     spin_now: Duration,

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use dafs_proto::{Opcode, Reply, Request, Status};
+use dafs_proto::{FileHandle, Opcode, Reply, Request, Status};
 
 use crate::error::unexpected_reply;
 use crate::{Client, Error, File, Result};
@@ -34,14 +34,27 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.lock(f, offset, len, exclusive));
         }
+        self.lock_handle(f.wire_fh(), offset, len, exclusive)
+    }
+
+    /// [`lock`](Self::lock) by file handle: a lock needs no open in this session (a
+    /// forwarding node locks for its clients on sessions of their own). Not on a
+    /// cluster client (a handle names no node).
+    pub fn lock_handle(
+        &mut self,
+        fh: FileHandle,
+        offset: u64,
+        len: u64,
+        exclusive: bool,
+    ) -> Result<()> {
         let ltype = if exclusive {
             dafs_proto::types::lock_type::EXCLUSIVE
         } else {
             dafs_proto::types::lock_type::SHARED
         };
-        let m = self.call(&Request::Lock { fh: f.fh, offset, len, ltype, flags: 0 })?;
+        let m = self.call(&Request::Lock { fh, offset, len, ltype, flags: 0 })?;
         self.decode(&m)?;
-        self.held.locked(f.fh, offset, len, ltype);
+        self.held.locked(fh, offset, len, ltype);
         Ok(())
     }
 
@@ -85,12 +98,23 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.test_lock(f, offset, len, exclusive));
         }
+        self.test_lock_handle(f.wire_fh(), offset, len, exclusive)
+    }
+
+    /// [`test_lock`](Self::test_lock) by file handle.
+    pub fn test_lock_handle(
+        &mut self,
+        fh: FileHandle,
+        offset: u64,
+        len: u64,
+        exclusive: bool,
+    ) -> Result<Option<LockInfo>> {
         let ltype = if exclusive {
             dafs_proto::types::lock_type::EXCLUSIVE
         } else {
             dafs_proto::types::lock_type::SHARED
         };
-        let m = self.call(&Request::LockTest { fh: f.fh, offset, len, ltype })?;
+        let m = self.call(&Request::LockTest { fh, offset, len, ltype })?;
         match self.decode(&m)?.1 {
             Reply::LockTest { conflict: false, .. } => Ok(None),
             Reply::LockTest { ltype, owner, offset, len, .. } => Ok(Some(LockInfo {
@@ -108,9 +132,14 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.unlock(f, offset, len));
         }
-        let m = self.call(&Request::Unlock { fh: f.fh, offset, len })?;
+        self.unlock_handle(f.wire_fh(), offset, len)
+    }
+
+    /// [`unlock`](Self::unlock) by file handle.
+    pub fn unlock_handle(&mut self, fh: FileHandle, offset: u64, len: u64) -> Result<()> {
+        let m = self.call(&Request::Unlock { fh, offset, len })?;
         self.decode(&m)?;
-        self.held.unlocked(f.fh, offset, len);
+        self.held.unlocked(fh, offset, len);
         Ok(())
     }
 }

@@ -165,6 +165,9 @@ impl Client {
 
     /// Fresh attributes of an open file (or any handle).
     pub fn getattr(&mut self, fh: FileHandle) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.getattr(fh);
+        }
         let m = self.call(&Request::GetAttr { fh })?;
         match self.decode(&m)?.1 {
             Reply::Attr { attr } => Ok(attr),
@@ -176,11 +179,14 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.fstat(f));
         }
-        self.getattr(f.fh)
+        self.getattr(f.wire_fh())
     }
 
     /// Parent of a directory handle.
     pub fn lookup_parent(&mut self, fh: FileHandle) -> Result<(FileHandle, Attr)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.lookup_parent(fh);
+        }
         let m = self.call(&Request::LookupParent { fh })?;
         match self.decode(&m)?.1 {
             Reply::Handle { fh, attr } => Ok((fh, attr)),
@@ -221,6 +227,9 @@ impl Client {
         // file in its directory; others open the looked-up handle. Either way the LOOKUP
         // and the OPEN travel as one chain (one round trip) when the path fits one LOOKUP.
         let by_name_flags = open_flags::CREATE | open_flags::DELETE_ON_CLOSE;
+        // A round-robin landing node forwards the OPEN but not a chain (its elements run
+        // on the node's worker, which must not wait on the home): no chain then.
+        let landing = by_name;
         let (reply, by_name) = if by_name || opts.flags & by_name_flags != 0 {
             let (parent, name) = split_parent(path)?;
             let open_in = |dir| Request::Open {
@@ -230,7 +239,7 @@ impl Client {
                 name: name.as_bytes(),
                 key: opts.key_bytes(),
             };
-            let chained = if parent.is_empty() {
+            let chained = if parent.is_empty() || landing {
                 None
             } else {
                 self.lookup_then(&parent, &open_in(crate::Chain::CURRENT))?
@@ -464,6 +473,9 @@ impl Client {
 
     /// Change attributes (see [`dafs_proto::types::setattr_mask`]).
     pub fn setattr(&mut self, fh: FileHandle, set: SetAttrs) -> Result<Attr> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.setattr(fh, set);
+        }
         let m = self.call(&Request::SetAttr { fh, set })?;
         match self.decode(&m)?.1 {
             Reply::Attr { attr } => Ok(attr),
@@ -484,7 +496,8 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.ftruncate(f, size));
         }
-        self.setattr(f.fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
+        let fh = f.wire_fh();
+        self.setattr(fh, SetAttrs { mask: setattr_mask::SIZE, size, ..Default::default() })
     }
 
     pub fn chmod(&mut self, path: &str, mode: u32) -> Result<Attr> {
@@ -542,6 +555,9 @@ impl Client {
         cookie: u64,
         max_entries: u32,
     ) -> Result<(Vec<DirEntry>, u64, bool)> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.readdir_page(dir, cookie, max_entries);
+        }
         let m = self.call(&Request::ReadDir { dir, cookie, max_entries, max_bytes: 0 })?;
         match self.decode(&m)?.1 {
             Reply::ReadDir { eof, entries, .. } => {

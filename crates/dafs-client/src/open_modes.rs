@@ -25,7 +25,7 @@ impl Client {
         if let Some(c) = self.cluster.as_deref_mut() {
             return c.with_file(f, |n| n.append(f, data));
         }
-        if data.len() <= self.inline_threshold {
+        if data.len() <= self.inline_threshold_unregistered() {
             let m = self.call(&Request::WriteInline {
                 open_id: self.open_id_of(f)?,
                 offset: 0,

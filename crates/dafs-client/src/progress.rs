@@ -32,6 +32,7 @@ impl Client {
             }
         }
         assert!(self.small_inflight.is_zero(), "every request in flight was counted once");
+        assert_eq!(self.io_bytes_inflight, 0, "every request's bytes were counted once");
     }
 
     /// Receive and route one reply. Returns false if nothing arrived within `wait`.
@@ -39,7 +40,7 @@ impl Client {
         if self.dead {
             return Err(self.dead_error());
         }
-        let spin = if !self.small_inflight.is_zero() { self.base_spin } else { Duration::ZERO };
+        let spin = if self.spin_worth_it() { self.base_spin } else { Duration::ZERO };
         if spin != self.spin_now {
             for ch in 0..self.connections() {
                 self.chan_mut(ch).set_spin(spin);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use dafs_proto::types::{lock_flags, open_flags, session_flags};
 use dafs_proto::{Opcode, Reply, Request, Status};
 
-use crate::inflight::{is_small, Inflight, Slot};
+use crate::inflight::{Inflight, Slot};
 use crate::{Client, Error, Result};
 
 /// First pause before sending a request answered GRACE again; doubles up to
@@ -211,9 +211,7 @@ impl Client {
     /// Put a parked request back in flight on `slot` (its completion group counts it
     /// still: it never left).
     fn inflight_restore(&mut self, slot: u32, s: Slot) {
-        if is_small(&s.what) {
-            self.small_inflight.incr();
-        }
+        self.count_in(&s.what);
         let prev = self.inflight[slot as usize].replace(s);
         assert!(prev.is_none(), "slot {slot} was just acquired");
     }

@@ -46,6 +46,9 @@ impl Client {
 
     /// Allocate `len` bytes of zeroed memory registered for direct placement.
     pub fn alloc_registered(&mut self, len: usize) -> Result<RegionId> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.alloc_registered(len);
+        }
         let (key, ptr) = self.t.alloc_registered(len)?;
         self.insert_region(RegionInfo::new(key, ptr, len, None));
         Ok(RegionId(key))
@@ -79,6 +82,9 @@ impl Client {
         if vec.is_empty() {
             return Err(Error::InvalidArgument("empty buffer"));
         }
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.register(vec);
+        }
         let (ptr, len) = (vec.as_mut_ptr(), vec.len());
         // SAFETY: the Vec is moved into the region table and not touched (nor its heap
         // buffer moved or freed) until it is unregistered.
@@ -96,6 +102,9 @@ impl Client {
         if ptr.is_null() || len == 0 {
             return Err(Error::InvalidArgument("null or empty region"));
         }
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.register_raw(ptr, len);
+        }
         let key = self.register_recovering(ptr, len, Access::READ_WRITE)?;
         self.insert_region(RegionInfo::new(key, ptr, len, None));
         Ok(RegionId(key))
@@ -103,6 +112,9 @@ impl Client {
 
     /// Unregister a region with no I/O in flight. Returns the Vec given to `register`.
     pub fn unregister(&mut self, id: RegionId) -> Result<Option<Vec<u8>>> {
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.unregister(id);
+        }
         match self.regions.get(&id.0) {
             None => return Err(Error::InvalidArgument("unknown region")),
             Some(r) if !r.busy.is_zero() => return Err(Error::RegionBusy),
@@ -127,6 +139,12 @@ impl Client {
 
     /// The region's bytes (refused while I/O naming it is in flight).
     pub fn region(&self, id: RegionId) -> Result<&[u8]> {
+        if let Some(c) = self.cluster.as_deref() {
+            let mem = c.region_mem(id)?;
+            // SAFETY: front-region memory of mem.len() bytes, valid until unregistered,
+            // and no node has I/O on it in flight (checked); &self prevents progress.
+            return Ok(unsafe { mem.as_slice() });
+        }
         let r = self.regions.get(&id.0).ok_or(Error::InvalidArgument("unknown region"))?;
         if !r.busy.is_zero() {
             return Err(Error::RegionBusy);
@@ -137,6 +155,11 @@ impl Client {
     }
 
     pub fn region_mut(&mut self, id: RegionId) -> Result<&mut [u8]> {
+        if let Some(c) = self.cluster.as_deref() {
+            let mem = c.region_mem(id)?;
+            // SAFETY: as in `region`, and &mut self makes the borrow exclusive.
+            return Ok(unsafe { mem.as_mut_slice() });
+        }
         let r = self.regions.get(&id.0).ok_or(Error::InvalidArgument("unknown region"))?;
         if !r.busy.is_zero() {
             return Err(Error::RegionBusy);

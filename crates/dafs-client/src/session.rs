@@ -47,13 +47,44 @@ pub struct ClientStats {
     pub transport: TransportStats,
 }
 
+impl ClientStats {
+    /// Add `o`'s counters to these (a cluster client reports the sum of its node
+    /// sessions').
+    pub(crate) fn accumulate(&mut self, o: &ClientStats) {
+        macro_rules! add {
+            ($s:expr, $o:expr; $($f:ident),*) => { $( $s.$f += $o.$f; )* };
+        }
+        add!(self, o; requests, inline_reads, inline_writes, direct_reads, direct_writes,
+            inline_bytes, direct_bytes, off_direct_path, slot_waits, errors, reconnects,
+            retransmits, stale_replies, requests_timed_out, opens_reclaimed, locks_reclaimed,
+            reclaims_refused, grace_retries);
+        let (t, u) = (&mut self.transport, &o.transport);
+        add!(t, u; msgs_sent, msgs_received, placed_bytes, pulled_bytes, placements_refused,
+            waits_spun, waits_slept, vm_registrations);
+    }
+}
+
 impl Client {
     // ------------------------------------------------------------------ negotiated values
 
     /// Reads and writes up to this many bytes travel inline in messages; larger ones are
     /// placed directly by the server.
+    ///
+    /// The server chooses it per provider from the measured inline/direct crossover for
+    /// *registered* memory (the regions of [`alloc_registered`](Self::alloc_registered) and
+    /// [`register`](Self::register)). Memory the application did not register uses
+    /// [`inline_threshold_unregistered`](Self::inline_threshold_unregistered) instead.
     pub fn inline_threshold(&self) -> usize {
         self.inline_threshold
+    }
+    /// Reads and writes of memory the application did not register (blocking calls,
+    /// `IoBuf::Vec`, chained reads and writes) travel inline up to this many bytes: the
+    /// negotiated [`inline_threshold`](Self::inline_threshold), but at least
+    /// [`UNREGISTERED_INLINE_BYTES`](crate::UNREGISTERED_INLINE_BYTES) (within the message
+    /// size), because a direct transfer of such memory first registers it for the call.
+    pub fn inline_threshold_unregistered(&self) -> usize {
+        let room = self.msg_size_bytes_max.saturating_sub(crate::INLINE_HEADROOM_BYTES);
+        self.inline_threshold.max(crate::UNREGISTERED_INLINE_BYTES.min(room))
     }
     /// Largest single asynchronous I/O (blocking calls split larger ones).
     pub fn io_bytes_max(&self) -> usize {
@@ -77,6 +108,12 @@ impl Client {
     pub fn msg_size_bytes_max(&self) -> usize {
         self.msg_size_bytes_max
     }
+    /// The connection's readiness fd, and whether output is queued on it (a cluster
+    /// client sleeping on several nodes' connections at once polls these).
+    pub(crate) fn readiness(&self) -> (std::os::fd::RawFd, bool) {
+        (self.t.raw_fd(), self.t.wants_write())
+    }
+
     pub fn session_id(&self) -> u64 {
         self.session_id
     }
@@ -84,9 +121,15 @@ impl Client {
         self.t.provider()
     }
     pub fn root_handle(&self) -> FileHandle {
+        if let Some(c) = self.cluster.as_deref() {
+            return c.root_handle();
+        }
         self.root
     }
     pub fn stats(&self) -> ClientStats {
+        if let Some(c) = self.cluster.as_deref() {
+            return c.stats();
+        }
         let mut s = self.stats;
         s.transport = self.t.stats();
         for t in &self.extra {
@@ -120,6 +163,9 @@ impl Client {
     pub fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]) -> Result<()> {
         if groups.len() > limits::CRED_GROUPS_MAX {
             return Err(Error::InvalidArgument("more than 16 supplementary groups"));
+        }
+        if let Some(c) = self.cluster.as_deref_mut() {
+            return c.set_cred(uid, gid, groups);
         }
         let packed: Vec<u8> = groups.iter().flat_map(|g| g.to_le_bytes()).collect();
         let m = self.call(&Request::SetCred { uid, gid, groups: &packed })?;

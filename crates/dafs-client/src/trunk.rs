@@ -211,7 +211,7 @@ impl Client {
             // Sleep until any connection has input (or can take queued output).
             let chans: Vec<(i32, bool)> = std::iter::once(&self.t)
                 .chain(self.extra.iter())
-                .map(|t| (t.raw_fd(), t.output_pending()))
+                .map(|t| (t.raw_fd(), t.wants_write()))
                 .collect();
             // SAFETY: the descriptors belong to this client's transports, which stay
             // open for the duration of the call (nothing here closes them).

@@ -35,6 +35,8 @@ struct dofi_ep {
     struct fid_ep *ep;
     fi_addr_t peer;
     int wait_fd;
+    /* The provider orders a send after the writes posted before it (FI_ORDER_SAW). */
+    int saw;
 };
 
 struct dofi_comp {
@@ -113,31 +115,53 @@ static int open_ep_part(struct dofi_ep *e) {
     return fi_enable(e->ep);
 }
 
-/* Open provider `prov` ("tcp;ofi_rxm", "shm", ...): a reliable datagram endpoint with
- * messages (ordered send after send) and RMA, completions delivered only once data
- * is visible at the target (FI_DELIVERY_COMPLETE). */
-int dofi_open(const char *prov, struct dofi_ep **out) {
+static struct fi_info *hints(const char *prov, int saw) {
     struct fi_info *h = fi_allocinfo();
-    if (!h) return -FI_ENOMEM;
+    if (!h) return NULL;
     h->ep_attr->type = FI_EP_RDM;
     h->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     h->mode = 0;
     h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     h->domain_attr->threading = FI_THREAD_DOMAIN;
-    h->tx_attr->msg_order = FI_ORDER_SAS;
-    h->rx_attr->msg_order = FI_ORDER_SAS;
-    h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    uint64_t order = FI_ORDER_SAS | (saw ? FI_ORDER_SAW : 0);
+    h->tx_attr->msg_order = order;
+    h->rx_attr->msg_order = order;
+    h->tx_attr->op_flags = saw ? FI_TRANSMIT_COMPLETE : FI_DELIVERY_COMPLETE;
     h->fabric_attr->prov_name = strdup(prov);
-    struct dofi_ep *e = calloc(1, sizeof *e);
-    if (!e || !h->fabric_attr->prov_name) {
+    if (!h->fabric_attr->prov_name) {
         fi_freeinfo(h);
-        free(e);
-        return -FI_ENOMEM;
+        return NULL;
     }
+    return h;
+}
+
+/* Open provider `prov` ("tcp;ofi_rxm", "shm", ...): a reliable datagram endpoint with
+ * messages (ordered send after send) and RMA.
+ *
+ * Where the provider orders a send after earlier writes (FI_ORDER_SAW: tcp;ofi_rxm and
+ * shm do), the server's reply may follow its placements at once and an operation
+ * completes once transmitted (FI_TRANSMIT_COMPLETE): the client then takes the data
+ * and the reply in one progress pass (`shm` still moves an RMA through the target's
+ * progress, one process_vm_readv/writev there), instead of the server waiting for the
+ * write's delivery (one more round of the client's progress) before it may reply.
+ * Elsewhere, completions come only once data is visible at the target
+ * (FI_DELIVERY_COMPLETE) and the server holds a reply until its placements complete. */
+int dofi_open(const char *prov, struct dofi_ep **out) {
+    struct dofi_ep *e = calloc(1, sizeof *e);
+    if (!e) return -FI_ENOMEM;
     e->wait_fd = -1;
     e->peer = FI_ADDR_UNSPEC;
-    int r = fi_getinfo(DOFI_API, NULL, NULL, 0, h, &e->info);
-    fi_freeinfo(h);
+    int r = -FI_ENODATA;
+    for (int saw = 1; saw >= 0 && r == -FI_ENODATA; saw--) {
+        struct fi_info *h = hints(prov, saw);
+        if (!h) {
+            free(e);
+            return -FI_ENOMEM;
+        }
+        r = fi_getinfo(DOFI_API, NULL, NULL, 0, h, &e->info);
+        fi_freeinfo(h);
+        if (r == 0) e->saw = saw && (e->info->tx_attr->msg_order & FI_ORDER_SAW);
+    }
     if (r) {
         e->info = NULL;
         dofi_close(e);
@@ -163,6 +187,7 @@ int dofi_virt_addr(const struct dofi_ep *e) {
     return (e->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
 }
 int dofi_wait_fd(const struct dofi_ep *e) { return e->wait_fd; }
+int dofi_sends_after_writes(const struct dofi_ep *e) { return e->saw; }
 
 int dofi_getname(struct dofi_ep *e, void *buf, size_t *len) {
     return fi_getname(&e->ep->fid, buf, len);

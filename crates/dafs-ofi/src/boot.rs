@@ -2,6 +2,12 @@
 //! (hellos), then only doorbells, and whose end is how either side learns the other is
 //! gone (fabric providers with manual progress report a dead peer late or never).
 //!
+//! The client speaks first: [`CLIENT_PREAMBLE`], 32 bytes, as soon as it is connected.
+//! A dafs TCP or TLS listener (or most other services) refuses it at once (its first
+//! 4 bytes are no frame kind, no TLS record), so a client pointed at the wrong port
+//! gets a clear error instead of waiting out its connect timeout for a hello that
+//! never comes; the libfabric listener refuses a peer that does not start with it.
+//!
 //! Hello records: `len u32 LE, bytes`; a server hello is `MAGIC, provider name (u16
 //! len + bytes), message size max u32, fabric address (u16 len + bytes)`; a client hello
 //! is `MAGIC, fabric address (u16 len + bytes)`. Afterwards each byte on the socket is a
@@ -18,6 +24,9 @@ use std::time::Instant;
 use dafs_transport::TransportError;
 
 pub const MAGIC: &[u8; 8] = b"DAFSOFI1";
+/// What a client writes first (see the module docs); 32 bytes, the size of a dafs TCP
+/// frame header, so a dafs TCP listener reads all of it and refuses its frame kind.
+pub const CLIENT_PREAMBLE: &[u8; 32] = b"DAFSOFI1 libfabric client hello\n";
 /// Longest fabric address accepted (libfabric's own are at most a few dozen bytes).
 pub const NAME_BYTES_MAX: usize = 256;
 /// Longest hello record.
@@ -105,11 +114,42 @@ pub fn decode_client_hello(mut b: &[u8]) -> Result<Vec<u8>, TransportError> {
 #[derive(Default)]
 pub struct HelloReader {
     buf: Vec<u8>,
+    /// Bytes of [`CLIENT_PREAMBLE`] still to check (the server's reader).
+    preamble_left: usize,
 }
 
 impl HelloReader {
+    /// The server's reader: [`CLIENT_PREAMBLE`], then the client's hello.
+    pub fn after_preamble() -> Self {
+        HelloReader { buf: Vec::new(), preamble_left: CLIENT_PREAMBLE.len() }
+    }
+
+    /// Read and check the preamble; true once all of it has arrived.
+    fn poll_preamble(&mut self, sock: &mut TcpStream) -> Result<bool, TransportError> {
+        while self.preamble_left > 0 {
+            let at = CLIENT_PREAMBLE.len() - self.preamble_left;
+            let mut chunk = [0u8; 32];
+            match sock.read(&mut chunk[..self.preamble_left]) {
+                Ok(0) => return Err(TransportError::Closed),
+                Ok(n) => {
+                    if chunk[..n] != CLIENT_PREAMBLE[at..at + n] {
+                        return Err(TransportError::Protocol("not a dafs libfabric client"));
+                    }
+                    self.preamble_left -= n;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(true)
+    }
+
     /// The hello's body once complete; `None` while more bytes are needed.
     pub fn poll(&mut self, sock: &mut TcpStream) -> Result<Option<Vec<u8>>, TransportError> {
+        if !self.poll_preamble(sock)? {
+            return Ok(None);
+        }
         loop {
             let need = if self.buf.len() < 4 {
                 4

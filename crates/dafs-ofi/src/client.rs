@@ -43,7 +43,7 @@ impl OfiClient {
     ) -> Result<Self, TransportError> {
         let deadline = Instant::now() + timeout;
         let (mut sock, peer) = dial(addr, timeout)?;
-        let hello = boot::decode_server_hello(&HelloReader::default().wait(&mut sock, deadline)?)?;
+        let hello = greet(&mut sock, addr, timeout, deadline)?;
         if let Some(w) = want_prov {
             if w != hello.prov {
                 return Err(TransportError::Io(std::io::Error::other(format!(
@@ -102,6 +102,7 @@ impl OfiClient {
 
     fn ring(&mut self) -> Result<(), TransportError> {
         if self.doorbells {
+            tracing::trace!(queued = self.link.sends_queued(), "ofi client: ring");
             boot::ring(&mut self.sock, boot::DOORBELL)?;
         }
         Ok(())
@@ -134,6 +135,47 @@ impl OfiClient {
     }
 }
 
+/// Speak first (the preamble), then read the server's hello. Whatever else the peer
+/// does (closes, answers something else, stays silent) means `addr` is no dafs
+/// libfabric listener, most likely the wrong port: say so rather than report a bare
+/// "connection closed" or time-out.
+fn greet(
+    sock: &mut TcpStream,
+    addr: &str,
+    timeout: Duration,
+    deadline: Instant,
+) -> Result<boot::ServerHello, TransportError> {
+    let not_listener = |what: String| {
+        TransportError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{addr} is not a dafs libfabric listener ({what}); is it the right port? \
+                 dafsd's libfabric listeners are its `--listen ofi+PROVIDER://HOST:PORT` \
+                 addresses"
+            ),
+        ))
+    };
+    let hello = boot::write_all(sock, boot::CLIENT_PREAMBLE, deadline)
+        .and_then(|_| HelloReader::default().wait(sock, deadline))
+        .and_then(|b| boot::decode_server_hello(&b));
+    hello.map_err(|e| match e {
+        TransportError::Closed => not_listener("it closed the connection without a hello".into()),
+        TransportError::Io(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            not_listener(format!("no hello within {timeout:?}"))
+        }
+        TransportError::Io(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::BrokenPipe
+            ) =>
+        {
+            not_listener(format!("it reset the connection: {e}"))
+        }
+        TransportError::Protocol(p) => not_listener(format!("it answered something else: {p}")),
+        e => e,
+    })
+}
+
 fn dial(addr: &str, timeout: Duration) -> Result<(TcpStream, SocketAddr), TransportError> {
     let mut last = None;
     for a in addr.to_socket_addrs()? {
@@ -148,7 +190,12 @@ fn dial(addr: &str, timeout: Duration) -> Result<(TcpStream, SocketAddr), Transp
         }
     }
     Err(last
-        .map(TransportError::Io)
+        .map(|e| {
+            TransportError::Io(std::io::Error::new(
+                e.kind(),
+                format!("cannot reach the dafs libfabric listener at {addr}: {e}"),
+            ))
+        })
         .unwrap_or(TransportError::Protocol("address resolved to nothing")))
 }
 
@@ -167,6 +214,7 @@ impl WaitSteps for OfiClient {
         while let Some(e) = self.events.pop_front() {
             match e {
                 LinkEvent::Msg { buf, data: None } => {
+                    tracing::trace!(len = buf.len(), "ofi client: message");
                     self.stats.msgs_received += 1;
                     self.ready.push_back(buf);
                 }
@@ -278,8 +326,7 @@ impl ClientTransport for OfiClient {
         sock.set_nonblocking(true)?;
         dafs_transport::set_tcp_keepalive(sock.as_fd())?;
         self.sock = sock;
-        let hello =
-            boot::decode_server_hello(&HelloReader::default().wait(&mut self.sock, deadline)?)?;
+        let hello = greet(&mut self.sock, &self.peer.to_string(), timeout, deadline)?;
         if hello.prov != self.link.fab.prov() {
             return Err(TransportError::Protocol("the server's libfabric provider changed"));
         }

@@ -36,6 +36,7 @@ extern "C" {
     fn dofi_prov_name(e: *const RawEp) -> *const c_char;
     fn dofi_virt_addr(e: *const RawEp) -> c_int;
     fn dofi_wait_fd(e: *const RawEp) -> c_int;
+    fn dofi_sends_after_writes(e: *const RawEp) -> c_int;
     fn dofi_getname(e: *mut RawEp, buf: *mut c_void, len: *mut usize) -> c_int;
     fn dofi_set_peer(e: *mut RawEp, name: *const c_void) -> c_int;
     fn dofi_trywait(e: *mut RawEp) -> c_int;
@@ -169,6 +170,13 @@ impl Fabric {
     pub fn virt_addr(&self) -> bool {
         // SAFETY: live stack.
         unsafe { dofi_virt_addr(self.raw) != 0 }
+    }
+
+    /// A send is delivered only after the writes posted before it (FI_ORDER_SAW), and
+    /// operations complete once transmitted; else they complete once delivered.
+    pub fn sends_after_writes(&self) -> bool {
+        // SAFETY: live stack.
+        unsafe { dofi_sends_after_writes(self.raw) != 0 }
     }
 
     /// The completion queue's wait descriptor, if the provider has one.

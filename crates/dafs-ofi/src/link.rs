@@ -1,6 +1,11 @@
 //! Message machinery both ends share: a ring of pre-posted receive buffers, sends
 //! whose buffers live until their completion, and a bounded queue of sends the
 //! provider could not take yet.
+//!
+//! The receive buffers are allocated once and reposted as they are: a message is
+//! copied out of its buffer (its own length, into a pooled buffer) instead of handing
+//! the 256 KiB buffer up and posting a fresh, zeroed one. Zeroing 256 KiB per message
+//! at both ends was the largest cost of a small round trip (perf: memset on top).
 
 use std::collections::VecDeque;
 
@@ -29,7 +34,10 @@ pub struct Link {
     /// Declared first: dropped (endpoint closed) before the buffers posted on it.
     pub fab: Fabric,
     flags: ffi::Flags,
-    recvs: Vec<Option<Vec<u8>>>,
+    /// [`RX_DEPTH`] buffers of [`MSG_BYTES_MAX`] bytes, allocated once.
+    rx_bufs: Vec<Box<[u8]>>,
+    /// Whether `rx_bufs[i]` is posted (the provider may write it until its completion).
+    rx_posted: Vec<bool>,
     /// Receive slots whose repost the provider refused for now.
     recv_retry: Vec<usize>,
     sends: Vec<Option<Vec<u8>>>,
@@ -41,10 +49,11 @@ pub struct Link {
     pub msg_size_bytes_max: usize,
 }
 
-fn take_buf(pool: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
+/// A pooled buffer holding a copy of `bytes` (no zeroing: it is filled by the copy).
+fn copy_into_pooled(pool: &mut Vec<Vec<u8>>, bytes: &[u8]) -> Vec<u8> {
     let mut b = pool.pop().unwrap_or_default();
     b.clear();
-    b.resize(len, 0);
+    b.extend_from_slice(bytes);
     b
 }
 
@@ -53,7 +62,8 @@ impl Link {
         Link {
             fab,
             flags: ffi::flags(),
-            recvs: (0..RX_DEPTH).map(|_| None).collect(),
+            rx_bufs: (0..RX_DEPTH).map(|_| vec![0u8; MSG_BYTES_MAX].into_boxed_slice()).collect(),
+            rx_posted: vec![false; RX_DEPTH],
             recv_retry: Vec::new(),
             sends: Vec::new(),
             free_sends: Vec::new(),
@@ -66,8 +76,7 @@ impl Link {
 
     /// Post every empty receive slot.
     pub fn post_receives(&mut self) -> Result<(), TransportError> {
-        let empty: Vec<usize> =
-            (0..self.recvs.len()).filter(|&i| self.recvs[i].is_none()).collect();
+        let empty: Vec<usize> = (0..RX_DEPTH).filter(|&i| !self.rx_posted[i]).collect();
         for i in empty {
             self.post_recv(i)?;
         }
@@ -75,17 +84,14 @@ impl Link {
     }
 
     fn post_recv(&mut self, i: usize) -> Result<(), TransportError> {
-        debug_assert!(self.recvs[i].is_none());
+        debug_assert!(!self.rx_posted[i]);
         // Always the provider maximum: the peer may send up to it before negotiation.
-        let mut b = take_buf(&mut self.pool, MSG_BYTES_MAX);
-        // SAFETY: the buffer moves into `recvs[i]` (its heap block does not move) and is
-        // neither touched nor freed until its completion or the endpoint's reopen/close.
-        match unsafe { self.fab.recv(&mut b, CTX_RECV | i as u64) }? {
-            Posted::Yes => self.recvs[i] = Some(b),
-            Posted::Again => {
-                self.pool.push(b);
-                self.recv_retry.push(i);
-            }
+        // SAFETY: `rx_bufs[i]` lives as long as the Link (dropped after `fab`, which is
+        // declared first) and is not touched while posted: only after its completion
+        // (`rx_posted[i]` false again) or the endpoint's reopen.
+        match unsafe { self.fab.recv(&mut self.rx_bufs[i], CTX_RECV | i as u64) }? {
+            Posted::Yes => self.rx_posted[i] = true,
+            Posted::Again => self.recv_retry.push(i),
         }
         Ok(())
     }
@@ -94,7 +100,7 @@ impl Link {
     pub fn reopen(&mut self) -> Result<(), TransportError> {
         self.fab.reopen()?;
         // The old endpoint is closed: libfabric no longer references these buffers.
-        self.recvs.iter_mut().for_each(|r| *r = None);
+        self.rx_posted.iter_mut().for_each(|p| *p = false);
         self.sends.clear();
         self.free_sends.clear();
         self.unposted.clear();
@@ -112,8 +118,7 @@ impl Link {
                 "libfabric send queue full (peer not progressing)",
             ));
         }
-        let mut b = take_buf(&mut self.pool, msg.len());
-        b.copy_from_slice(msg);
+        let b = copy_into_pooled(&mut self.pool, msg);
         self.unposted.push_back((b, data));
         self.post_sends()
     }
@@ -154,21 +159,15 @@ impl Link {
     /// Messages and RMA completions go to `out`.
     pub fn progress(&mut self, out: &mut VecDeque<LinkEvent>) -> Result<(), TransportError> {
         loop {
+            // The array goes back into `self.comps` on every path, errors included:
+            // left empty by an early return, the next call polled for zero completions,
+            // took that for a full batch and looped for ever (a failed completion, e.g.
+            // at a dead peer, hung the client at its next progress, as after a restart).
             let mut comps = std::mem::take(&mut self.comps);
-            let n = self.fab.poll(&mut comps);
-            let n = match n {
-                Ok(n) => n,
-                Err(e) => {
-                    self.comps = comps;
-                    return Err(e);
-                }
-            };
-            for c in &comps[..n] {
-                self.complete(c, out)?;
-            }
-            let full = n == comps.len();
+            assert!(!comps.is_empty(), "completion array lost");
+            let full = self.take_completions(&mut comps, out);
             self.comps = comps;
-            if !full {
+            if !full? {
                 break;
             }
         }
@@ -176,6 +175,20 @@ impl Link {
             self.post_recv(i)?;
         }
         self.post_sends()
+    }
+
+    /// Read one batch into `comps` and handle it: true if the batch was full (more may
+    /// be waiting).
+    fn take_completions(
+        &mut self,
+        comps: &mut [Completion],
+        out: &mut VecDeque<LinkEvent>,
+    ) -> Result<bool, TransportError> {
+        let n = self.fab.poll(comps)?;
+        for c in &comps[..n] {
+            self.complete(c, out)?;
+        }
+        Ok(n == comps.len())
     }
 
     fn complete(
@@ -186,10 +199,10 @@ impl Link {
         let idx = (c.ctx & !CTX_KIND) as usize;
         match c.ctx & CTX_KIND {
             CTX_RECV => {
-                let mut b =
-                    self.recvs.get_mut(idx).and_then(Option::take).ok_or(
-                        TransportError::Protocol("libfabric completed an unknown receive"),
-                    )?;
+                if !self.rx_posted.get(idx).copied().unwrap_or(false) {
+                    return Err(TransportError::Protocol("libfabric completed an unknown receive"));
+                }
+                self.rx_posted[idx] = false;
                 if c.err != 0 {
                     return Err(fabric_error("receive", c));
                 }
@@ -197,7 +210,7 @@ impl Link {
                 if len == 0 || len > self.msg_size_bytes_max.max(crate::boot::REG_BYTES) {
                     return Err(TransportError::Protocol("bad message length from fabric peer"));
                 }
-                b.truncate(len);
+                let b = copy_into_pooled(&mut self.pool, &self.rx_bufs[idx][..len]);
                 let data = (c.flags & self.flags.remote_cq_data != 0).then_some(c.data);
                 debug_assert!(c.flags & self.flags.recv != 0);
                 out.push_back(LinkEvent::Msg { buf: b, data });

@@ -96,12 +96,13 @@ impl OfiListener {
         }
         let doorbells = link.fab.wait_fd().is_none();
         let virt = link.fab.virt_addr();
+        let saw = link.fab.sends_after_writes();
         Ok(OfiServerConn {
             epfd: ep,
             link,
             sock,
             peer,
-            hello: Some(HelloReader::default()),
+            hello: Some(HelloReader::after_preamble()),
             regions: HashMap::new(),
             virt,
             doorbells,
@@ -112,6 +113,7 @@ impl OfiListener {
             reads: HashMap::new(),
             unposted: VecDeque::new(),
             pending_writes: BTreeSet::new(),
+            saw,
             next_seq: 1,
             held: VecDeque::new(),
             held_bytes: 0,
@@ -174,8 +176,11 @@ pub struct OfiServerConn {
     writes: HashMap<u64, Vec<u8>>,
     reads: HashMap<u64, (u64, Vec<u8>)>,
     unposted: VecDeque<Rma>,
-    /// Writes not yet complete (posted or not): a message waits for those before it.
+    /// Writes a later message must wait for: those not yet complete, or, where the
+    /// provider orders sends after writes (`saw`), those not yet posted.
     pending_writes: BTreeSet<u64>,
+    /// The provider delivers a send only after the writes posted before it.
+    saw: bool,
     next_seq: u64,
     /// Messages waiting for earlier writes: (message, first write sequence after it).
     held: VecDeque<(Vec<u8>, u64)>,
@@ -245,7 +250,9 @@ impl OfiServerConn {
             self.link.fab.set_peer(&name)?;
             self.hello = None;
         }
-        if boot::drain(&mut self.sock)?.any {
+        let rung = boot::drain(&mut self.sock)?;
+        if rung.any {
+            tracing::trace!("ofi server: doorbell");
             // The client progressed since our last doorbell (it answers each
             // DOORBELL_ANSWER after its progress, and rings after posting).
             self.token_out = false;
@@ -262,10 +269,17 @@ impl OfiServerConn {
                     r?;
                 }
                 LinkEvent::Msg { buf, data: None } => {
+                    tracing::trace!(len = buf.len(), "ofi server: message");
                     self.events.push_back(ServerEvent::Message(buf))
                 }
                 LinkEvent::Rma { ctx, err } => {
                     let seq = ctx & !CTX_KIND;
+                    tracing::trace!(
+                        seq,
+                        err,
+                        write = ctx & CTX_KIND == CTX_WRITE,
+                        "ofi server: RMA done"
+                    );
                     if ctx & CTX_KIND == CTX_WRITE {
                         let buf = self
                             .writes
@@ -312,6 +326,7 @@ impl OfiServerConn {
             } else {
                 boot::DOORBELL
             };
+            tracing::trace!(bell, "ofi server: ring");
             boot::ring(&mut self.sock, bell)?;
         }
         Ok(())
@@ -358,6 +373,7 @@ impl OfiServerConn {
                     unsafe { self.link.fab.read(s, *raddr, *key, CTX_READ | seq) }
                 }
             }?;
+            tracing::trace!(again = r == Posted::Again, "ofi server: post RMA");
             if r == Posted::Again {
                 self.unposted.push_front(op);
                 break;
@@ -365,6 +381,10 @@ impl OfiServerConn {
             posted = true;
             match op {
                 Rma::Write { seq, buf, .. } => {
+                    if self.saw {
+                        // Posted: a later reply is delivered after it by the provider.
+                        self.pending_writes.remove(&seq);
+                    }
                     self.writes.insert(seq, buf);
                 }
                 Rma::Read { seq, tag, buf, .. } => {
@@ -375,10 +395,21 @@ impl OfiServerConn {
         Ok(posted)
     }
 
+    /// A staging buffer of `len` bytes, whatever they hold: the caller overwrites them
+    /// (the fill, or the RMA read). Zeroing a whole placement first (1 MiB per 1 MiB
+    /// read) cost as much as the transfer; only a buffer's growth is zeroed now, and
+    /// the pooled buffer already long enough is preferred.
     fn take_staging(&mut self, len: usize) -> Vec<u8> {
-        let mut b = self.staging.pop().unwrap_or_default();
-        b.clear();
-        b.resize(len, 0);
+        let at = self.staging.iter().position(|b| b.len() >= len);
+        let mut b = match at {
+            Some(i) => self.staging.swap_remove(i),
+            None => self.staging.pop().unwrap_or_default(),
+        };
+        if b.len() >= len {
+            b.truncate(len);
+        } else {
+            b.resize(len, 0);
+        }
         b
     }
 

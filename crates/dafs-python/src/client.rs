@@ -66,6 +66,7 @@ pub(crate) struct PyClient {
     /// Buffer exports of all this client's regions.
     pub(crate) exports: AtomicUsize,
     pub(crate) inline_threshold: usize,
+    pub(crate) inline_threshold_unregistered: usize,
     pub(crate) io_bytes_max: usize,
     pub(crate) slots: u32,
     pub(crate) msg_size_bytes_max: usize,

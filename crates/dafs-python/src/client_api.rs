@@ -82,6 +82,7 @@ impl PyClient {
         }
         Ok(PyClient {
             inline_threshold: c.0.inline_threshold(),
+            inline_threshold_unregistered: c.0.inline_threshold_unregistered(),
             io_bytes_max: c.0.io_bytes_max(),
             slots: c.0.slots(),
             msg_size_bytes_max: c.0.msg_size_bytes_max(),
@@ -150,6 +151,10 @@ impl PyClient {
     #[getter]
     fn inline_threshold(&self) -> usize {
         self.inline_threshold
+    }
+    #[getter]
+    fn inline_threshold_unregistered(&self) -> usize {
+        self.inline_threshold_unregistered
     }
     #[getter]
     fn max_io_size(&self) -> usize {

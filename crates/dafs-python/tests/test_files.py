@@ -40,8 +40,9 @@ def test_round_trip(client, wd, size):
 
 
 def test_inline_and_direct_paths_are_counted(client, wd):
-    t = client.inline_threshold
-    assert t > 0 and client.max_io_size >= t
+    # File reads land in unregistered memory: its threshold decides inline vs direct.
+    t = client.inline_threshold_unregistered
+    assert t >= client.inline_threshold > 0 and client.max_io_size >= t
     small, big = payload(t), payload(4 * t + 3)
     with client.open(f"{wd}/s", "wb") as f:
         f.write(small)

@@ -229,6 +229,10 @@ impl ClusterNode {
                     "cache_hits": fc.cache_hits.load(Relaxed),
                     "cache_misses": fc.cache_misses.load(Relaxed),
                     "forward_failures": fc.forward_failures.load(Relaxed),
+                    "forward_refusals": fc.forward_refusals.load(Relaxed),
+                    "forwards_inflight": f.pool.inflight(),
+                    "forwards_inflight_max": f.pool.inflight_max(),
+                    "lock_sessions": f.lock_sessions(),
                     "cache_bytes": f.cache.cached_bytes(),
                     "cache_capacity_bytes": f.cache.capacity_bytes(),
                 })

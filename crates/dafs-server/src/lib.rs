@@ -298,8 +298,13 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
     let ofi_urls: Vec<String> = ofi_listeners.iter().map(|l| l.url()).collect();
     let xrename = match (&cfg.cluster, &cfg.state_dir) {
         (Some(node), Some(dir)) => Some(
-            xrename::Mover::new(dir, node.me().as_str(), cfg.secret.clone(), cfg.workers)
-                .map_err(|e| StartError::StateDir { path: dir.clone(), source: e })?,
+            xrename::Mover::new(
+                dir,
+                node.me().as_str(),
+                forward::PeerSecurity::of_node(cfg.secret.as_deref(), cfg.tls.as_ref()),
+                cfg.workers,
+            )
+            .map_err(|e| StartError::StateDir { path: dir.clone(), source: e })?,
         ),
         (Some(_), None) => {
             info!("no state_dir: file renames across cluster nodes answer EXDEV");
@@ -627,7 +632,7 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
         }
         // Ring input is not signalled through epoll while the peer sees us awake.
         for idx in 0..conns.len() {
-            let pending = conns[idx].as_ref().is_some_and(|c| c.t.input_pending());
+            let pending = conns[idx].as_ref().is_some_and(|c| !c.lingering && c.t.input_pending());
             if pending {
                 spin.record(last_activity.elapsed());
                 last_activity = Instant::now();
@@ -715,7 +720,9 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
             sh.io.run_queued(sh.io.inflight_max());
             for idx in 0..conns.len() {
                 let Some(c) = conns[idx].as_mut().filter(|c| c.has_inflight()) else { continue };
-                if c.answer_finished(&sh, &mut sc) == ConnFate::Close {
+                let fate = c.answer_finished(&sh, &mut sc);
+                // A lingering connection closes once its last forwarded reply is in.
+                if fate == ConnFate::Close || (c.lingering && !c.has_inflight()) {
                     close_conn(&sh, &poll, &mut conns, &mut free, idx);
                 }
             }
@@ -730,10 +737,19 @@ fn close_conn(
     free: &mut Vec<usize>,
     idx: usize,
 ) {
-    if let Some(mut c) = conns[idx].take() {
+    let Some(c) = conns[idx].as_mut() else { return };
+    if !c.lingering {
         for fd in c.t.fds() {
             let _ = poll.registry().deregister(&mut SourceFd(&fd));
         }
+    }
+    // Forwarded requests in flight: their replies must reach the reply cache before
+    // the session is parked, and the worker must not wait for them (see
+    // `conn::forwarding`). The connection stays, reading nothing, until they are in.
+    if c.linger() {
+        return;
+    }
+    if let Some(mut c) = conns[idx].take() {
         free.push(idx);
         if let Some(mut h) = c.handover.take() {
             // A verified trunking bind: the connection moves to its session's worker,

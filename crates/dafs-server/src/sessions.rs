@@ -12,7 +12,7 @@
 //! connection and parks the session, and the client's bind (answered DELAY meanwhile)
 //! succeeds on its retry. Fencing revokes with "destroy" instead of "park".
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -77,57 +77,63 @@ impl SessionInfo {
             revoke: AtomicU8::new(REVOKE_NONE),
             peer: Mutex::new(peer),
             cache_bytes: AtomicU64::new(0),
-            bind_nonce: Mutex::new(BindNonces {
-                current: bind_nonce,
-                previous: None,
-                used_with_previous: Vec::new(),
-            }),
+            bind_nonce: Mutex::new(BindNonces::new(bind_nonce)),
             bind_key,
             owner: Mutex::new(None),
         }
     }
 }
 
-/// Client nonces a session accepts with its previous bind nonce, at most: the number of
-/// bind replies in a row a client may lose (each retry uses a fresh client nonce).
-pub const BIND_RETRIES_MAX: usize = 16;
+/// Bind nonces a session keeps (the newest handed out, and before it those a client
+/// may still hold), and client nonces it remembers: how many bind replies in a row a
+/// client may lose, or binds it gave up on may reach the server late.
+pub const BIND_NONCES_MAX: usize = 16;
 
-/// What a SESSION_BIND may prove over. Normally the `current` nonce: the one the last
-/// bind reply (or SESSION_CREATE) handed out. But a bind reply can be lost with the
-/// connection that carried it — the server rotated, the client never learned the new
-/// nonce — so a proof over the `previous` nonce is accepted too, once per fresh client
-/// nonce: a captured bind replayed carries a client nonce already used, and is refused.
+/// What a SESSION_BIND may prove over: a nonce a bind reply (or SESSION_CREATE) handed
+/// out. Normally the newest. But a bind reply can be lost with the connection that
+/// carried it (the server rotated, the client never learned the new nonce), and a bind
+/// the client gave up on can be read after the client's next bind has succeeded (it
+/// takes the session and hands out a nonce nobody reads). So every nonce handed out
+/// since the last one a bind proved over is accepted, each bind with a client nonce
+/// not seen before: a captured bind replayed carries a used client nonce, and is refused.
+/// A client only moves forward (it keeps the nonce of the last reply it read), so the
+/// nonces older than one a bind proved over are dropped.
 #[derive(Debug)]
 pub struct BindNonces {
-    pub current: [u8; 32],
-    pub previous: Option<[u8; 32]>,
-    /// The client nonces of the binds that proved over `previous`.
-    pub used_with_previous: Vec<[u8; 32]>,
+    /// Nonces handed out, oldest first; the last is the newest. Never empty.
+    pub recent: VecDeque<[u8; 32]>,
+    /// Client nonces of accepted binds, oldest first.
+    pub used: VecDeque<[u8; 32]>,
 }
 
 impl BindNonces {
-    /// Which nonce `verify` accepts for a bind with `client_nonce`: `Some(true)` the
-    /// current, `Some(false)` the previous, `None` neither.
-    fn check(&self, client_nonce: &[u8; 32], verify: impl Fn(&[u8; 32]) -> bool) -> Option<bool> {
-        if verify(&self.current) {
-            return Some(true);
-        }
-        let prev = self.previous.as_ref()?;
-        let fresh = !self.used_with_previous.contains(client_nonce)
-            && self.used_with_previous.len() < BIND_RETRIES_MAX;
-        (fresh && verify(prev)).then_some(false)
+    fn new(first: [u8; 32]) -> Self {
+        BindNonces { recent: VecDeque::from([first]), used: VecDeque::new() }
     }
 
-    /// A bind succeeded with `client_nonce` (over the current nonce if `was_current`):
-    /// hand out `next` as the new current nonce.
-    fn rotate(&mut self, was_current: bool, client_nonce: [u8; 32], next: [u8; 32]) {
-        if was_current {
-            self.previous = Some(self.current);
-            self.used_with_previous.clear();
+    /// The position in `recent` of the newest nonce `verify` accepts for a bind with
+    /// `client_nonce`, or None (a used client nonce, or no nonce verifies).
+    fn check(&self, client_nonce: &[u8; 32], verify: impl Fn(&[u8; 32]) -> bool) -> Option<usize> {
+        if self.used.contains(client_nonce) {
+            return None;
         }
-        self.used_with_previous.push(client_nonce);
-        assert!(self.used_with_previous.len() <= BIND_RETRIES_MAX);
-        self.current = next;
+        (0..self.recent.len()).rev().find(|&i| verify(&self.recent[i]))
+    }
+
+    /// A bind proved over `recent[at]` with `client_nonce`: forget the older nonces,
+    /// hand out `next`.
+    fn rotate(&mut self, at: usize, client_nonce: [u8; 32], next: [u8; 32]) {
+        assert!(at < self.recent.len());
+        self.recent.drain(..at);
+        self.recent.push_back(next);
+        if self.recent.len() > BIND_NONCES_MAX {
+            self.recent.pop_front();
+        }
+        self.used.push_back(client_nonce);
+        if self.used.len() > BIND_NONCES_MAX {
+            self.used.pop_front();
+        }
+        assert!(!self.recent.is_empty() && self.recent.len() <= BIND_NONCES_MAX);
     }
 }
 
@@ -157,7 +163,6 @@ pub(crate) enum Trunk {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TrunkProof {
     pub(crate) nonce: [u8; 32],
-    pub(crate) was_current: bool,
     pub(crate) client_nonce: [u8; 32],
     pub(crate) next_nonce: [u8; 32],
 }
@@ -244,12 +249,12 @@ impl<S> SessionTable<S> {
         }
         let mut nonce = e.info.bind_nonce.lock().unwrap();
         let key = e.info.bind_key;
-        let Some(was_current) = nonce.check(client_nonce, |n| verify(n, &key)) else {
+        let Some(at) = nonce.check(client_nonce, |n| verify(n, &key)) else {
             return Take::AuthFailed;
         };
         match e.parked.take() {
             Some((state, _)) => {
-                nonce.rotate(was_current, *client_nonce, next_nonce);
+                nonce.rotate(at, *client_nonce, next_nonce);
                 e.info.connected.store(true, Relaxed);
                 e.info.binds.fetch_add(1, Relaxed);
                 drop(nonce);
@@ -288,7 +293,7 @@ impl<S> SessionTable<S> {
         }
         let nonce = e.info.bind_nonce.lock().unwrap();
         let key = e.info.bind_key;
-        let Some(was_current) = nonce.check(client_nonce, |n| verify(n, &key)) else {
+        let Some(at) = nonce.check(client_nonce, |n| verify(n, &key)) else {
             return Trunk::AuthFailed;
         };
         let Some(owner) = e.info.owner.lock().unwrap().clone() else {
@@ -296,29 +301,24 @@ impl<S> SessionTable<S> {
             // owner is set before the session enters the table's bound state).
             return Trunk::Parked;
         };
-        let proved = if was_current { nonce.current } else { nonce.previous.expect("checked") };
-        let proof =
-            TrunkProof { nonce: proved, was_current, client_nonce: *client_nonce, next_nonce };
+        let proof = TrunkProof { nonce: nonce.recent[at], client_nonce: *client_nonce, next_nonce };
         Trunk::Add(e.info.clone(), owner, proof)
     }
 
-    /// A trunked connection is joining its session: rotate the bind nonce as the bind's
-    /// reply says, if the nonce it proved over is still the one the session accepts (no
-    /// other bind, nor a replay of this one, got in first). False: refuse the join.
+    /// A trunked connection is joining its session: the bind takes effect now, as a
+    /// [`Self::take`] would have — if the nonce it proved over is still accepted (no
+    /// bind over a newer one got in first) and its client nonce is still unused (no
+    /// replay of it joined). False: refuse the join; nothing changed, so the client's
+    /// nonce stays valid.
     pub(crate) fn rotate_for_trunk(&self, info: &SessionInfo, p: &TrunkProof) -> bool {
         let mut nonce = info.bind_nonce.lock().unwrap();
-        let still = if p.was_current {
-            nonce.current == p.nonce
-        } else {
-            nonce.previous == Some(p.nonce)
-                && !nonce.used_with_previous.contains(&p.client_nonce)
-                && nonce.used_with_previous.len() < BIND_RETRIES_MAX
-        };
-        if still {
-            nonce.rotate(p.was_current, p.client_nonce, p.next_nonce);
-            info.binds.fetch_add(1, Relaxed);
+        if nonce.used.contains(&p.client_nonce) {
+            return false;
         }
-        still
+        let Some(at) = nonce.recent.iter().position(|n| *n == p.nonce) else { return false };
+        nonce.rotate(at, p.client_nonce, p.next_nonce);
+        info.binds.fetch_add(1, Relaxed);
+        true
     }
 
     /// The parked session parked longest ago (its lease ends first), removed from the
@@ -441,6 +441,19 @@ impl<S> SessionTable<S> {
 mod tests {
     use super::*;
 
+    /// A table holding session 5 of client "c1".
+    fn one_session() -> (SessionTable<u32>, Arc<SessionInfo>) {
+        let t: SessionTable<u32> = SessionTable::default();
+        let i = info(5, "c1");
+        t.insert(i.clone());
+        (t, i)
+    }
+
+    /// A bind proof check that accepts exactly the bind nonce `want`.
+    fn over(want: [u8; 32]) -> impl Fn(&[u8; 32], &[u8; 32]) -> bool {
+        move |n, _| *n == want
+    }
+
     fn info(id: u64, client: &str) -> Arc<SessionInfo> {
         Arc::new(SessionInfo::new(id, client.into(), 4, "peer".into(), [0; 32], [3; 32]))
     }
@@ -466,7 +479,11 @@ mod tests {
             Take::Bound(s, _) => assert_eq!(*s, 42),
             _ => panic!("parked session binds"),
         }
-        assert_eq!(i.bind_nonce.lock().unwrap().current, [1; 32], "nonce rotated with the take");
+        assert_eq!(
+            i.bind_nonce.lock().unwrap().recent.back(),
+            Some(&[1; 32]),
+            "nonce rotated with the take"
+        );
         assert!(matches!(t.take(6, b"c1", &[9; 32], |_, _| true, [1; 32]), Take::Unknown));
         t.park(Box::new(43), &i, Duration::ZERO);
         let gone = t.expired(Instant::now());
@@ -516,10 +533,7 @@ mod tests {
     /// made is refused.
     #[test]
     fn lost_bind_reply_retries_but_no_replay() {
-        let t: SessionTable<u32> = SessionTable::default();
-        let i = info(5, "c1");
-        t.insert(i.clone());
-        let over = |want: [u8; 32]| move |n: &[u8; 32], _: &[u8; 32]| *n == want;
+        let (t, i) = one_session();
         t.park(Box::new(1), &i, Duration::from_secs(60));
         assert!(matches!(t.take(5, b"c1", &[1; 32], over([0; 32]), [10; 32]), Take::Bound(..)));
         t.park(Box::new(1), &i, Duration::from_secs(60));
@@ -538,5 +552,46 @@ mod tests {
         assert!(matches!(t.take(5, b"c1", &[4; 32], over([0; 32]), [13; 32]), Take::AuthFailed));
         assert!(matches!(t.take(5, b"c1", &[3; 32], over([11; 32]), [13; 32]), Take::AuthFailed));
         assert!(matches!(t.take(5, b"c1", &[4; 32], over([11; 32]), [13; 32]), Take::Bound(..)));
+    }
+
+    /// A bind the client gave up on (its reply did not come in time) reaches the server
+    /// only after the client's next bind, on a new connection, has succeeded: the late
+    /// one proves over the nonce both were made with and takes the parked session, and
+    /// hands out a nonce nobody reads. The client's nonce (from the reply it did get)
+    /// must still be accepted — under load it was refused with AUTH_FAILED, which ended
+    /// the session (`exactly_once::tcp` failed so, 2 runs in 6).
+    #[test]
+    fn a_late_abandoned_bind_does_not_lock_the_client_out() {
+        let (t, i) = one_session();
+        t.park(Box::new(1), &i, Duration::from_secs(60));
+        // Connection Y: bind over nonce 0, reply (nonce 10) received; then Y is cut.
+        assert!(matches!(t.take(5, b"c1", &[1; 32], over([0; 32]), [10; 32]), Take::Bound(..)));
+        t.park(Box::new(1), &i, Duration::from_secs(60));
+        // Connection X's bind, sent before Y's over nonce 0, is read only now.
+        assert!(matches!(t.take(5, b"c1", &[2; 32], over([0; 32]), [11; 32]), Take::Bound(..)));
+        t.park(Box::new(1), &i, Duration::from_secs(60));
+        // The client knows nonce 10.
+        assert!(matches!(t.take(5, b"c1", &[3; 32], over([10; 32]), [12; 32]), Take::Bound(..)));
+        t.park(Box::new(1), &i, Duration::from_secs(60));
+        // Replays stay refused, and nonces older than the one just proven are gone.
+        assert!(matches!(t.take(5, b"c1", &[3; 32], over([10; 32]), [13; 32]), Take::AuthFailed));
+        assert!(matches!(t.take(5, b"c1", &[4; 32], over([0; 32]), [13; 32]), Take::AuthFailed));
+        assert!(matches!(t.take(5, b"c1", &[4; 32], over([12; 32]), [13; 32]), Take::Bound(..)));
+    }
+
+    /// However many bind replies are lost in a row, the nonces kept stay bounded and the
+    /// client's last known nonce works until BIND_NONCES_MAX binds have passed it.
+    #[test]
+    fn bind_nonces_are_bounded() {
+        let (t, i) = one_session();
+        for k in 1..=BIND_NONCES_MAX as u8 {
+            t.park(Box::new(1), &i, Duration::from_secs(60));
+            let got = t.take(5, b"c1", &[k; 32], over([0; 32]), [100 + k; 32]);
+            assert!(matches!(got, Take::Bound(..)), "retry {k}");
+        }
+        t.park(Box::new(1), &i, Duration::from_secs(60));
+        assert!(matches!(t.take(5, b"c1", &[99; 32], over([0; 32]), [1; 32]), Take::AuthFailed));
+        let n = i.bind_nonce.lock().unwrap();
+        assert!(n.recent.len() <= BIND_NONCES_MAX && n.used.len() <= BIND_NONCES_MAX);
     }
 }

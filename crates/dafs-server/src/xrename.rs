@@ -179,7 +179,7 @@ impl Mover {
     pub fn new(
         state_dir: &Path,
         me: &str,
-        secret: Option<Vec<u8>>,
+        security: crate::forward::PeerSecurity,
         workers: usize,
     ) -> std::io::Result<Mover> {
         let dir = state_dir.join(INTENT_DIR);
@@ -192,7 +192,9 @@ impl Mover {
         });
         let client_cfg = ClientConfig {
             client_id: format!("dafsd-xrename:{me}"),
-            secret,
+            // As forwarding sessions: the cluster's secret, TLS when the node has it.
+            secret: security.secret,
+            tls: security.tls,
             connect_timeout: Duration::from_secs(2),
             request_deadline: Duration::from_secs(10),
             reconnect: false,
@@ -610,7 +612,7 @@ mod tests {
     #[test]
     fn records_are_saved_durably_and_dropped() {
         let t = tempfile::tempdir().unwrap();
-        let m = Mover::new(t.path(), "n1", None, 2).unwrap();
+        let m = Mover::new(t.path(), "n1", Default::default(), 2).unwrap();
         let i = sample(Phase::Committing);
         m.save(&i).unwrap();
         let back = read_record(&m.record_path(7)).unwrap();

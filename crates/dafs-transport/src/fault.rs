@@ -272,11 +272,11 @@ impl ClientTransport for FaultyTransport {
     fn raw_fd(&self) -> RawFd {
         self.inner.raw_fd()
     }
+    fn wants_write(&self) -> bool {
+        self.inner.wants_write()
+    }
     fn cut_fd(&self) -> RawFd {
         self.inner.cut_fd()
-    }
-    fn output_pending(&self) -> bool {
-        self.inner.output_pending()
     }
     /// A sibling injects faults by the same plan (its own random sequence, the same
     /// counters); `FaultControl::cut` still cuts the first connection only.

@@ -187,9 +187,11 @@ pub trait ClientTransport: Send {
     fn cut_fd(&self) -> RawFd {
         self.raw_fd()
     }
-    /// True while bytes wait to be written (the caller of a multi-connection wait then
-    /// also waits for the socket to take them).
-    fn output_pending(&self) -> bool {
+    /// True while output is queued that the kernel has not taken yet: a caller that
+    /// sleeps on [`Self::raw_fd`] itself (one thread waiting on several connections)
+    /// must wait for writability too, or a request never leaves and its reply never
+    /// comes. Providers that never queue output answer false.
+    fn wants_write(&self) -> bool {
         false
     }
     /// Another connection to the same peer sharing this one's registrations (session

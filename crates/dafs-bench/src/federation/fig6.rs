@@ -15,10 +15,11 @@ use dafs_client::{Client, ClientConfig};
 use serde::Serialize;
 
 use super::cgroup::CpuGroups;
+use super::nodefs::NodeFs;
 use super::FederationCfg;
 use crate::postmark::engine::{self, DafsFs, PmParams};
 use crate::server::Dafsd;
-use crate::util::heartbeat;
+use crate::util::{heartbeat, proc_cpu};
 
 /// Most nodes one run starts (loopback addresses 127.0.0.2 ..).
 pub const NODES_MAX: usize = 64;
@@ -35,13 +36,22 @@ pub struct Fig6Point {
     pub speedup: Option<f64>,
     /// Requests each node served (the cluster client's per-node counts, summed).
     pub requests_per_node: Vec<u64>,
+    /// CPU each node used over the run, as a share of its quota (1.0: saturated; no
+    /// quota: of one CPU). Below ~0.9 the clients did not keep the node busy.
+    pub node_busy: Vec<f64>,
+    /// Node CPU per request served, microseconds (all nodes' CPU over all requests):
+    /// what one request costs a node. Nodes sharing a host's two cores pay more per
+    /// request as their number grows (caches, scheduler); this shows how much.
+    pub node_cpu_us_per_request: f64,
 }
 
-/// N nodes, each in its CPU group; stopped (then the groups removed) on drop.
+/// N nodes, each in its CPU group on its own file system; stopped, then the groups
+/// removed and the file systems unmounted, on drop (fields drop in this order).
 struct Nodes {
     procs: Vec<Dafsd>,
     addrs: Vec<String>,
     _groups: Option<CpuGroups>,
+    _fs: NodeFs,
     _dir: tempfile::TempDir,
 }
 
@@ -65,11 +75,13 @@ fn start_nodes(cfg: &FederationCfg, n: usize) -> Result<Nodes, String> {
     let toml = dir.path().join("cluster.toml");
     std::fs::write(&toml, format!("[cluster]\nmembers = [{}]\n", list.join(", ")))
         .map_err(|e| format!("{}: {e}", toml.display()))?;
+    let (fs, exports) = NodeFs::make(cfg.node_fs, dir.path(), n)?;
     let mut groups = if cfg.node_cpus > 0.0 { Some(CpuGroups::new(cfg.node_cpus)?) } else { None };
+    if let Some(g) = groups.as_mut() {
+        g.adopt_self()?;
+    }
     let mut procs = Vec::with_capacity(n);
-    for (i, addr) in addrs.iter().enumerate() {
-        let export = dir.path().join(format!("export{i}"));
-        std::fs::create_dir(&export).map_err(|e| format!("{}: {e}", export.display()))?;
+    for (i, (addr, export)) in addrs.iter().zip(&exports).enumerate() {
         let args = vec![
             export.display().to_string(),
             "--listen".into(),
@@ -84,7 +96,7 @@ fn start_nodes(cfg: &FederationCfg, n: usize) -> Result<Nodes, String> {
         }
         procs.push(d);
     }
-    Ok(Nodes { procs, addrs, _groups: groups, _dir: dir })
+    Ok(Nodes { procs, addrs, _groups: groups, _fs: fs, _dir: dir })
 }
 
 fn params(cfg: &FederationCfg, seed: u64) -> PmParams {
@@ -125,16 +137,16 @@ fn point(cfg: &FederationCfg, n: usize, clients: usize) -> Result<Fig6Point, Str
             let k = &run.counts;
             let ops = k.created_alone + k.created_mixed + k.read + k.appended;
             let ops = ops + k.deleted_mixed + k.deleted_alone;
-            let per_node = client
-                .cluster_nodes()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|x| (x.addr, x.requests))
-                .collect();
+            let per_node = match client.cluster_nodes() {
+                Some(nodes) => nodes.into_iter().map(|x| (x.addr, x.requests)).collect(),
+                // One node: a plain client, whose own count is the node's.
+                None => vec![(url.clone(), client.stats().requests)],
+            };
             Ok((ops, per_node))
         }));
     }
     heartbeat(&format!("federation fig6: {n} node(s), {clients} clients"));
+    let cpu0: Vec<f64> = nodes.procs.iter().map(|d| proc_cpu(d.pid).unwrap_or(0.0)).collect();
     start.wait();
     let t0 = Instant::now();
     let mut ops = 0;
@@ -154,6 +166,11 @@ fn point(cfg: &FederationCfg, n: usize, clients: usize) -> Result<Fig6Point, Str
         }
     }
     let wall_secs = t0.elapsed().as_secs_f64();
+    let budget = if cfg.node_cpus > 0.0 { cfg.node_cpus } else { 1.0 };
+    let node_cpu: Vec<f64> = (nodes.procs.iter().zip(&cpu0))
+        .map(|(d, c0)| proc_cpu(d.pid).unwrap_or(0.0) - c0)
+        .collect();
+    let node_busy = node_cpu.iter().map(|c| c / (wall_secs.max(1e-9) * budget)).collect();
     if let Some(e) = first_err {
         let logs: Vec<String> = nodes
             .procs
@@ -170,7 +187,10 @@ fn point(cfg: &FederationCfg, n: usize, clients: usize) -> Result<Fig6Point, Str
         wall_secs,
         ops_per_s: ops as f64 / wall_secs.max(1e-9),
         speedup: None,
+        node_cpu_us_per_request: node_cpu.iter().sum::<f64>() * 1e6
+            / requests_per_node.iter().sum::<u64>().max(1) as f64,
         requests_per_node,
+        node_busy,
     })
 }
 
@@ -199,23 +219,26 @@ pub fn run(cfg: &FederationCfg) -> Result<Vec<Fig6Point>, String> {
     Ok(out)
 }
 
-pub fn markdown(points: &[Fig6Point], quota: &str) -> String {
+pub fn markdown(points: &[Fig6Point], quota: &str, fs: &str) -> String {
     let mut s = format!(
-        "### Fig. 6: PostMark throughput vs nodes ({quota} per dafsd)\n\n\
-         | Nodes | Clients | Ops | Wall (s) | Ops/s | Speedup | Requests per node |\n\
-         |---|---|---|---|---|---|---|\n"
+        "### Fig. 6: PostMark throughput vs nodes ({quota} per dafsd; exports: {fs})\n\n\
+         | Nodes | Clients | Ops | Wall (s) | Ops/s | Speedup | Requests per node | Node CPU / quota | Node CPU us / request |\n\
+         |---|---|---|---|---|---|---|---|---|\n"
     );
     for p in points {
         let per: Vec<String> = p.requests_per_node.iter().map(|r| r.to_string()).collect();
+        let busy: Vec<String> = p.node_busy.iter().map(|b| format!("{b:.2}")).collect();
         s += &format!(
-            "| {} | {} | {} | {:.2} | {:.0} | {} | {} |\n",
+            "| {} | {} | {} | {:.2} | {:.0} | {} | {} | {} | {:.0} |\n",
             p.nodes,
             p.clients,
             p.ops,
             p.wall_secs,
             p.ops_per_s,
             p.speedup.map_or("-".into(), |x| format!("{x:.2}x")),
-            per.join(" / ")
+            per.join(" / "),
+            busy.join(" / "),
+            p.node_cpu_us_per_request
         );
     }
     s

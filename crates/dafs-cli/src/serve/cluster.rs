@@ -12,14 +12,15 @@ use dafs_server::forward;
 
 /// The node for `--cluster FILE` (static: with its map; etcd: not joined yet, see
 /// [`join`]). `listen` is the address as configured: the default node id. Every node
-/// can forward (round-robin placement, decided by the map in force): `workers` bounds
-/// its sessions to each other node, `memory_bytes_max` sizes the default block cache.
+/// can forward (round-robin placement, decided by the map in force):
+/// `memory_bytes_max` sizes the default block cache; `security` is how its sessions
+/// to the other nodes authenticate ([`forward::PeerSecurity::of_node`]).
 pub fn node(
     file: &Path,
     node_id: Option<&str>,
     listen: &str,
-    workers: usize,
     memory_bytes_max: usize,
+    security: forward::PeerSecurity,
 ) -> Result<Arc<ClusterNode>, String> {
     let cfg = ClusterConfig::load(file).map_err(|e| e.to_string())?;
     let id = NodeId::new(node_id.unwrap_or(listen)).map_err(|e| format!("--node-id: {e}"))?;
@@ -32,7 +33,10 @@ pub fn node(
         Some(b) => usize::try_from(b).map_err(|_| "block_cache_bytes too large".to_string())?,
         None => forward::block_cache_bytes_default(memory_bytes_max),
     };
-    Ok(Arc::new(node.with_forwarder(forward::Forwarder::new(&me, workers, cache_bytes))))
+    let threads = forward::pool::forward_threads_default();
+    let f = forward::Forwarder::new(&me, cache_bytes, threads, security)
+        .map_err(|e| format!("starting the forwarding threads: {e}"))?;
+    Ok(Arc::new(node.with_forwarder(f)))
 }
 
 /// With etcd membership: register `addr` (the address the server listens on) and start

@@ -88,7 +88,10 @@ pub(crate) fn submit_paths_and_counters(p: Provider) {
     let thr = c.inline_threshold();
     assert!(thr > 0 && thr < c.io_bytes_max());
     let big = 3 * thr + 5;
-    let data = make_file(&srv, "src", 4 * thr, 2);
+    // Memory the application did not register stays inline up to this (>= thr).
+    let unreg = c.inline_threshold_unregistered();
+    assert!(unreg >= thr && unreg < c.io_bytes_max());
+    let data = make_file(&srv, "src", 4 * unreg.max(big), 2);
     let src = c.open("src", OpenOptions::read()).unwrap();
     let dst = c.open("dst", OpenOptions::read_write().create(true)).unwrap();
     let cg = c.create_cg().unwrap();
@@ -139,11 +142,28 @@ pub(crate) fn submit_paths_and_counters(p: Provider) {
         (s3.inline_reads + 1, s3.direct_reads, s3.off_direct_path)
     );
 
-    // 5. Vec, above threshold: direct, counted off the direct path
-    c.submit_read(&src, 9, IoBuf::Vec(vec![0; big]), cg, 5).unwrap();
+    // 4b. Vec above the threshold but within the unregistered one (shm: 2 KiB vs
+    // 16 KiB): inline, no registration round trip for memory the library never saw.
+    if unreg > thr {
+        let n = thr + 1;
+        c.submit_read(&src, 3, IoBuf::Vec(vec![0; n]), cg, 4).unwrap();
+        let d = c.wait_all(cg).unwrap();
+        assert_eq!(d[0].buf.as_deref().unwrap(), &data[3..3 + n]);
+        let s = c.stats();
+        assert_eq!(
+            (s.inline_reads, s.direct_reads, s.off_direct_path),
+            (s4.inline_reads + 1, s4.direct_reads, s4.off_direct_path)
+        );
+    }
+    let s4 = c.stats();
+
+    // 5. Vec, above the unregistered threshold: direct, counted off the direct path
+    let big_vec = unreg + 5;
+    assert!(9 + big_vec <= data.len());
+    c.submit_read(&src, 9, IoBuf::Vec(vec![0; big_vec]), cg, 5).unwrap();
     let d = c.wait_all(cg).unwrap();
-    assert_eq!(ok(&d[0]), big);
-    assert_eq!(d[0].buf.as_deref().unwrap(), &data[9..9 + big]);
+    assert_eq!(ok(&d[0]), big_vec);
+    assert_eq!(d[0].buf.as_deref().unwrap(), &data[9..9 + big_vec]);
     let s5 = c.stats();
     assert_eq!(s5.direct_reads, s4.direct_reads + 1);
     assert_eq!(s5.inline_reads, s4.inline_reads);
@@ -158,7 +178,8 @@ pub(crate) fn submit_paths_and_counters(p: Provider) {
     }
 
     // writes: the same four combinations
-    let wdata = pattern(0, 5 * thr, 3);
+    // The last write (a Vec) must exceed the unregistered threshold.
+    let wdata = pattern(0, 50 + big + 30 + unreg + 7, 3);
     c.region_mut(region).unwrap().copy_from_slice(&wdata[..4 * thr]);
     c.submit_write(&dst, 0, IoBuf::Region { region, offset: 0, len: 50 }, cg, 6).unwrap();
     assert_eq!(ok(&c.wait_all(cg).unwrap()[0]), 50);
@@ -194,8 +215,8 @@ pub(crate) fn submit_paths_and_counters(p: Provider) {
         (s7.inline_writes + 1, s7.direct_writes, s7.off_direct_path)
     );
 
-    let rest = 5 * thr - tail - 30;
-    assert!(rest > thr);
+    let rest = wdata.len() - tail - 30;
+    assert!(rest > unreg);
     c.submit_write(&dst, (tail + 30) as u64, IoBuf::Vec(wdata[tail + 30..].to_vec()), cg, 9)
         .unwrap();
     let d = c.wait_all(cg).unwrap();
@@ -209,7 +230,7 @@ pub(crate) fn submit_paths_and_counters(p: Provider) {
 
     assert_eq!(std::fs::read(srv.dir().join("dst")).unwrap(), wdata);
     assert_eq!(s9.errors, 0);
-    assert_eq!(s9.requests, s0.requests + 9);
+    assert_eq!(s9.requests, s0.requests + 9 + u64::from(unreg > thr));
 
     // an I/O error is a completion with an error, counted in stats().errors
     c.submit_write(&src, 0, IoBuf::Vec(vec![1; 10]), cg, 10).unwrap();

@@ -30,6 +30,7 @@
 //! `TestServer::start(&tls::strs(&pki.server_args()))`.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod mount;
 pub mod restart;
 pub mod tls;

@@ -8,11 +8,20 @@
 //! (CLUSTER_MAP from that node, or etcd) and sends the request again, transparently,
 //! for up to [`WRONG_NODE_RETRY_TIME_MAX`]. Directories are virtual: mkdir/rmdir act
 //! on every node, readdir merges the nodes' listings (`vdir`). Open files remember
-//! their node. The front client itself holds no session: calls by handle (the `*_at`
-//! family, `getattr(fh)`, ...) cannot be routed by path and are refused.
+//! their node. Calls by handle go through a front-side handle table (`handles`,
+//! `at`); asynchronous I/O, batches and registered memory span the node sessions
+//! (`aio`). The front client itself holds no session: what none of these route (a
+//! raw chain or request) is refused.
 
+mod aio;
+mod at;
+mod handles;
 mod ops;
+mod sys;
 mod vdir;
+
+pub use aio::CLUSTER_REGIONS_MAX;
+pub use handles::{CLUSTER_HANDLES_MAX, CLUSTER_HANDLE_PATH_BYTES_MAX};
 
 use std::time::{Duration, Instant};
 
@@ -54,6 +63,25 @@ pub(crate) struct Cluster {
     pub(crate) map_refreshes: u64,
     /// Round-robin placement: the next landing node (index into `member_slot`).
     rr_cursor: usize,
+    /// Completion groups and registered regions spanning the node sessions.
+    aio: aio::Aio,
+    /// Counters of node sessions dropped since (see [`Client::stats`]).
+    retired_stats: crate::ClientStats,
+    /// Front handles: what each handle this client gave out names (see `handles`).
+    handles: handles::HandleTable,
+    /// The credentials last set ([`Client::set_cred`]): every node session acts
+    /// under them, also one opened later.
+    cred: Option<(u32, u32, Vec<u32>)>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // The node sessions first: each waits for its I/O in flight, which may name a
+        // front region's memory, freed with `aio` after.
+        for s in &mut self.slots {
+            s.client = None;
+        }
+    }
 }
 
 /// What [`Client::cluster_nodes`] reports of one node.
@@ -122,6 +150,10 @@ pub(crate) fn connect(target: &str, cfg: &ClientConfig) -> Result<Option<Client>
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos() as usize),
+        aio: aio::Aio::default(),
+        retired_stats: Default::default(),
+        handles: handles::HandleTable::new(handle_nonce()),
+        cred: None,
     };
     // The front client: the first contact's negotiated values (sizes, slots), with its
     // session ended — calls it cannot route fail instead of reaching one node.
@@ -180,7 +212,7 @@ impl Cluster {
                 Some(i) => {
                     if self.slots[i].addr != m.addr {
                         self.slots[i].addr = m.addr.clone();
-                        self.slots[i].client = None;
+                        self.drop_node(i);
                     }
                     i
                 }
@@ -237,8 +269,11 @@ impl Cluster {
         self.slots[slot].requests += 1;
         if self.slots[slot].client.is_none() {
             let target = self.node_target(&self.slots[slot].addr);
-            let c = Client::connect(&target, self.cfg.clone())
+            let mut c = Client::connect(&target, self.cfg.clone())
                 .map_err(|e| self.unavailable(slot, e))?;
+            if let Some((uid, gid, groups)) = &self.cred {
+                c.set_cred(*uid, *gid, groups).map_err(|e| self.unavailable(slot, e))?;
+            }
             self.slots[slot].client = Some(c);
         }
         Ok(self.slots[slot].client.as_mut().expect("connected above"))
@@ -250,11 +285,29 @@ impl Cluster {
         let r = op(self.node(slot)?);
         match r {
             Err(e) if node_failed(&e) => {
-                self.slots[slot].client = None;
+                self.drop_node(slot);
                 Err(self.unavailable(slot, e))
             }
             r => r,
         }
+    }
+
+    /// Drop node `slot`'s session (it failed, or the node moved): the next call
+    /// connects again. What it owes the front's completion groups is delivered first.
+    fn drop_node(&mut self, slot: usize) {
+        if let Some(mut c) = self.slots[slot].client.take() {
+            self.aio.forget_node(slot, &mut c);
+            self.retired_stats.accumulate(&c.stats());
+        }
+    }
+
+    /// The sum of every node session's counters, live and dropped.
+    pub(crate) fn stats(&self) -> crate::ClientStats {
+        let mut s = self.retired_stats;
+        for c in self.slots.iter().filter_map(|n| n.client.as_ref()) {
+            s.accumulate(&c.stats());
+        }
+        s
     }
 
     fn unavailable(&self, slot: usize, e: Error) -> Error {
@@ -313,6 +366,23 @@ impl Cluster {
         }
     }
 
+    /// Act as `uid`/`gid`/`groups` on every node session, now and opened later.
+    pub(crate) fn set_cred(&mut self, uid: u32, gid: u32, groups: &[u32]) -> Result<()> {
+        // The nodes share a configuration: the first node's answer (NOTSUPP where
+        // the identity mode is not `asserted`) is the cluster's, and credentials that
+        // were refused are not applied to sessions opened later.
+        let first = self.member_slot[0];
+        self.cred = None;
+        self.on(first, |c| c.set_cred(uid, gid, groups))?;
+        for slot in 0..self.slots.len() {
+            if slot != first && self.slots[slot].client.is_some() {
+                self.on(slot, |c| c.set_cred(uid, gid, groups))?;
+            }
+        }
+        self.cred = Some((uid, gid, groups.to_vec()));
+        Ok(())
+    }
+
     pub(crate) fn nodes(&self) -> Vec<ClusterNodeInfo> {
         self.member_slot
             .iter()
@@ -334,6 +404,17 @@ impl Cluster {
     }
 }
 
+/// A value telling this client's front handles from any other's.
+fn handle_nonce() -> u64 {
+    let mut b = [0u8; 8];
+    if getrandom::getrandom(&mut b).is_err() {
+        // No randomness: the clock and pid still differ between clients.
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        b = (t.map_or(0, |d| d.as_nanos() as u64) ^ u64::from(std::process::id())).to_le_bytes();
+    }
+    u64::from_le_bytes(b)
+}
+
 /// CLUSTER_MAP on one node: its id and its map.
 fn fetch_map(c: &mut Client) -> Result<(String, PlacementMap)> {
     let m = c.call(&Request::ClusterMap)?;
@@ -347,15 +428,16 @@ fn fetch_map(c: &mut Client) -> Result<(String, PlacementMap)> {
 }
 
 /// Errors that say the node (not the file) is the problem.
-fn node_failed(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Transport(_)
-            | Error::Disconnected
-            | Error::TimedOut
-            | Error::NodeUnavailable { .. }
-            | Error::Status(Status::BadSession)
-    )
+pub(super) fn node_failed(e: &Error) -> bool {
+    match e {
+        // A refused registration (limit, memory) leaves the connection as it was.
+        Error::Transport(t) => t.is_fatal(),
+        Error::Disconnected
+        | Error::TimedOut
+        | Error::NodeUnavailable { .. }
+        | Error::Status(Status::BadSession) => true,
+        _ => false,
+    }
 }
 
 /// The cluster path of a client path (relative to the export root or absolute).
@@ -389,8 +471,8 @@ impl Client {
     pub(crate) fn cluster_refuses(&self) -> Result<()> {
         match self.cluster {
             Some(_) => Err(Error::Cluster(
-                "calls by file handle cannot be routed on a cluster URL (a virtual directory \
-                 spans every node): use the path-based calls"
+                "this call cannot be routed on a cluster URL (a raw request or chain names \
+                 one node's handles): use the path- or handle-relative calls"
                     .into(),
             )),
             None => Ok(()),

@@ -18,14 +18,15 @@ use crate::{Client, Error, File, OpenOptions, Result};
 impl Cluster {
     /// Under round-robin placement, `op` on the next node in turn, which forwards it to
     /// the home (`None`: matched placement, or the landing node could not serve it —
-    /// not found, not forwardable, down — and the caller goes the matched way).
+    /// not found, not forwardable, down, or its share of forwarded requests in flight
+    /// taken (`DELAY`) — and the caller goes the matched way).
     fn round_robin<T>(
         &mut self,
         op: &mut impl FnMut(&mut Client) -> Result<T>,
     ) -> Option<Result<(usize, T)>> {
         let slot = self.landing_slot()?;
         match self.on(slot, op) {
-            Err(Error::Status(Status::NoEnt | Status::WrongNode))
+            Err(Error::Status(Status::NoEnt | Status::WrongNode | Status::Delay))
             | Err(Error::NodeUnavailable { .. }) => None,
             r => Some(r.map(|v| (slot, v))),
         }
@@ -40,18 +41,41 @@ impl Cluster {
         self.existing_on(path, false, &mut op)
     }
 
-    /// [`existing`](Self::existing), first on the round-robin landing node if `rr`.
-    fn existing_on<T>(
+    /// `op` first on the round-robin landing node if `rr` (and placement is
+    /// round-robin), else — or if the landing node could not serve it — the matched
+    /// way, `matched(self, path, op)`: the one landing prelude of every call that lands.
+    fn landing_first<T, F: FnMut(&mut Client) -> Result<T>>(
         &mut self,
         path: &str,
         rr: bool,
-        mut op: impl FnMut(&mut Client) -> Result<T>,
+        mut op: F,
+        matched: fn(&mut Self, &str, &mut F) -> Result<(usize, T)>,
     ) -> Result<(usize, T)> {
         if rr {
             if let Some(r) = self.round_robin(&mut op) {
                 return r;
             }
         }
+        matched(self, path, &mut op)
+    }
+
+    /// [`existing`](Self::existing), first on the round-robin landing node if `rr`.
+    fn existing_on<T>(
+        &mut self,
+        path: &str,
+        rr: bool,
+        op: impl FnMut(&mut Client) -> Result<T>,
+    ) -> Result<(usize, T)> {
+        self.landing_first(path, rr, op, Self::existing_matched)
+    }
+
+    /// The matched way to an existing name: its manager, then the other nodes.
+    fn existing_matched<T>(
+        &mut self,
+        path: &str,
+        op: &mut impl FnMut(&mut Client) -> Result<T>,
+    ) -> Result<(usize, T)> {
+        let mut op = op;
         let cp = cluster_path(path)?;
         match self.routed(&cp, &mut op) {
             Err(Error::Status(Status::NoEnt)) if self.member_slot.len() > 1 => {
@@ -89,13 +113,18 @@ impl Cluster {
         &mut self,
         path: &str,
         rr: bool,
-        mut op: impl FnMut(&mut Client) -> Result<T>,
+        op: impl FnMut(&mut Client) -> Result<T>,
     ) -> Result<(usize, T)> {
-        if rr {
-            if let Some(r) = self.round_robin(&mut op) {
-                return r;
-            }
-        }
+        self.landing_first(path, rr, op, Self::creating_matched)
+    }
+
+    /// The matched way to a new name: its manager (making the parent there if need be).
+    fn creating_matched<T>(
+        &mut self,
+        path: &str,
+        op: &mut impl FnMut(&mut Client) -> Result<T>,
+    ) -> Result<(usize, T)> {
+        let mut op = op;
         let cp = cluster_path(path)?;
         let r = match self.routed(&cp, &mut op) {
             Err(Error::Status(Status::NoEnt)) if self.repair_parent(&cp)? => {
@@ -123,13 +152,12 @@ impl Cluster {
     pub(crate) fn open(&mut self, path: &str, opts: OpenOptions) -> Result<File> {
         // By name: a landing node that does not hold the file forwards the open.
         let open = |c: &mut Client| c.open_on_server(path, opts, true);
-        let (slot, mut f) = if opts.flags & open_flags::CREATE != 0 {
+        let (slot, f) = if opts.flags & open_flags::CREATE != 0 {
             self.creating_on(path, true, open)?
         } else {
             self.existing_on(path, true, open)?
         };
-        f.node = slot;
-        Ok(f)
+        Ok(self.fronted(path, slot, f))
     }
 
     pub(crate) fn open_and_read(
@@ -141,22 +169,26 @@ impl Cluster {
             // The chain opens the looked-up handle, which a forwarding node cannot
             // serve: open by name, then read.
             let mut f = self.open(path, OpenOptions::read())?;
-            let n = len.min(self.slots[f.node].client.as_ref().map_or(len, |c| c.inline_threshold));
+            let n = len.min(
+                self.slots[f.node]
+                    .client
+                    .as_ref()
+                    .map_or(len, |c| c.inline_threshold_unregistered()),
+            );
             let mut data = vec![0u8; n];
             let got = self.with_file(&f, |c| c.pread(&f, &mut data, 0))?;
             data.truncate(got);
             f.pos = got as u64;
             return Ok((f, data, got < n));
         }
-        let (slot, (mut f, data, eof)) = self.existing(path, |c| c.open_and_read(path, len))?;
-        f.node = slot;
-        Ok((f, data, eof))
+        let (slot, (f, data, eof)) = self.existing(path, |c| c.open_and_read(path, len))?;
+        Ok((self.fronted(path, slot, f), data, eof))
     }
 
     pub(crate) fn create_and_write(&mut self, path: &str, data: &[u8], mode: u32) -> Result<()> {
-        // The chain opens by name: a landing node forwards it under round-robin.
-        let rr = self.landing_slot_peek();
-        self.creating_on(path, rr, |c| c.create_and_write(path, data, mode)).map(|r| r.1)
+        // A chain goes to the home: a landing node does not forward chains (their
+        // elements run one after another on its worker, which must not wait on a home).
+        self.creating(path, |c| c.create_and_write(path, data, mode)).map(|r| r.1)
     }
 
     pub(crate) fn create_file(
@@ -318,6 +350,11 @@ impl Cluster {
     pub(crate) fn reopen(&mut self, f: &File) -> Result<File> {
         let mut nf = self.with_file(f, |c| c.reopen(f))?;
         nf.node = f.node;
+        if f.node_fh.is_some() {
+            // The same front handle, naming the node's handle of the new open.
+            nf.node_fh = Some(nf.fh);
+            nf.fh = f.fh;
+        }
         Ok(nf)
     }
 }

@@ -87,6 +87,16 @@ impl DafsFs {
     /// directory handle is looked up again once.
     fn look_up_pending(&mut self, ino: u64, d: &mut OpenDir) {
         let want = d.pending.len().min(LOOKUPS_PER_CHAIN);
+        if self.c.cluster_epoch().is_some() {
+            // On a cluster URL each name may live on another node: no one chain
+            // reaches them all, so they are looked up one by one (each routed).
+            let Ok(dir) = self.node(ino).map(|n| n.fh) else { return };
+            while d.looked.len() < want {
+                let name = &d.pending[d.looked.len()].entry.name;
+                d.looked.push_back(self.c.lookup_at(dir, name, false).ok());
+            }
+            return;
+        }
         let mut refreshed = false;
         while d.looked.len() < want {
             let Ok(dir) = self.node(ino).map(|n| n.fh) else { break };

@@ -176,9 +176,15 @@ class Client:
 
     @property
     def inline_threshold(self) -> int:
-        """I/O up to this many bytes travels inline in messages; larger I/O is placed
-        directly into (or pulled from) registered memory."""
+        """I/O of registered memory (regions) up to this many bytes travels inline in
+        messages; larger I/O is placed directly into (or pulled from) the region."""
         return self._c.inline_threshold
+
+    @property
+    def inline_threshold_unregistered(self) -> int:
+        """The same for other memory (bytes, bytearray, file reads and writes): at least
+        16 KiB, since a direct transfer of such memory registers it first."""
+        return self._c.inline_threshold_unregistered
 
     @property
     def max_io_size(self) -> int:

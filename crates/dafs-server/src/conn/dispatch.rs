@@ -105,9 +105,10 @@ impl Conn {
     ) -> ConnFate {
         let untouched = SlotUse::Untouched;
         if matches!(req, Request::SessionCreate { .. } | Request::SessionBind { .. }) {
-            // These may replace the connection's session: the old one's parallel
-            // requests are answered (and their slots completed) first.
+            // These may replace the connection's session: the old one's parallel and
+            // forwarded requests are answered (and their slots completed) first.
             self.drain(sh, &mut sc.out);
+            self.wait_forwarded(sh, &mut sc.out);
         }
         match req {
             Request::Null if h.session_id == 0 => {

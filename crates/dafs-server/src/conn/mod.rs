@@ -16,6 +16,7 @@
 //! The slot and reply-cache rules themselves live in `dafs_proto::session`.
 
 mod dispatch;
+mod forwarding;
 mod ops;
 mod parallel;
 mod pending;
@@ -90,6 +91,13 @@ pub struct Conn {
     /// Data buffers of finished parallel requests, reused (at most
     /// `IoPool::session_inflight_max`).
     spare: Vec<Vec<u8>>,
+    /// Forwarded requests in flight (`forwarding`; at most `FORWARDS_PER_CONN_MAX`).
+    forwards: Vec<forwarding::FwdInFlight>,
+    /// Where they run, in arrival order.
+    strand: std::sync::Arc<crate::forward::pool::Strand>,
+    /// Closed by its peer or the server, waiting for its forwarded requests' results
+    /// before its session is parked (see `forwarding`): reads nothing more.
+    pub lingering: bool,
 }
 
 impl Conn {
@@ -115,6 +123,9 @@ impl Conn {
             inflight: Vec::new(),
             done: parallel::DoneBox::new(link),
             spare: Vec::new(),
+            forwards: Vec::new(),
+            strand: Default::default(),
+            lingering: false,
         }
     }
 
@@ -211,7 +222,10 @@ impl Conn {
     pub fn close(&mut self, sh: &Shared) {
         // Requests executing in the I/O pool finish first and their replies go into the
         // reply cache: they have executed, so a retransmission must find them there.
+        // So do forwarded ones (a closing connection lingers for them: `linger`; here
+        // only at shutdown or SESSION_DESTROY, bounded by the forwarding deadline).
         self.drain(sh, &mut Vec::new());
+        self.wait_forwarded(sh, &mut Vec::new());
         if let Some(s) = self.session.as_mut() {
             for p in self.pending.values() {
                 if p.batch.is_none() {
@@ -301,12 +315,20 @@ impl Conn {
         self.slot_chan[i] = self.t.channel();
     }
 
+    /// Send from now on on the channel the request on `slot` came on (a reply produced
+    /// after other requests were read: I/O pool jobs, forwarded requests).
+    fn select_slot_channel(&mut self, slot: u32) {
+        let chan = self.slot_chan.get(slot as usize).copied().unwrap_or(0);
+        self.t.set_channel(chan);
+    }
+
     /// A trunked connection handed over by the worker that verified its bind: join it
     /// to this connection's session if that is still `session_id` and has room, and
     /// send it the bind's reply. Gives the connection back if not.
     pub(crate) fn attach_trunk(&mut self, sh: &Shared, h: &mut crate::Handover) -> Option<u32> {
         let s = self.session.as_ref()?;
         if s.id != h.session_id
+            || self.lingering
             || s.info.revoke.load(Relaxed) != REVOKE_NONE
             || self.t.len() >= dafs_proto::limits::SESSION_CONNECTIONS_MAX as usize
             || self.t.is_shared_memory()
@@ -335,6 +357,13 @@ impl Conn {
     pub(crate) fn into_transport(self) -> Box<dyn ServerConn> {
         debug_assert!(self.session.is_none() && self.inflight.is_empty());
         self.t.into_single()
+    }
+
+    /// The connection is to close: true if it must linger first, until its forwarded
+    /// requests are answered (the worker calls `close` when `has_inflight` turns false).
+    pub fn linger(&mut self) -> bool {
+        self.lingering = !self.forwards.is_empty();
+        self.lingering
     }
 
     /// The session on this connection is now authenticated (or needs no proof).

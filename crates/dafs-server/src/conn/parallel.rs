@@ -48,6 +48,10 @@ const BARRIER_WAIT: Duration = Duration::from_millis(1);
 /// Results of one connection's jobs, waiting for its worker.
 pub(crate) struct DoneBox {
     list: Mutex<Vec<Done>>,
+    /// Results of forwarded requests (`conn::forwarding`).
+    forwarded: Mutex<Vec<super::forwarding::FwdDone>>,
+    /// Signalled with every forwarded result (a condition variable per mutex).
+    forwarded_cv: Condvar,
     /// Signalled with every result (a barrier waits on it).
     cv: Condvar,
     /// The owning worker's link: its waker is rung with every result.
@@ -56,7 +60,32 @@ pub(crate) struct DoneBox {
 
 impl DoneBox {
     pub(crate) fn new(link: Arc<crate::WorkerLink>) -> Arc<DoneBox> {
-        Arc::new(DoneBox { list: Mutex::new(Vec::new()), cv: Condvar::new(), link })
+        Arc::new(DoneBox {
+            list: Mutex::new(Vec::new()),
+            forwarded: Mutex::new(Vec::new()),
+            forwarded_cv: Condvar::new(),
+            cv: Condvar::new(),
+            link,
+        })
+    }
+
+    /// A forwarded request's result: to the list, and the worker woken.
+    pub(super) fn push_forwarded(&self, d: super::forwarding::FwdDone) {
+        self.forwarded.lock().unwrap_or_else(|e| e.into_inner()).push(d);
+        self.forwarded_cv.notify_all();
+        let _ = self.link.waker.wake();
+    }
+
+    pub(super) fn take_forwarded(&self) -> Vec<super::forwarding::FwdDone> {
+        std::mem::take(&mut *self.forwarded.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Sleep until a forwarded result arrives, at most `max`.
+    pub(super) fn wait_forwarded(&self, max: Duration) {
+        let g = self.forwarded.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_empty() {
+            drop(self.forwarded_cv.wait_timeout(g, max));
+        }
     }
 
     fn push(&self, d: Done) {
@@ -113,7 +142,7 @@ pub(super) enum Plan {
 impl Conn {
     /// True while jobs of this connection are in flight.
     pub(crate) fn has_inflight(&self) -> bool {
-        !self.inflight.is_empty()
+        !self.inflight.is_empty() || !self.forwards.is_empty()
     }
 
     /// How `req` relates to the requests in flight. Requests that will fail before any
@@ -363,8 +392,7 @@ impl Conn {
                 }
                 Err(e) => crate::cluster::error_reply(sh, *e),
             };
-            let chan = self.slot_chan.get(inf.hdr.slot_id as usize).copied().unwrap_or(0);
-            self.t.set_channel(chan);
+            self.select_slot_channel(inf.hdr.slot_id);
             // The op has executed: a failed send shows at the connection's next read.
             let _ = self.respond(sh, out, &inf.hdr, &reply, SlotUse::Complete);
             if let Ok(DoneOk::ReadInline { data, .. } | DoneOk::Write { buf: Some(data), .. }) =
@@ -378,9 +406,11 @@ impl Conn {
         self.t.set_channel(current);
     }
 
-    /// The slot of a request whose job is in flight, if `slot` has one.
+    /// True if the request on `slot` is executing off the worker (an I/O pool job or a
+    /// forwarded request): its reply comes later, on the channel `slot_chan` names.
     pub(super) fn job_on_slot(&self, slot: u32) -> bool {
         self.inflight.iter().any(|f| f.hdr.slot_id == slot)
+            || self.forwards.iter().any(|f| f.hdr.slot_id == slot)
     }
 
     /// The worker's look at this connection between events: answer the finished jobs
@@ -391,6 +421,7 @@ impl Conn {
         sc: &mut super::Scratch,
     ) -> super::ConnFate {
         self.reap(sh, &mut sc.out);
+        self.reap_forwarded(sh, &mut sc.out);
         self.flush(sh)
     }
 

@@ -85,11 +85,21 @@ impl Conn {
                 self.order(sh, &mut sc.out, &plan);
             }
         }
+        if let (Ok(_), WriteTarget::Proxied(open_id)) = (&data, &p.target) {
+            // Sent on to the home by a forwarding job, which answers the request.
+            let buf = data.expect("matched Ok");
+            let r = self.forward_pulled_write(sh, &p.hdr, *open_id, p.offset, buf, p.stable);
+            return match r {
+                Ok(()) => ConnFate::Keep,
+                Err(e) => {
+                    let reply = Reply::Error(e);
+                    self.respond(sh, &mut sc.out, &p.hdr, &reply, SlotUse::Complete)
+                }
+            };
+        }
         let result: FsResult<(usize, u64)> = match (&data, &p.target) {
             (Err(_), _) => Err(Status::BadRegion),
-            (Ok(buf), WriteTarget::Proxied(open_id)) => {
-                self.proxied_write(sh, *open_id, p.offset, buf, p.stable)
-            }
+            (Ok(_), WriteTarget::Proxied(_)) => unreachable!("forwarded above"),
             (Ok(buf), WriteTarget::File(fd)) => {
                 write_at(fd.as_fd(), buf, p.offset, p.append.as_deref()).and_then(|(n, off)| {
                     if p.stable {

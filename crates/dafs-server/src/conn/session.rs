@@ -55,7 +55,7 @@ pub(crate) struct Session {
     pub(super) opens: HashMap<u64, OpenFile>,
     /// Opens made at their home node for this session (round-robin placement, see
     /// `crate::forward`); numbered with `opens` from `next_open_id`.
-    pub(super) proxied: HashMap<u64, crate::forward::ProxyFile>,
+    pub(super) proxied: HashMap<u64, Arc<crate::forward::ProxyFile>>,
     pub(super) next_open_id: u64,
     /// Some open or lock was granted to this session: its client id is recorded in the
     /// state directory (it may reclaim after a crash) until the session ends.
@@ -89,13 +89,13 @@ pub(crate) fn release_session(sh: &Shared, s: Session, why: &str) {
         sh.open_table.release(of.file, s.id, open_id);
         // A create-unlinked file never published vanishes with its descriptor.
     }
-    if let Some(f) = sh.cfg.cluster.as_ref().and_then(|n| n.forwarder.as_ref()) {
-        for (_, p) in s.proxied {
-            if let Err(e) = f.close(p) {
-                tracing::debug!("closing a proxied open at its home: {e:?}");
-            }
-        }
+    // Proxied opens are closed at their homes, and locks taken there through them
+    // released (their lock sessions end), by the forwarding threads: never waited for
+    // here (this may be a worker).
+    for (_, p) in s.proxied {
+        super::forwarding::close_detached(sh, p);
     }
+    super::forwarding::release_locks_detached(sh, s.id);
     if s.holds_state {
         sh.grace.holder_gone(&s.info.client_id);
     }

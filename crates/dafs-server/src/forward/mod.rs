@@ -12,31 +12,46 @@
 //! larger than the inline threshold, as any client does). Reads go through the
 //! [`BlockCache`]. Two-name requests (RENAME, LINK) are not forwarded: they answer
 //! `WRONG_NODE` as under matched placement, and clients send them to the home.
+//! GETATTR/SETATTR and byte-range locks naming a proxied open's handle (the home's)
+//! are carried to the home too; locks on a session of their own per client session
+//! and home ([`Forwarder::lock`]), so that the home tells the clients' locks apart and
+//! releases them when the client's session ends here.
+//!
+//! Forwarded requests run on the forwarding threads ([`pool`]), never on a worker (see
+//! `conn::forwarding`). Sessions to the homes use TLS when this node listens with TLS,
+//! and the node's shared secret ([`PeerSecurity`]).
 //!
 //! The forwarding session speaks for this node, not for the client: a credential the
 //! client set (SET_CRED) is not carried to the home. Handles in forwarded replies are
-//! the home's: usable for attributes, not in handle-based requests to this node.
+//! the home's: usable for attributes and locks of a proxied open, not otherwise in
+//! handle-based requests to this node.
 
 pub mod cache;
+pub mod pool;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dafs_client::{Client, ClientConfig, Error, File, OpenOptions};
+use dafs_client::{Client, ClientConfig, Error, File, LockInfo, OpenOptions, TlsClientOptions};
 use dafs_cluster::{Member, NodeId};
-use dafs_proto::types::open_flags;
+use dafs_proto::types::{open_flags, SetAttrs};
 use dafs_proto::{Attr, FileHandle, FileType, Status};
 
 pub use cache::{BlockCache, FileKey, Validator, BLOCK_BYTES};
+use pool::ForwardPool;
 
-/// Sessions kept open to one home node: forwarded requests to one home run at most
-/// this many at a time (one per worker is all a node can have in flight).
+/// Sessions kept open to one home node for names and proxied opens: forwarded
+/// requests to one home run at most this many at a time.
 pub const SESSIONS_PER_PEER_MAX: usize = 8;
+/// Lock sessions (one per client session and home that locked through a proxied
+/// open) a node keeps at most; beyond, LOCK answers `LIMIT`.
+pub const LOCK_SESSIONS_MAX: usize = 1024;
 /// Peers ever connected (node ids, kept for the node's life): members plus churn.
 pub const PEERS_MAX: usize = 2 * dafs_cluster::placement::MEMBERS_MAX;
 /// How long a forwarded request may take at the home before the client here is
-/// answered with an error (a request blocks its worker meanwhile).
+/// answered with an error (a forwarding thread waits meanwhile, never a worker).
 pub const FORWARD_DEADLINE: Duration = Duration::from_secs(5);
 /// Client ids of forwarding sessions start with this: the home counts their requests
 /// apart from its clients' (`peer_requests`).
@@ -64,6 +79,42 @@ pub struct ForwardCounters {
     pub cache_misses: AtomicU64,
     /// Forwarded requests that failed to reach the home (not answers of the home).
     pub forward_failures: AtomicU64,
+    /// Forwarded requests refused (`DELAY`): the node's or a connection's share of
+    /// forwarded requests in flight was taken.
+    pub forward_refusals: AtomicU64,
+}
+
+/// How this node's sessions to the other nodes authenticate (as its clients must).
+#[derive(Debug, Clone, Default)]
+pub struct PeerSecurity {
+    /// The cluster's shared secret (every node has the same `--secret-file`).
+    pub secret: Option<Vec<u8>>,
+    /// TLS to the home, verifying its certificate as a client does.
+    pub tls: Option<TlsClientOptions>,
+}
+
+impl PeerSecurity {
+    /// For a node with shared secret `secret` listening with `tls`: the same secret,
+    /// and TLS when the node listens with TLS — the other nodes do too. The home's
+    /// certificate is verified as a client verifies it, by the host part of the
+    /// member's address: against the CA of `client_ca_file` when the cluster uses
+    /// mutual TLS (the CA that signs the nodes' certificates; the node then presents
+    /// its own certificate, which must allow client authentication too), else the
+    /// system's trust store (`SSL_CERT_FILE`).
+    pub fn of_node(secret: Option<&[u8]>, tls: Option<&crate::TlsServerOptions>) -> Self {
+        PeerSecurity {
+            secret: secret.map(<[u8]>::to_vec),
+            tls: tls.map(|t| {
+                let mutual = t.client_ca_file.is_some();
+                TlsClientOptions {
+                    ca_file: t.client_ca_file.clone(),
+                    server_name: None,
+                    cert_file: mutual.then(|| t.cert_file.clone()),
+                    key_file: mutual.then(|| t.key_file.clone()),
+                }
+            }),
+        }
+    }
 }
 
 type Session = Arc<Mutex<Option<Client>>>;
@@ -80,8 +131,12 @@ pub struct Forwarder {
     peers: Mutex<Vec<Peer>>,
     sessions_per_peer: usize,
     client_cfg: ClientConfig,
+    /// Lock sessions by (client session here, peer index).
+    locks: Mutex<HashMap<(u64, usize), Session>>,
     pub cache: BlockCache,
     pub counters: ForwardCounters,
+    /// The forwarding threads.
+    pub pool: ForwardPool,
 }
 
 /// An open made at the home on behalf of a client of this node.
@@ -110,22 +165,34 @@ impl ProxyFile {
 }
 
 impl Forwarder {
-    /// `workers`: the node's worker threads (sessions per peer); `cache_bytes`: 0 = off.
-    /// `me`: this node's id (in the client id of its forwarding sessions).
-    pub fn new(me: &NodeId, workers: usize, cache_bytes: usize) -> Self {
+    /// `me`: this node's id (in the client id of its forwarding sessions);
+    /// `cache_bytes`: 0 = off; `threads`: forwarding threads
+    /// (`pool::forward_threads_default`), which also bounds the sessions per peer.
+    pub fn new(
+        me: &NodeId,
+        cache_bytes: usize,
+        threads: usize,
+        security: PeerSecurity,
+    ) -> std::io::Result<Self> {
         let client_cfg = ClientConfig {
             client_id: format!("{PEER_CLIENT_ID_PREFIX}{me}:{}", std::process::id()),
             connect_timeout: Duration::from_secs(2),
             request_deadline: FORWARD_DEADLINE,
+            secret: security.secret,
+            tls: security.tls,
+            provider: dafs_client::Provider::Tcp,
             ..ClientConfig::default()
         };
-        Forwarder {
+        let pool = ForwardPool::start(threads)?;
+        Ok(Forwarder {
             peers: Mutex::new(Vec::new()),
-            sessions_per_peer: workers.clamp(1, SESSIONS_PER_PEER_MAX),
+            sessions_per_peer: pool.threads().clamp(1, SESSIONS_PER_PEER_MAX),
             client_cfg,
+            locks: Mutex::new(HashMap::new()),
             cache: BlockCache::new(cache_bytes),
             counters: ForwardCounters::default(),
-        }
+            pool,
+        })
     }
 
     /// A session to `home` (the peer's next in turn) and the peer's index.
@@ -360,13 +427,117 @@ impl Forwarder {
         self.on(&p.session, &addr, |c| c.fsync(&p.file))
     }
 
-    /// CLOSE at the home (also when the client's session ends with the open).
-    pub fn close(&self, p: ProxyFile) -> Result<(), Status> {
+    /// CLOSE at the home (also when the client's session ends with the open). The
+    /// connection's strand runs it after the open's other requests, so no other holder
+    /// of `p` is left.
+    pub fn close(&self, p: Arc<ProxyFile>) -> Result<(), Status> {
         self.counters.forwarded_io.fetch_add(1, Relaxed);
         let addr = self.addr_of(p.key.node);
+        // Its connection's strand runs the open's requests in order, so the close holds
+        // the last reference, or one more job is still about to drop its own: wait for
+        // that (bounded), never panic on a forwarding thread.
+        let mut p = p;
+        let deadline = std::time::Instant::now() + FORWARD_DEADLINE;
+        let p = loop {
+            match Arc::try_unwrap(p) {
+                Ok(p) => break p,
+                Err(again) if std::time::Instant::now() < deadline => {
+                    p = again;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(_) => {
+                    tracing::warn!("a proxied open still in use at close; left to its session");
+                    return Err(Status::ServerFault);
+                }
+            }
+        };
         let ProxyFile { session, file, .. } = p;
         self.on(&session, &addr, |c| c.close(file))
     }
+
+    /// GETATTR of a proxied open's file at its home.
+    pub fn getattr(&self, p: &ProxyFile) -> Result<Attr, Status> {
+        self.counters.forwarded_io.fetch_add(1, Relaxed);
+        let addr = self.addr_of(p.key.node);
+        self.on(&p.session, &addr, |c| c.getattr(p.file.fh))
+    }
+
+    /// SETATTR of a proxied open's file at its home (a size change drops its blocks).
+    pub fn setattr(&self, p: &ProxyFile, set: SetAttrs) -> Result<Attr, Status> {
+        self.counters.forwarded_io.fetch_add(1, Relaxed);
+        self.cache.invalidate(p.key);
+        let addr = self.addr_of(p.key.node);
+        let r = self.on(&p.session, &addr, |c| c.setattr(p.file.fh, set));
+        self.cache.invalidate(p.key);
+        r
+    }
+
+    /// The lock session of client session `owner` to `p`'s home (made on first use).
+    fn lock_session(&self, owner: u64, p: &ProxyFile) -> Result<Session, Status> {
+        let mut m = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = m.get(&(owner, p.key.node)) {
+            return Ok(s.clone());
+        }
+        if m.len() >= LOCK_SESSIONS_MAX {
+            return Err(Status::Limit);
+        }
+        Ok(m.entry((owner, p.key.node)).or_default().clone())
+    }
+
+    /// LOCK (`test`: LOCKT) / UNLOCK on a proxied open's file at its home, owned there
+    /// by a session of client session `owner`'s own. `Ok(Some(..))` for a conflicting
+    /// lock found by a test.
+    pub fn lock(
+        &self,
+        owner: u64,
+        p: &ProxyFile,
+        op: LockOp,
+        offset: u64,
+        len: u64,
+    ) -> Result<Option<LockInfo>, Status> {
+        self.counters.forwarded_io.fetch_add(1, Relaxed);
+        let s = self.lock_session(owner, p)?;
+        let addr = self.addr_of(p.key.node);
+        let fh = p.file.fh;
+        self.on(&s, &addr, |c| match op {
+            LockOp::Lock { exclusive } => c.lock_handle(fh, offset, len, exclusive).map(|_| None),
+            LockOp::Test { exclusive } => c.test_lock_handle(fh, offset, len, exclusive),
+            LockOp::Unlock => c.unlock_handle(fh, offset, len).map(|_| None),
+        })
+    }
+
+    /// Client session `owner` has ended: its lock sessions end, and with them its
+    /// locks at the homes. Blocking (a round trip per home): run it on the forwarding
+    /// threads.
+    pub fn release_locks(&self, owner: u64) {
+        let gone: Vec<Session> = {
+            let mut m = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+            let keys: Vec<_> = m.keys().filter(|k| k.0 == owner).copied().collect();
+            keys.iter().filter_map(|k| m.remove(k)).collect()
+        };
+        for s in gone {
+            // Dropping the client destroys its session at the home (SESSION_DESTROY).
+            drop(s.lock().unwrap_or_else(|e| e.into_inner()).take());
+        }
+    }
+
+    /// Whether client session `owner` has lock sessions (nothing to release if not).
+    pub fn has_locks(&self, owner: u64) -> bool {
+        self.locks.lock().unwrap_or_else(|e| e.into_inner()).keys().any(|k| k.0 == owner)
+    }
+
+    /// Lock sessions open now.
+    pub fn lock_sessions(&self) -> usize {
+        self.locks.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// A byte-range lock request carried to a home.
+#[derive(Debug, Clone, Copy)]
+pub enum LockOp {
+    Lock { exclusive: bool },
+    Test { exclusive: bool },
+    Unlock,
 }
 
 fn now_ns() -> i64 {

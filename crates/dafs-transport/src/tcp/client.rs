@@ -467,7 +467,7 @@ impl ClientTransport for TcpClient {
     fn raw_fd(&self) -> RawFd {
         self.sock.as_raw_fd()
     }
-    fn output_pending(&self) -> bool {
+    fn wants_write(&self) -> bool {
         !self.out.q.is_empty() || self.tls.as_ref().is_some_and(|t| t.wants_write())
     }
     fn sibling(&self, timeout: Duration) -> Result<Box<dyn ClientTransport>, TransportError> {

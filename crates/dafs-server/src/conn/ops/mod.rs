@@ -30,7 +30,7 @@ use super::reply::ReplyBufs;
 use super::Conn;
 use crate::Shared;
 pub(super) use batch::batch_reply;
-pub(super) use io::write_at;
+pub(super) use io::{placement_status, write_at};
 
 /// How an executed op ends.
 pub(super) enum Outcome<'a> {
@@ -39,7 +39,8 @@ pub(super) enum Outcome<'a> {
     /// A pull is under way with this tag (WRITE_DIRECT over TCP): the reply goes out
     /// when the data has arrived and been written; the slot stays busy until then.
     Pending(u64, PendingWrite),
-    /// The reply comes later (a batch whose pulls are under way); the slot stays busy.
+    /// The reply comes later (a batch whose pulls are under way, a forwarded request);
+    /// the slot stays busy.
     Deferred,
 }
 
@@ -57,16 +58,17 @@ impl Conn {
         // Dispatch admits requests without a session only for SESSION_CREATE/BIND, which
         // carry no handle; an empty id is admitted by unrestricted exports only.
         let client_id = self.session.as_ref().map_or("", |s| s.info.client_id.as_str());
-        handle_check::check_handles(sh, client_id, &req)?;
         let from_peer = crate::forward::is_peer(client_id);
+        // Before the handle check: a proxied open's handle is its home's, not ours.
         if self.is_proxied(&req) {
             crate::cluster::count_request(sh, from_peer, true);
-            return self.proxied_io(sh, bufs, h, req);
+            return self.proxied_io(sh, h, req);
         }
+        handle_check::check_handles(sh, client_id, &req)?;
         let route = crate::cluster::check_request(sh, &req);
         crate::cluster::count_request(sh, from_peer, matches!(route, Ok(Some(_))));
         if let Some(fw) = route? {
-            return self.forward(sh, req, fw).map(Outcome::Reply);
+            return self.forward(sh, h, req, fw);
         }
         let reply = match req {
             R::Null => Reply::Empty,
