@@ -73,7 +73,8 @@ fn counter(sock: &Path, name: &str) -> u64 {
 /// atomic appends, renames (plain, NOREPLACE, EXCHANGE) and removes while the transport drops, duplicates, delays and
 /// cuts. Every operation must succeed (each is executed once however often it is
 /// resent), and at the end the export must match a model of what should be there.
-fn exactly_once_under_cut_connections(provider: Provider) {
+/// `connections`: the TCP session's connections (trunking; other providers use one).
+fn exactly_once_under_cut_connections(provider: Provider, connections: u32) {
     let base = tempfile::tempdir().unwrap();
     let admin_sock = base.path().join("admin.sock");
     let srv = TestServer::start(&["--admin-socket", admin_sock.to_str().unwrap()]);
@@ -85,9 +86,10 @@ fn exactly_once_under_cut_connections(provider: Provider) {
         delay_ppm: 10_000,
     };
     let seed = if provider == Provider::Tcp { 0x5eed_0001 } else { 0x5eed_0002 };
-    let (mut c, ctl) = faulty_client(&srv, provider, plan, seed, srv.config());
+    let cfg = ClientConfig { connections, ..srv.config() };
+    let (mut c, ctl) = faulty_client(&srv, provider, plan, seed, cfg);
     if provider == Provider::Tcp {
-        assert_eq!(c.connections() as u32, dafs_client::CONNECTIONS_DEFAULT);
+        assert_eq!(c.connections() as u32, connections);
     }
     let threshold = c.inline_threshold();
     let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -357,15 +359,21 @@ mod exactly_once {
     use super::Provider;
     #[test]
     fn tcp() {
-        super::exactly_once_under_cut_connections(Provider::Tcp)
+        super::exactly_once_under_cut_connections(Provider::Tcp, 1)
+    }
+    /// One session over three connections (trunking): cuts drop single members, which
+    /// the client replaces with trunking binds while requests are resent on the others.
+    #[test]
+    fn tcp_trunked() {
+        super::exactly_once_under_cut_connections(Provider::Tcp, 3)
     }
     #[test]
     fn shm() {
-        super::exactly_once_under_cut_connections(Provider::Auto)
+        super::exactly_once_under_cut_connections(Provider::Auto, 1)
     }
     #[test]
     fn ofi_tcp() {
-        super::exactly_once_under_cut_connections(Provider::Ofi("tcp"))
+        super::exactly_once_under_cut_connections(Provider::Ofi("tcp"), 1)
     }
 }
 
