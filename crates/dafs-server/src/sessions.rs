@@ -528,6 +528,40 @@ mod tests {
         assert!(!t.is_fenced("host-a:9"));
     }
 
+    /// Trunking binds take effect only when their connection joins: verified binds that
+    /// never join rotate nothing (however many), a join after a bind over a newer nonce
+    /// or a second join of one bind (a replay) is refused, and joins whose replies reach
+    /// the client in any order leave it a nonce the session accepts.
+    #[test]
+    fn trunk_binds_rotate_only_when_they_join() {
+        let (t, i) = one_session();
+        for k in 0..2 * BIND_NONCES_MAX as u8 {
+            // No worker registered: verified, then answered as for a parked session.
+            let r = t.trunk(5, b"c1", &[100 + k; 32], over([0; 32]), [200; 32]);
+            assert!(matches!(r, Trunk::Parked));
+        }
+        assert!(matches!(t.trunk(5, b"c1", &[1; 32], over([9; 32]), [2; 32]), Trunk::AuthFailed));
+        assert_eq!(i.bind_nonce.lock().unwrap().recent, [[0; 32]], "nothing rotated");
+        let proof = |nonce: u8, client: u8, next: u8| TrunkProof {
+            nonce: [nonce; 32],
+            client_nonce: [client; 32],
+            next_nonce: [next; 32],
+        };
+        assert!(t.rotate_for_trunk(&i, &proof(0, 1, 10)));
+        assert!(!t.rotate_for_trunk(&i, &proof(0, 1, 10)), "a replayed join");
+        // Two binds made over nonce 0 on two new connections, joined in turn: the
+        // client keeps whichever reply it reads last; both nonces stay accepted.
+        assert!(t.rotate_for_trunk(&i, &proof(0, 2, 11)));
+        assert_eq!(i.bind_nonce.lock().unwrap().recent, [[0; 32], [10; 32], [11; 32]]);
+        // A bind over 10 makes 0 stale: a join proven over 0 after it is refused.
+        assert!(t.rotate_for_trunk(&i, &proof(10, 3, 12)));
+        assert!(!t.rotate_for_trunk(&i, &proof(0, 4, 13)), "older than a nonce proven since");
+        assert_eq!(i.bind_nonce.lock().unwrap().recent, [[10; 32], [11; 32], [12; 32]]);
+        // The client's next bind, whichever of 11 and 12 it holds, gets in.
+        t.park(Box::new(1), &i, Duration::from_secs(60));
+        assert!(matches!(t.take(5, b"c1", &[5; 32], over([11; 32]), [14; 32]), Take::Bound(..)));
+    }
+
     /// A bind whose reply was lost: the client proves over the nonce it knows (now the
     /// previous one) with a fresh client nonce and gets in; a replay of a bind already
     /// made is refused.
