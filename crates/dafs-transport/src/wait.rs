@@ -27,7 +27,6 @@ pub fn spin_budget_from_env() -> Duration {
         .unwrap_or(SPIN_DEFAULT)
 }
 
-/// Sleep until `fd` is readable (or writable, if `want_write`), or until `deadline`.
 /// [`sleep_on_fd`] over several descriptors (each with whether to wait for writability
 /// too): returns when any is ready, or at the deadline.
 pub fn sleep_on_fds(
@@ -58,6 +57,7 @@ pub fn sleep_on_fds(
     }
 }
 
+/// Sleep until `fd` is readable (or writable, if `want_write`), or until `deadline`.
 pub fn sleep_on_fd(
     fd: BorrowedFd<'_>,
     want_write: bool,
