@@ -15,12 +15,15 @@ use dafs_transport::tcp::TcpClient;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-/// A TCP client whose transport injects faults by `plan` (none during session set-up).
+/// A TCP client whose transport injects faults by `plan` (none during session set-up),
+/// on one connection: these tests count the reconnects of a connection that breaks
+/// (a trunked session would carry on over its other connections instead).
 fn faulty_client(
     srv: &TestServer,
     plan: FaultPlan,
     cfg: ClientConfig,
 ) -> (Client, Arc<FaultControl>) {
+    let cfg = ClientConfig { connections: 1, ..cfg };
     let inner = TcpClient::connect(&srv.addr(), Duration::from_secs(5)).unwrap();
     let mut t = FaultyTransport::new(Box::new(inner), FaultPlan::default(), 7);
     let ctl = t.control();

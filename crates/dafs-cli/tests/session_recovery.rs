@@ -73,7 +73,8 @@ fn counter(sock: &Path, name: &str) -> u64 {
 /// atomic appends, renames (plain, NOREPLACE, EXCHANGE) and removes while the transport drops, duplicates, delays and
 /// cuts. Every operation must succeed (each is executed once however often it is
 /// resent), and at the end the export must match a model of what should be there.
-fn exactly_once_under_cut_connections(provider: Provider) {
+/// `connections`: the TCP session's connections (trunking; other providers use one).
+fn exactly_once_under_cut_connections(provider: Provider, connections: u32) {
     let base = tempfile::tempdir().unwrap();
     let admin_sock = base.path().join("admin.sock");
     let srv = TestServer::start(&["--admin-socket", admin_sock.to_str().unwrap()]);
@@ -85,7 +86,11 @@ fn exactly_once_under_cut_connections(provider: Provider) {
         delay_ppm: 10_000,
     };
     let seed = if provider == Provider::Tcp { 0x5eed_0001 } else { 0x5eed_0002 };
-    let (mut c, ctl) = faulty_client(&srv, provider, plan, seed, srv.config());
+    let cfg = ClientConfig { connections, ..srv.config() };
+    let (mut c, ctl) = faulty_client(&srv, provider, plan, seed, cfg);
+    if provider == Provider::Tcp {
+        assert_eq!(c.connections() as u32, connections);
+    }
     let threshold = c.inline_threshold();
     let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut rng: u64 = seed;
@@ -228,7 +233,9 @@ fn exactly_once_under_cut_connections(provider: Provider) {
         counts.cuts >= 1000 && counts.duplicated > 0 && counts.delayed > 0 && counts.dropped > 0,
         "{counts:?}"
     );
-    assert!(stats.reconnects >= 900, "{stats:?}");
+    // A cut connection of a trunked session is dropped alone (the others carry on);
+    // the last one is reconnected.
+    assert!(stats.reconnects + stats.connections_lost >= 900, "{stats:?}");
     // The server saw retransmissions and answered some from its reply cache.
     let replays = counter(&admin_sock, "replays");
     let binds = counter(&admin_sock, "binds");
@@ -243,7 +250,10 @@ fn exactly_once_under_cut_connections(provider: Provider) {
 fn reconnect_keeps_session_state(provider: Provider) {
     let srv = TestServer::start(&[]);
     std::fs::write(srv.dir().join("held"), pattern(0, 100_000, 1)).unwrap();
-    let (mut c, ctl) = faulty_client(&srv, provider, FaultPlan::default(), 1, srv.config());
+    // One connection: its cut is the session's connection breaking (a trunked session
+    // would go on over its others).
+    let cfg = ClientConfig { connections: 1, ..srv.config() };
+    let (mut c, ctl) = faulty_client(&srv, provider, FaultPlan::default(), 1, cfg);
     let f = c.open("held", OpenOptions::read_write().deny_write(true)).unwrap();
     c.lock(&f, 0, 10, true).unwrap();
     let sid = c.session_id();
@@ -272,7 +282,10 @@ fn reconnect_keeps_session_state(provider: Provider) {
 fn lease_expiry_releases_state(provider: Provider) {
     let srv = TestServer::start(&["--lease-secs", "1"]);
     std::fs::write(srv.dir().join("leased"), b"0123456789").unwrap();
-    let (mut c, ctl) = faulty_client(&srv, provider, FaultPlan::default(), 2, srv.config());
+    // One connection: its cut is the session's connection breaking (a trunked session
+    // would go on over its others).
+    let cfg = ClientConfig { connections: 1, ..srv.config() };
+    let (mut c, ctl) = faulty_client(&srv, provider, FaultPlan::default(), 2, cfg);
     let mut f = c.open("leased", OpenOptions::read_write().deny_write(true)).unwrap();
     c.lock(&f, 0, 0, true).unwrap();
     f.pos = 4;
@@ -345,15 +358,21 @@ mod exactly_once {
     use super::Provider;
     #[test]
     fn tcp() {
-        super::exactly_once_under_cut_connections(Provider::Tcp)
+        super::exactly_once_under_cut_connections(Provider::Tcp, 1)
+    }
+    /// One session over three connections (trunking): cuts drop single members, which
+    /// the client replaces with trunking binds while requests are resent on the others.
+    #[test]
+    fn tcp_trunked() {
+        super::exactly_once_under_cut_connections(Provider::Tcp, 3)
     }
     #[test]
     fn shm() {
-        super::exactly_once_under_cut_connections(Provider::Auto)
+        super::exactly_once_under_cut_connections(Provider::Auto, 1)
     }
     #[test]
     fn ofi_tcp() {
-        super::exactly_once_under_cut_connections(Provider::Ofi("tcp"))
+        super::exactly_once_under_cut_connections(Provider::Ofi("tcp"), 1)
     }
     #[test]
     fn ofi_shm() {
@@ -660,8 +679,13 @@ fn limits_and_rules_from_the_toml_config() {
 fn connections_beyond_the_limit_are_closed_at_accept() {
     use std::io::Read;
     let srv = TestServer::start(&["--max-connections", "2"]);
-    let mut a = srv.client_tcp();
-    let mut b = srv.client_tcp();
+    // One connection each: a trunked session's every connection counts against the limit.
+    let one = |c: &mut ClientConfig| {
+        c.provider = Provider::Tcp;
+        c.connections = 1;
+    };
+    let mut a = srv.client_with(one).unwrap();
+    let mut b = srv.client_with(one).unwrap();
     let mut third = std::net::TcpStream::connect(srv.addr()).unwrap();
     third.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut buf = [0u8; 16];

@@ -33,6 +33,16 @@ const RECONNECTS_PER_REQUEST_MAX_DEFAULT: u32 = 64;
 /// the FUSE mount, C and Python programs) take it without an option of their own.
 pub const REQUEST_DEADLINE_ENV: &str = "DAFS_REQUEST_DEADLINE_MS";
 
+/// Connections a TCP session uses by default: one. Trunking (3 is the suggested value:
+/// the first for metadata and small requests plus two for data) is opt-in until the
+/// exactly-once test under 1,000 random cuts passes with it (it ends with AUTH_FAILED
+/// binds after a few hundred cuts; see docs/architecture.md, "Session trunking").
+pub const CONNECTIONS_DEFAULT: u32 = 1;
+
+/// Environment variable that sets [`ClientConfig::connections`] for every client built
+/// from [`ClientConfig::default`] (the `connections=N` URL option overrides it).
+pub const CONNECTIONS_ENV: &str = "DAFS_CONNECTIONS";
+
 /// The port a `dafs://` or `dafs+tls://` URL without one names (dafsd's default).
 const PORT_DEFAULT: u16 = 7420;
 
@@ -75,6 +85,11 @@ pub struct ClientConfig {
     /// after the TLS session (the offer arrived over the verified TLS channel; shared
     /// memory never leaves the host). [`Provider::Tcp`] stays on TLS.
     pub tls: Option<TlsClientOptions>,
+    /// TCP connections the session uses (session trunking, 1..=`SESSION_CONNECTIONS_MAX`;
+    /// 1 turns trunking off): READ/WRITE requests are spread over them, every other
+    /// request goes on the first. Default [`CONNECTIONS_DEFAULT`], or
+    /// [`CONNECTIONS_ENV`], or `?connections=N` on a URL. Other providers use one.
+    pub connections: u32,
 }
 
 /// Provider choice for TCP targets.
@@ -106,8 +121,43 @@ impl Default for ClientConfig {
             request_deadline: request_deadline_from_env(),
             reconnects_per_request_max: RECONNECTS_PER_REQUEST_MAX_DEFAULT,
             tls: None,
+            connections: connections_of(std::env::var(CONNECTIONS_ENV).ok().as_deref()),
         }
     }
+}
+
+/// The connections a value of [`CONNECTIONS_ENV`] (or the URL option) asks for.
+pub(crate) fn connections_of(value: Option<&str>) -> u32 {
+    let Some(v) = value else { return CONNECTIONS_DEFAULT };
+    match v.trim().parse::<u32>() {
+        Ok(n) if (1..=limits::SESSION_CONNECTIONS_MAX).contains(&n) => n,
+        _ => {
+            tracing::warn!(
+                "connections={v:?} is not 1..={}; using {CONNECTIONS_DEFAULT}",
+                limits::SESSION_CONNECTIONS_MAX
+            );
+            CONNECTIONS_DEFAULT
+        }
+    }
+}
+
+/// A URL's options (`?connections=N`) split off: the URL without them, and the
+/// connections asked for.
+pub(crate) fn split_url_options(url: &str) -> Result<(&str, Option<u32>)> {
+    let Some((base, query)) = url.split_once('?') else { return Ok((url, None)) };
+    let mut connections = None;
+    for opt in query.split('&').filter(|o| !o.is_empty()) {
+        match opt.split_once('=') {
+            Some(("connections", v)) => match v.parse::<u32>() {
+                Ok(n) if (1..=limits::SESSION_CONNECTIONS_MAX).contains(&n) => {
+                    connections = Some(n)
+                }
+                _ => return Err(Error::InvalidArgument("URL option connections must be 1..=8")),
+            },
+            _ => return Err(Error::InvalidArgument("unknown URL option (known: connections=N)")),
+        }
+    }
+    Ok((base, connections))
 }
 
 /// [`REQUEST_DEADLINE_ENV`] if set to a positive number of milliseconds, else the

@@ -126,19 +126,24 @@ impl Client {
                 ),
             }
         }
+        c.add_channels();
         Ok(c)
     }
 
     /// Connect from a `dafs://host:port/...`, `dafs+tls://host:port/...` or
     /// `dafs+shm:///x.sock/...` URL (the path part is ignored here).
     pub fn connect_url(url: &str, cfg: ClientConfig) -> Result<Client> {
+        let (url, connections) = crate::config::split_url_options(url)?;
+        let cfg = ClientConfig { connections: connections.unwrap_or(cfg.connections), ..cfg };
         let (addr, _) = parse_url(url)?;
         Self::connect(&addr, cfg)
     }
 
     /// Establish a session over any provider.
     pub fn with_transport(t: Box<dyn ClientTransport>, cfg: ClientConfig) -> Result<Client> {
-        Ok(Self::establish(t, &cfg)?.0)
+        let mut c = Self::establish(t, &cfg)?.0;
+        c.add_channels();
+        Ok(c)
     }
 
     /// Keepalive on TCP connections, so a vanished server is noticed by a waiting call.
@@ -260,6 +265,10 @@ impl Client {
             sync_failed: None,
             reclaiming: false,
             cluster: None,
+            extra: Vec::new(),
+            next_send: 0,
+            next_recv: 0,
+            chan_hint: None,
         };
         c.start_session(&n)?;
         Ok((c, n.offer))

@@ -22,6 +22,10 @@ pub(crate) struct IoState {
     pub(crate) direct: bool,
     pub(crate) len: usize,
     pub(crate) target: Target,
+    /// The open and file offset it covers (requests of a trunked session that overlap
+    /// go on one connection, so they stay in issue order).
+    pub(crate) open_id: u64,
+    pub(crate) offset: u64,
 }
 
 impl IoState {
@@ -91,6 +95,9 @@ pub(crate) struct Slot {
     pub(crate) sent_at: Instant,
     /// Times it was resent after a reconnect (bounded by `reconnects_per_request_max`).
     pub(crate) resends: u32,
+    /// The channel (connection of the session) it was last sent on: its reply comes
+    /// back there, and is lost with it.
+    pub(crate) chan: usize,
 }
 
 /// Transfers at least this large take far longer than a wake-up: while only such requests
@@ -153,6 +160,7 @@ impl Client {
             what,
             sent_at: Instant::now(),
             resends: 0,
+            chan: 0,
         });
         assert!(prev.is_none(), "slot {slot} already has a request in flight");
     }

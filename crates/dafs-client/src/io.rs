@@ -86,7 +86,9 @@ impl Client {
             IoBuf::Vec(_) => len > self.inline_threshold_unregistered(),
         };
         self.check_queue_room(cg, 1)?;
+        let chan = self.channel_for_io(open_id, offset, len, read, direct)?;
         let (slot, seq) = self.acquire_slot(block)?;
+        self.chan_hint = Some(chan);
         let id = ReqId(self.next_req);
         self.next_req += 1;
         // Resolve the memory and build the request.
@@ -120,7 +122,7 @@ impl Client {
                 (Target::Vec { buf: v, temp_key }, RemoteRegion { key, offset: 0 })
             }
         };
-        let io = IoState { id, cg, user_data, read, direct, len, target };
+        let io = IoState { id, cg, user_data, read, direct, len, target, open_id, offset };
         let stable = false;
         let res = if read {
             if direct {

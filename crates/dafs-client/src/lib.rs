@@ -89,6 +89,7 @@ mod reclaim;
 mod recovery;
 mod region;
 mod session;
+mod trunk;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -117,7 +118,9 @@ pub use cluster::{
     ClusterNodeInfo, CLUSTER_HANDLES_MAX, CLUSTER_HANDLE_PATH_BYTES_MAX, CLUSTER_REGIONS_MAX,
     WRONG_NODE_RETRY_TIME_MAX,
 };
-pub use config::{parse_url, ClientConfig, Provider, REQUEST_DEADLINE_ENV};
+pub use config::{
+    parse_url, ClientConfig, Provider, CONNECTIONS_DEFAULT, CONNECTIONS_ENV, REQUEST_DEADLINE_ENV,
+};
 pub use dafs_proto;
 pub use dafs_transport::tls::TlsClientOptions;
 pub use error::{Error, ProtocolViolation, Result};
@@ -188,6 +191,15 @@ pub struct Client {
     /// Set on the front client of a cluster URL: its calls are routed to the nodes'
     /// sessions (see `cluster`); its own session is closed.
     cluster: Option<Box<cluster::Cluster>>,
+    /// The session's other connections (trunking, see `trunk`): channel k is `extra[k-1]`,
+    /// channel 0 is `t`. All share `t`'s registrations.
+    extra: Vec<Box<dyn ClientTransport>>,
+    /// Round-robin positions for spreading requests, and for reading channels fairly.
+    next_send: usize,
+    next_recv: usize,
+    /// The channel the next READ/WRITE must go on (`channel_for_io`), taken by
+    /// `pick_channel`.
+    chan_hint: Option<usize>,
 }
 
 // A Client may move to another thread (one thread at a time: it is not Sync). The raw

@@ -42,10 +42,12 @@ impl Client {
         }
         let spin = if self.spin_worth_it() { self.base_spin } else { Duration::ZERO };
         if spin != self.spin_now {
-            self.t.set_spin(spin);
+            for ch in 0..self.connections() {
+                self.chan_mut(ch).set_spin(spin);
+            }
             self.spin_now = spin;
         }
-        let msg = match self.t.recv(self.wait_within_deadline(wait)) {
+        let (ch, msg) = match self.recv_any(self.wait_within_deadline(wait)) {
             Ok(Some(m)) => m,
             Ok(None) => {
                 if let Some(why) = self.overdue() {
@@ -53,18 +55,18 @@ impl Client {
                 }
                 return Ok(false);
             }
-            Err(e) if e.is_fatal() => {
+            Err((ch, e)) if e.is_fatal() => {
                 // Recovered: requests were resent; their replies come on later calls.
-                self.connection_broke(e)?;
+                self.channel_failed(ch, e)?;
                 return Ok(true);
             }
-            Err(e) => {
+            Err((_, e)) => {
                 self.fail_all(&e.to_string());
                 return Err(Error::Transport(e));
             }
         };
         let r = self.route(&msg);
-        self.t.recycle(msg);
+        self.chan_mut(ch).recycle(msg);
         if let Err(e) = &r {
             self.fail_all(&e.to_string());
         }
@@ -217,9 +219,13 @@ impl Client {
     /// connection here is recovered like one noticed while receiving: the request is in
     /// flight and is resent after the session is re-bound.
     pub(crate) fn send_slot_buf(&mut self, slot: u32, seq: u32, what: Inflight) -> Result<()> {
-        let sent = self.t.send(&self.reqbufs[slot as usize]);
+        let ch = self.pick_channel(&what);
+        let buf = std::mem::take(&mut self.reqbufs[slot as usize]);
+        let sent = self.chan_mut(ch).send(&buf);
+        self.reqbufs[slot as usize] = buf;
         self.stats.requests += 1;
         self.inflight_record(slot, seq, what);
+        self.inflight[slot as usize].as_mut().expect("recorded just now").chan = ch;
         if let Err(e) = sent {
             if !e.is_fatal() {
                 // Refused before anything was sent (e.g. too big): nothing in flight.
@@ -228,7 +234,7 @@ impl Client {
                 self.inflight_undo(what);
                 return Err(Error::Transport(e));
             }
-            self.connection_broke(e)?;
+            self.channel_failed(ch, e)?;
         }
         Ok(())
     }
@@ -236,6 +242,7 @@ impl Client {
     /// Synchronous request: send, then make progress until its reply arrives (GRACE
     /// answers are retried by `call`, in `reclaim`).
     pub(crate) fn call_once(&mut self, req: &Request) -> Result<Vec<u8>> {
+        self.settle_channels()?;
         let (slot, seq) = self.acquire_slot(true)?;
         let id = self.next_req;
         self.next_req += 1;

@@ -72,6 +72,7 @@ impl Client {
     /// New session with RECLAIM; then the opens, the locks and RECLAIM_COMPLETE.
     fn reclaim_session(&mut self) -> Result<()> {
         let old_verifier = self.boot_verifier;
+        self.drop_extra_channels();
         self.t.reconnect(self.cfg.connect_timeout)?;
         let cfg = self.cfg.clone();
         let n = Self::negotiate_flags(self.t.as_mut(), &cfg, session_flags::RECLAIM)?;
@@ -181,7 +182,7 @@ impl Client {
                 continue;
             }
             self.stats.retransmits += 1;
-            let what = Slot { seq, resends: p.slot.resends + 1, ..p.slot };
+            let what = Slot { seq, resends: p.slot.resends + 1, chan: 0, ..p.slot };
             self.inflight_restore(slot, what);
             if let Err(e) = self.t.send(&self.reqbufs[slot as usize]) {
                 // The caller's next progress notices the broken connection and recovers.

@@ -36,6 +36,7 @@ impl Client {
         self.fail_all("a new session replaces this one");
         // Nothing of the old session is carried over (see `reclaim` for restarts).
         self.held.clear();
+        self.drop_extra_channels();
         // The transport stays this client's whatever happens, so a failed attempt (e.g.
         // still fenced) can simply be repeated.
         self.t.reconnect(self.cfg.connect_timeout)?;
@@ -46,6 +47,7 @@ impl Client {
             return Err(e);
         }
         self.stats.reconnects += 1;
+        self.add_channels();
         Ok(())
     }
 
@@ -56,13 +58,18 @@ impl Client {
             if let Some(why) = self.overdue() {
                 return Err(self.time_out(&format!("{e}; {why}")));
             }
+            // The session moves to one new connection first; the others follow.
+            self.drop_extra_channels();
             let mut r = self.recover(&e);
             if matches!(r, Err(Error::Status(Status::BadSession))) {
                 // The server no longer knows the session: restarted? Reclaim what we held.
                 r = self.reclaim_after_restart();
             }
             match r {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.add_channels();
+                    return Ok(());
+                }
                 Err(err) => {
                     tracing::debug!("session recovery failed: {err}");
                     let why = format!("{e}; recovery failed: {err}");
@@ -135,6 +142,7 @@ impl Client {
                 s.resends += 1;
                 self.stats.retransmits += 1;
                 let buf = std::mem::take(&mut self.reqbufs[slot]);
+                s.chan = 0;
                 let r = self.t.send(&buf);
                 self.reqbufs[slot] = buf;
                 if let Err(e) = r {
@@ -151,6 +159,19 @@ impl Client {
     fn try_bind(&mut self) -> Result<()> {
         self.t.reconnect(self.cfg.connect_timeout)?;
         Self::keepalive(self.t.as_ref());
+        let mut t = std::mem::replace(&mut self.t, Box::new(crate::connect::NoTransport));
+        let r = self.bind_on(t.as_mut(), false);
+        self.t = t;
+        r
+    }
+
+    /// SESSION_BIND on `t` (a connection without a session): `trunk` adds it to the
+    /// session's connections, otherwise the session moves to it.
+    pub(crate) fn bind_on(
+        &mut self,
+        t: &mut dyn dafs_transport::ClientTransport,
+        trunk: bool,
+    ) -> Result<()> {
         // Always proven, with or without a shared secret: the key holds the session token
         // only this client received, so no other client can take the session over.
         let mut client_nonce = [0u8; 32];
@@ -162,7 +183,8 @@ impl Client {
             &client_nonce,
             self.cfg.client_id.as_bytes(),
         );
-        let h = Header::request(Opcode::SessionBind, self.session_id, 0, 0, 0);
+        let mark = if trunk { dafs_proto::limits::BIND_TRUNK } else { 0 };
+        let h = Header::request(Opcode::SessionBind, self.session_id, mark, 0, 0);
         let mut buf = Vec::new();
         dafs_proto::encode_request(
             &h,
@@ -170,8 +192,8 @@ impl Client {
             &mut buf,
             self.msg_size_bytes_max,
         )?;
-        self.t.send(&buf)?;
-        let msg = self.t.recv(Wait::Timeout(self.cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
+        t.send(&buf)?;
+        let msg = t.recv(Wait::Timeout(self.cfg.connect_timeout))?.ok_or(Error::TimedOut)?;
         let (rh, reply) = dafs_proto::decode_reply(&msg, self.msg_size_bytes_max)?;
         if rh.opcode != Opcode::SessionBind {
             return Err(unexpected_reply(Opcode::SessionBind));

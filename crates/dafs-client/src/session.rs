@@ -26,6 +26,9 @@ pub struct ClientStats {
     pub reconnects: u64,
     /// Requests sent again after a reconnect.
     pub retransmits: u64,
+    /// Connections of a trunked session that broke while others carried on (their
+    /// requests were resent on the others; see `ClientConfig::connections`).
+    pub connections_lost: u64,
     /// Replies that matched no request in flight (answers to duplicates), dropped.
     pub stale_replies: u64,
     /// Requests failed with ETIMEDOUT because one ran past `request_deadline` or
@@ -129,6 +132,18 @@ impl Client {
         }
         let mut s = self.stats;
         s.transport = self.t.stats();
+        for t in &self.extra {
+            let x = t.stats();
+            let y = &mut s.transport;
+            y.msgs_sent += x.msgs_sent;
+            y.msgs_received += x.msgs_received;
+            y.placed_bytes += x.placed_bytes;
+            y.pulled_bytes += x.pulled_bytes;
+            y.placements_refused += x.placements_refused;
+            y.waits_spun += x.waits_spun;
+            y.waits_slept += x.waits_slept;
+            y.vm_registrations += x.vm_registrations;
+        }
         s
     }
 

@@ -32,6 +32,14 @@ pub use types::*;
 /// Protocol limits. Every variable-length thing on the wire has a bound, and every bound
 /// is here, so a reader of the spec and of the code sees the same numbers.
 pub mod limits {
+    /// Most connections one session may be bound to at once (session trunking, §6.4a):
+    /// the one it was created or bound on plus extra ones added with a trunking
+    /// SESSION_BIND. Enough to spread one client's bulk transfers over several sockets;
+    /// every one still counts against the server's connection limits.
+    pub const SESSION_CONNECTIONS_MAX: u32 = 8;
+    /// `slot_id` of a SESSION_BIND that *adds* its connection to the session (trunking)
+    /// instead of moving the session to it.
+    pub const BIND_TRUNK: u32 = 1;
     /// Smallest maximum message size a peer may negotiate: big enough for any
     /// non-data request with maximal names (two 255-byte names + a 4 KiB path).
     pub const MSG_SIZE_BYTES_MIN: u32 = 8 * 1024;

@@ -61,7 +61,7 @@ use dafs_transport::{ServerConn, ServerListener};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use rustix::fs::{Mode, OFlags};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 pub use config::{Export, ServerConfig, TlsServerOptions};
 use conn::{Conn, ConnFate, Scratch};
@@ -128,9 +128,34 @@ impl Shared {
     }
 }
 
+/// (Debug names no field: it holds a lock and a waker only.)
 pub(crate) struct WorkerLink {
     inbox: Mutex<Vec<Box<dyn ServerConn>>>,
+    /// Connections whose trunking bind another worker verified, to join a session of
+    /// this worker's (`Conn::attach_trunk`).
+    trunks: Mutex<Vec<Handover>>,
     waker: Waker,
+}
+
+impl std::fmt::Debug for WorkerLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkerLink")
+    }
+}
+
+/// A connection on its way to the worker holding its session (trunking SESSION_BIND).
+/// It keeps its admission (address share, `connections_live`) all the way.
+pub(crate) struct Handover {
+    pub(crate) session_id: u64,
+    /// Filled by the worker that let go of it.
+    pub(crate) t: Option<Box<dyn ServerConn>>,
+    pub(crate) peer_ip: Option<std::net::IpAddr>,
+    /// The encoded SESSION_BIND reply, sent by the new owner once it is attached.
+    pub(crate) reply: Vec<u8>,
+    pub(crate) owner: Arc<WorkerLink>,
+    pub(crate) info: Arc<sessions::SessionInfo>,
+    /// The nonce the bind proved over: rotated as the reply says when it joins.
+    pub(crate) proved: sessions::TrunkProof,
 }
 
 /// A running server. Dropping it does not stop the server; call [`ServerHandle::shutdown`].
@@ -323,7 +348,11 @@ pub fn start(cfg: ServerConfig) -> Result<ServerHandle, StartError> {
         let poll = Poll::new().map_err(StartError::io("cannot create a worker's event loop"))?;
         let waker = Waker::new(poll.registry(), WAKER)
             .map_err(StartError::io("cannot create a worker's waker"))?;
-        let link = Arc::new(WorkerLink { inbox: Mutex::new(Vec::new()), waker });
+        let link = Arc::new(WorkerLink {
+            inbox: Mutex::new(Vec::new()),
+            trunks: Mutex::new(Vec::new()),
+            waker,
+        });
         links.push(link.clone());
         let sh = shared.clone();
         threads.push(
@@ -646,6 +675,10 @@ fn worker_loop(sh: Arc<Shared>, mut poll: Poll, link: Arc<WorkerLink>) {
         }
         for ev in events.iter() {
             if ev.token() == WAKER {
+                let trunks: Vec<_> = std::mem::take(&mut *link.trunks.lock().unwrap());
+                for h in trunks {
+                    attach_trunk(&sh, &poll, &mut conns, &mut free, &mut sc, h);
+                }
                 let new: Vec<_> = std::mem::take(&mut *link.inbox.lock().unwrap());
                 for t in new {
                     let idx = free.pop().unwrap_or_else(|| {
@@ -737,8 +770,9 @@ fn close_conn(
 ) {
     let Some(c) = conns[idx].as_mut() else { return };
     if !c.lingering {
-        let fd = c.t.raw_fd();
-        let _ = poll.registry().deregister(&mut SourceFd(&fd));
+        for fd in c.t.fds() {
+            let _ = poll.registry().deregister(&mut SourceFd(&fd));
+        }
     }
     // Forwarded requests in flight: their replies must reach the reply cache before
     // the session is parked, and the worker must not wait for them (see
@@ -747,10 +781,65 @@ fn close_conn(
         return;
     }
     if let Some(mut c) = conns[idx].take() {
-        c.close(sh);
-        sh.admission.closed(c.peer_ip, c.authenticated);
-        sh.stats.connections_closed.fetch_add(1, Relaxed);
-        sh.connections_live.release();
         free.push(idx);
+        if let Some(mut h) = c.handover.take() {
+            // A verified trunking bind: the connection moves to its session's worker,
+            // admitted and counted as it is (the session's connections are all limited
+            // together there).
+            debug_assert!(c.t.len() == 1, "a connection without a session has no trunk");
+            h.t = Some(c.into_transport());
+            let owner = h.owner.clone();
+            owner.trunks.lock().unwrap().push(h);
+            let _ = owner.waker.wake();
+            return;
+        }
+        c.close(sh);
+        // Every connection of the session held its share of the limits.
+        for ip in c.t.peer_ips() {
+            sh.admission.closed(ip, c.authenticated);
+            sh.stats.connections_closed.fetch_add(1, Relaxed);
+            sh.connections_live.release();
+        }
     }
+}
+
+/// A connection handed over by a trunking bind: join it to the session's connection on
+/// this worker, watched under that connection's token; if the session is gone from here
+/// (parked, moved, full), close it — the client sees the close and carries on with the
+/// connections it has.
+fn attach_trunk(
+    sh: &Shared,
+    poll: &Poll,
+    conns: &mut [Option<Conn>],
+    free: &mut Vec<usize>,
+    sc: &mut Scratch,
+    mut h: Handover,
+) {
+    let fd = h.t.as_ref().expect("handed over with its connection").raw_fd();
+    let found =
+        conns.iter().position(|c| c.as_ref().is_some_and(|c| c.session_id() == Some(h.session_id)));
+    if let Some(idx) = found {
+        let registered = poll
+            .registry()
+            .register(&mut SourceFd(&fd), Token(idx), Interest::READABLE | Interest::WRITABLE)
+            .is_ok();
+        let c = conns[idx].as_mut().expect("found above");
+        if registered && c.attach_trunk(sh, &mut h).is_some() {
+            sh.stats.trunk_binds.fetch_add(1, Relaxed);
+            // Data may already be waiting (edge-triggered: drain now).
+            if c.drive(sh, sc) == ConnFate::Close {
+                close_conn(sh, poll, conns, free, idx);
+            }
+            return;
+        }
+        if registered {
+            let _ = poll.registry().deregister(&mut SourceFd(&fd));
+        }
+    }
+    sh.stats.trunk_refusals.fetch_add(1, Relaxed);
+    debug!(session = h.session_id, "trunked connection joins no session here; closed");
+    drop(h.t.take());
+    sh.admission.closed(h.peer_ip, true);
+    sh.stats.connections_closed.fetch_add(1, Relaxed);
+    sh.connections_live.release();
 }

@@ -49,6 +49,9 @@ pub struct SessionInfo {
     /// The key of this session's SESSION_BIND proofs (`auth::bind_key` of the shared
     /// secret and the session token only its creator received).
     pub bind_key: [u8; 32],
+    /// The worker whose connection holds the session now (set at every create and
+    /// bind): where a trunking bind hands its connection over.
+    pub(crate) owner: Mutex<Option<Arc<crate::WorkerLink>>>,
 }
 
 impl SessionInfo {
@@ -76,6 +79,7 @@ impl SessionInfo {
             cache_bytes: AtomicU64::new(0),
             bind_nonce: Mutex::new(BindNonces::new(bind_nonce)),
             bind_key,
+            owner: Mutex::new(None),
         }
     }
 }
@@ -141,6 +145,27 @@ struct Entry<S> {
 
 /// A session's state removed from the table, with its shared information.
 pub type Released<S> = (Box<S>, Arc<SessionInfo>);
+
+/// Outcome of a trunking bind (one that adds its connection to the session).
+pub(crate) enum Trunk {
+    /// Bound to a connection of the worker `owner`: hand the new connection over to it.
+    /// The bind nonce rotates only when it joins (`rotate_for_trunk`): a connection that
+    /// joins nothing leaves the client's nonce valid.
+    Add(Arc<SessionInfo>, Arc<crate::WorkerLink>, TrunkProof),
+    /// The session has no connection (parked): bind it as an ordinary SESSION_BIND does.
+    Parked,
+    Unknown,
+    WrongClient,
+    AuthFailed,
+}
+
+/// Which bind nonce a trunking bind proved over, to rotate when it joins.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TrunkProof {
+    pub(crate) nonce: [u8; 32],
+    pub(crate) client_nonce: [u8; 32],
+    pub(crate) next_nonce: [u8; 32],
+}
 
 /// Outcome of a bind attempt.
 pub enum Take<S> {
@@ -246,6 +271,54 @@ impl<S> SessionTable<S> {
                 Take::Busy
             }
         }
+    }
+
+    /// A trunking SESSION_BIND: after the same proof as [`Self::take`], name the worker
+    /// holding the session so the new connection joins it there; nothing is revoked.
+    pub(crate) fn trunk(
+        &self,
+        id: u64,
+        client_id: &[u8],
+        client_nonce: &[u8; 32],
+        verify: impl Fn(&[u8; 32], &[u8; 32]) -> bool,
+        next_nonce: [u8; 32],
+    ) -> Trunk {
+        let m = self.inner.lock().unwrap();
+        let Some(e) = m.get(&id) else { return Trunk::Unknown };
+        if e.info.client_id.as_bytes() != client_id {
+            return Trunk::WrongClient;
+        }
+        if e.parked.is_some() {
+            return Trunk::Parked;
+        }
+        let nonce = e.info.bind_nonce.lock().unwrap();
+        let key = e.info.bind_key;
+        let Some(at) = nonce.check(client_nonce, |n| verify(n, &key)) else {
+            return Trunk::AuthFailed;
+        };
+        let Some(owner) = e.info.owner.lock().unwrap().clone() else {
+            // Bound, but its connection's worker never registered (cannot happen: the
+            // owner is set before the session enters the table's bound state).
+            return Trunk::Parked;
+        };
+        let proof = TrunkProof { nonce: nonce.recent[at], client_nonce: *client_nonce, next_nonce };
+        Trunk::Add(e.info.clone(), owner, proof)
+    }
+
+    /// A trunked connection is joining its session: the bind takes effect now, as a
+    /// [`Self::take`] would have — if the nonce it proved over is still accepted (no
+    /// bind over a newer one got in first) and its client nonce is still unused (no
+    /// replay of it joined). False: refuse the join; nothing changed, so the client's
+    /// nonce stays valid.
+    pub(crate) fn rotate_for_trunk(&self, info: &SessionInfo, p: &TrunkProof) -> bool {
+        let mut nonce = info.bind_nonce.lock().unwrap();
+        if nonce.used.contains(&p.client_nonce) {
+            return false;
+        }
+        let Some(at) = nonce.recent.iter().position(|n| *n == p.nonce) else { return false };
+        nonce.rotate(at, p.client_nonce, p.next_nonce);
+        info.binds.fetch_add(1, Relaxed);
+        true
     }
 
     /// The parked session parked longest ago (its lease ends first), removed from the
@@ -453,6 +526,40 @@ mod tests {
         assert!(t.is_fenced("host-a:9") && !t.is_fenced("host-b:1"));
         assert!(t.unfence("host-a:*"));
         assert!(!t.is_fenced("host-a:9"));
+    }
+
+    /// Trunking binds take effect only when their connection joins: verified binds that
+    /// never join rotate nothing (however many), a join after a bind over a newer nonce
+    /// or a second join of one bind (a replay) is refused, and joins whose replies reach
+    /// the client in any order leave it a nonce the session accepts.
+    #[test]
+    fn trunk_binds_rotate_only_when_they_join() {
+        let (t, i) = one_session();
+        for k in 0..2 * BIND_NONCES_MAX as u8 {
+            // No worker registered: verified, then answered as for a parked session.
+            let r = t.trunk(5, b"c1", &[100 + k; 32], over([0; 32]), [200; 32]);
+            assert!(matches!(r, Trunk::Parked));
+        }
+        assert!(matches!(t.trunk(5, b"c1", &[1; 32], over([9; 32]), [2; 32]), Trunk::AuthFailed));
+        assert_eq!(i.bind_nonce.lock().unwrap().recent, [[0; 32]], "nothing rotated");
+        let proof = |nonce: u8, client: u8, next: u8| TrunkProof {
+            nonce: [nonce; 32],
+            client_nonce: [client; 32],
+            next_nonce: [next; 32],
+        };
+        assert!(t.rotate_for_trunk(&i, &proof(0, 1, 10)));
+        assert!(!t.rotate_for_trunk(&i, &proof(0, 1, 10)), "a replayed join");
+        // Two binds made over nonce 0 on two new connections, joined in turn: the
+        // client keeps whichever reply it reads last; both nonces stay accepted.
+        assert!(t.rotate_for_trunk(&i, &proof(0, 2, 11)));
+        assert_eq!(i.bind_nonce.lock().unwrap().recent, [[0; 32], [10; 32], [11; 32]]);
+        // A bind over 10 makes 0 stale: a join proven over 0 after it is refused.
+        assert!(t.rotate_for_trunk(&i, &proof(10, 3, 12)));
+        assert!(!t.rotate_for_trunk(&i, &proof(0, 4, 13)), "older than a nonce proven since");
+        assert_eq!(i.bind_nonce.lock().unwrap().recent, [[10; 32], [11; 32], [12; 32]]);
+        // The client's next bind, whichever of 11 and 12 it holds, gets in.
+        t.park(Box::new(1), &i, Duration::from_secs(60));
+        assert!(matches!(t.take(5, b"c1", &[5; 32], over([11; 32]), [14; 32]), Take::Bound(..)));
     }
 
     /// A bind whose reply was lost: the client proves over the nonce it knows (now the

@@ -80,6 +80,14 @@ counters! {
     binds_delayed,
     /// Binds refused (unknown or expired session, wrong client).
     binds_refused,
+    /// Connections added to a session by a trunking SESSION_BIND.
+    trunk_binds,
+    /// Trunked connections that joined no session (it was parked or moved meanwhile,
+    /// or had `SESSION_CONNECTIONS_MAX` already) and were closed.
+    trunk_refusals,
+    /// Trunked connections dropped while the session went on over the others (broken,
+    /// or given up by the client: it retransmitted their requests elsewhere).
+    trunk_connections_lost,
     /// Sessions released because their lease expired.
     sessions_expired,
     /// Sessions or binds refused because the client is fenced.

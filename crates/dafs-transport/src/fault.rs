@@ -278,4 +278,23 @@ impl ClientTransport for FaultyTransport {
     fn cut_fd(&self) -> RawFd {
         self.inner.cut_fd()
     }
+    /// A sibling injects faults by the same plan (its own random sequence, the same
+    /// counters); `FaultControl::cut` still cuts the first connection only.
+    fn sibling(&self, timeout: Duration) -> Result<Box<dyn ClientTransport>, TransportError> {
+        if self.ctl.block_reconnect.load(Relaxed) {
+            return Err(TransportError::Io(std::io::Error::from_raw_os_error(libc::ETIMEDOUT)));
+        }
+        let inner = self.inner.sibling(timeout)?;
+        let rng = self.rng ^ (inner.raw_fd() as u64).wrapping_mul(0x2545_f491_4f6c_dd1d);
+        Ok(Box::new(FaultyTransport {
+            inner,
+            plan: self.plan,
+            rng,
+            held: None,
+            broken: false,
+            // The trunking bind (one send, one receive) gets through.
+            quiet_calls: 2,
+            ctl: self.ctl.clone(),
+        }))
+    }
 }

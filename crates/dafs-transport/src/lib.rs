@@ -194,6 +194,11 @@ pub trait ClientTransport: Send {
     fn wants_write(&self) -> bool {
         false
     }
+    /// Another connection to the same peer sharing this one's registrations (session
+    /// trunking: one session over several connections). Providers that cannot say so.
+    fn sibling(&self, _timeout: Duration) -> Result<Box<dyn ClientTransport>, TransportError> {
+        Err(TransportError::Protocol("this provider cannot open more connections"))
+    }
 }
 
 /// A server-side event.

@@ -27,6 +27,36 @@ pub fn spin_budget_from_env() -> Duration {
         .unwrap_or(SPIN_DEFAULT)
 }
 
+/// [`sleep_on_fd`] over several descriptors (each with whether to wait for writability
+/// too): returns when any is ready, or at the deadline.
+pub fn sleep_on_fds(
+    fds: &[(BorrowedFd<'_>, bool)],
+    deadline: Option<Instant>,
+) -> std::io::Result<()> {
+    let timeout_ms: i32 = match deadline {
+        None => -1,
+        Some(d) => {
+            let now = Instant::now();
+            if d <= now {
+                return Ok(());
+            }
+            ((d - now).as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32
+        }
+    };
+    let mut pfds: Vec<PollFd<'_>> = fds
+        .iter()
+        .map(|(fd, w)| {
+            let flags = if *w { PollFlags::IN | PollFlags::OUT } else { PollFlags::IN };
+            PollFd::from_borrowed_fd(*fd, flags)
+        })
+        .collect();
+    match poll(&mut pfds, timeout_ms) {
+        Ok(_) => Ok(()),
+        Err(rustix::io::Errno::INTR) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Sleep until `fd` is readable (or writable, if `want_write`), or until `deadline`.
 pub fn sleep_on_fd(
     fd: BorrowedFd<'_>,

@@ -1,6 +1,7 @@
 //! From a complete message to an executed op: decode (`on_message`), then the session,
 //! slot and authentication checks (`dispatch`) before `execute` runs the op.
 
+use dafs_transport::ServerConn as _;
 use std::sync::atomic::Ordering::Relaxed;
 
 use dafs_proto::header::RawHeader;
@@ -117,6 +118,11 @@ impl Conn {
                 let r = self.session_create(sh, msg_size_bytes_max, slots, auth, flags, client_id);
                 return self.respond_attached(sh, &mut sc.out, h, r);
             }
+            Request::SessionBind { client_nonce, proof, client_id }
+                if h.slot_id == dafs_proto::limits::BIND_TRUNK =>
+            {
+                return self.session_trunk(sh, &mut sc.out, &h, &client_nonce, &proof, client_id);
+            }
             Request::SessionBind { client_nonce, proof, client_id } => {
                 let r = self.session_bind(sh, &h, &client_nonce, &proof, client_id);
                 return self.respond_attached(sh, &mut sc.out, h, r);
@@ -145,6 +151,15 @@ impl Conn {
         match s.slots.begin(h.slot_id, h.sequence_id) {
             SlotVerdict::Execute => s.exec_digest[h.slot_id as usize] = digest,
             SlotVerdict::InProgress => {
+                let orig = self.slot_chan.get(h.slot_id as usize).copied().unwrap_or(0);
+                if self.t.len() > 1 && orig != self.t.channel() {
+                    // Trunked, and the retransmission came on another connection: the
+                    // client gave the original's connection up (it resends only then).
+                    // Drop that connection here too, so the original's slot is given
+                    // back if it was waiting for data from there (then this copy
+                    // executes), and its reply, if it is running, comes here.
+                    return self.retransmitted_elsewhere(sh, sc, h, req, raw, orig);
+                }
                 // A duplicate that overtook the original's reply: that reply answers it.
                 sh.stats.duplicates_dropped.fetch_add(1, Relaxed);
                 return ConnFate::Keep;
@@ -208,7 +223,9 @@ impl Conn {
             }
         }
         // From here on the request holds its slot: every answer completes it.
+        self.note_channel(h.slot_id);
         let complete = SlotUse::Complete;
+        let s = self.session.as_mut().expect("checked above");
         s.info.slots_busy.store(s.slots.busy_count(), Relaxed);
         if s.auth_required && !s.authenticated && !h.opcode.allowed_before_auth() {
             let reply = Reply::Error(Status::AuthRequired);
@@ -261,6 +278,38 @@ impl Conn {
             self.close(sh);
         }
         fate
+    }
+}
+
+impl Conn {
+    /// A retransmission of the request in flight on its slot arrived on channel
+    /// `self.t.channel()`, the original on `orig`, another member of the trunk.
+    fn retransmitted_elsewhere(
+        &mut self,
+        sh: &Shared,
+        sc: &mut Scratch,
+        h: Header,
+        req: Request,
+        raw: &[u8],
+        orig: u32,
+    ) -> ConnFate {
+        let here = self.t.channel();
+        if self.t.has_channel(orig) {
+            self.t.drop_channel(orig);
+            self.t.set_channel(here);
+            self.reap_lost(sh);
+        }
+        if self.job_on_slot(h.slot_id) {
+            // Executing in the I/O pool: its reply goes where the client now listens.
+            self.slot_chan[h.slot_id as usize] = here;
+            sh.stats.duplicates_dropped.fetch_add(1, Relaxed);
+            return ConnFate::Keep;
+        }
+        // It was waiting for data pulled over the dropped connection: its slot was given
+        // back, so this copy executes (once). Should it still be in progress, the
+        // channel noted here makes the next look drop it as a plain duplicate.
+        self.note_channel(h.slot_id);
+        self.dispatch(sh, sc, h, req, raw)
     }
 }
 

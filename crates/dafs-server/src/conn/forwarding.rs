@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dafs_proto::{Header, RemoteRegion, Reply, Status};
+use dafs_transport::ServerConn as _;
 use tracing::debug;
 
 use super::ops::placement_status;
@@ -52,7 +53,7 @@ pub(crate) struct FwdDone {
 /// A forwarded request in flight: its tag and the header it answers.
 pub(super) struct FwdInFlight {
     tag: u64,
-    hdr: Header,
+    pub(super) hdr: Header,
 }
 
 /// The forwarder of this node, and the node (kept alive by the jobs that use it).
@@ -103,6 +104,7 @@ impl Conn {
         if self.forwards.is_empty() {
             return;
         }
+        let current = self.t.channel();
         for d in self.done.take_forwarded() {
             let i = self
                 .forwards
@@ -110,6 +112,7 @@ impl Conn {
                 .position(|f| f.tag == d.tag)
                 .expect("every forwarded result belongs to a request in flight");
             let hdr = self.forwards.swap_remove(i).hdr;
+            self.select_slot_channel(hdr.slot_id);
             let mut data = Vec::new();
             let reply = match d.result {
                 Ok(FwdOk::Reply(r)) => r,
@@ -140,6 +143,7 @@ impl Conn {
             // The op has executed: a failed send shows at the connection's next read.
             let _ = self.respond(sh, out, &hdr, &reply, SlotUse::Complete);
         }
+        self.t.set_channel(current);
     }
 
     /// An open made at the home becomes a proxied open of `session`, if that session is

@@ -22,6 +22,7 @@ mod parallel;
 mod pending;
 mod reply;
 mod session;
+mod trunk;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -48,7 +49,15 @@ pub enum ConnFate {
 }
 
 pub struct Conn {
-    pub t: Box<dyn ServerConn>,
+    /// The session's connections (one unless trunked).
+    pub t: trunk::Trunk,
+    /// Per slot: the channel (trunk member) its request came on, where a reply produced
+    /// later goes and whose loss gives back the slot of a request waiting for data.
+    slot_chan: Vec<u32>,
+    /// A trunking SESSION_BIND verified: this connection goes to the session's worker.
+    pub(crate) handover: Option<crate::Handover>,
+    /// This worker's link (a session bound here names it as its owner).
+    link: std::sync::Arc<crate::WorkerLink>,
     session: Option<Session>,
     /// WRITE_DIRECTs waiting for their data, by pull tag.
     pending: HashMap<u64, PendingWrite>,
@@ -96,10 +105,13 @@ impl Conn {
         t.set_msg_size_bytes_max(HANDSHAKE_MSG_BYTES_MAX as usize);
         Conn {
             peer_ip: crate::admission::peer_ip(&t.peer()),
+            slot_chan: Vec::new(),
+            handover: None,
+            link: link.clone(),
             accepted_at: std::time::Instant::now(),
             authenticated: false,
             memory_counted_bytes: 0,
-            t,
+            t: trunk::Trunk::new(t),
             session: None,
             pending: HashMap::new(),
             next_tag: 1,
@@ -139,7 +151,9 @@ impl Conn {
                 continue;
             }
             self.read_paused = false;
-            match self.t.poll_event() {
+            let ev = self.t.poll_event();
+            self.reap_lost(sh);
+            match ev {
                 Ok(Some(ServerEvent::Message(buf))) => {
                     let fate = self.on_message(sh, sc, &buf);
                     self.t.recycle(buf);
@@ -183,6 +197,7 @@ impl Conn {
     /// broke. (A connection paused for backpressure resumes reading in `drive`.)
     pub fn flush(&mut self, sh: &Shared) -> ConnFate {
         let r = self.t.flush();
+        self.reap_lost(sh);
         sh.memory.update(&mut self.memory_counted_bytes, self.t.backlog_bytes());
         match r {
             Ok(_) => ConnFate::Keep,
@@ -249,6 +264,112 @@ impl Conn {
                 );
             }
         }
+    }
+
+    /// Trunk members that broke (or were given up) and were dropped: their share of the
+    /// connection limits comes back, and requests that were waiting there for data
+    /// pulled from the client give their slots back (the client retransmits them on
+    /// another connection, where they execute once).
+    fn reap_lost(&mut self, sh: &Shared) {
+        for lost in self.t.take_lost() {
+            sh.admission.closed(lost.peer_ip, true);
+            sh.connections_live.release();
+            sh.stats.connections_closed.fetch_add(1, Relaxed);
+            sh.stats.trunk_connections_lost.fetch_add(1, Relaxed);
+            self.forget_answers_on(lost.id);
+            self.abort_waiting_on(lost.id);
+        }
+    }
+
+    /// Replies that went out on channel `chan` may be lost with it: a copy of their
+    /// requests arriving on another member is a retransmission, not a duplicate of a
+    /// request answered here (see `Session::answered_here`).
+    fn forget_answers_on(&mut self, chan: u32) {
+        let Some(s) = self.session.as_mut() else { return };
+        for (slot, answered) in s.answered_here.iter_mut().enumerate() {
+            if self.slot_chan.get(slot) == Some(&chan) {
+                *answered = false;
+            }
+        }
+    }
+
+    /// Give back the slots of requests on channel `chan` still waiting for pulled data.
+    fn abort_waiting_on(&mut self, chan: u32) {
+        let on = |slot_chan: &[u32], slot: u32| slot_chan.get(slot as usize) == Some(&chan);
+        let Some(s) = self.session.as_mut() else { return };
+        let batches: Vec<u64> = self
+            .batches
+            .iter()
+            .filter(|(_, b)| on(&self.slot_chan, b.hdr.slot_id))
+            .map(|(t, _)| *t)
+            .collect();
+        for t in &batches {
+            let b = self.batches.remove(t).expect("listed above");
+            s.slots.abort(b.hdr.slot_id);
+        }
+        let slot_chan = &self.slot_chan;
+        self.pending.retain(|_, p| match p.batch {
+            Some((btag, _)) => !batches.contains(&btag),
+            None if on(slot_chan, p.hdr.slot_id) => {
+                s.slots.abort(p.hdr.slot_id);
+                false
+            }
+            None => true,
+        });
+        s.info.slots_busy.store(s.slots.busy_count(), Relaxed);
+    }
+
+    /// Remember that the request on `slot` came on the current channel.
+    fn note_channel(&mut self, slot: u32) {
+        let i = slot as usize;
+        if self.slot_chan.len() <= i {
+            self.slot_chan.resize(i + 1, 0);
+        }
+        self.slot_chan[i] = self.t.channel();
+    }
+
+    /// Send from now on on the channel the request on `slot` came on (a reply produced
+    /// after other requests were read: I/O pool jobs, forwarded requests).
+    fn select_slot_channel(&mut self, slot: u32) {
+        let chan = self.slot_chan.get(slot as usize).copied().unwrap_or(0);
+        self.t.set_channel(chan);
+    }
+
+    /// A trunked connection handed over by the worker that verified its bind: join it
+    /// to this connection's session if that is still `session_id` and has room, and
+    /// send it the bind's reply. Gives the connection back if not.
+    pub(crate) fn attach_trunk(&mut self, sh: &Shared, h: &mut crate::Handover) -> Option<u32> {
+        let s = self.session.as_ref()?;
+        if s.id != h.session_id
+            || self.lingering
+            || s.info.revoke.load(Relaxed) != REVOKE_NONE
+            || self.t.len() >= dafs_proto::limits::SESSION_CONNECTIONS_MAX as usize
+            || self.t.is_shared_memory()
+        {
+            return None;
+        }
+        // Only now does the bind take effect (its nonce rotation included).
+        if !sh.sessions.rotate_for_trunk(&h.info, &h.proved) {
+            return None;
+        }
+        let mut t = h.t.take().expect("a handover carries its connection");
+        if t.send(&h.reply).is_err() {
+            h.t = Some(t);
+            return None;
+        }
+        Some(self.t.attach(t, h.peer_ip))
+    }
+
+    /// The id of the session this connection holds, if any.
+    pub(crate) fn session_id(&self) -> Option<u64> {
+        self.session.as_ref().map(|s| s.id)
+    }
+
+    /// The transport of a connection without a session that is handed over to another
+    /// worker (trunking bind).
+    pub(crate) fn into_transport(self) -> Box<dyn ServerConn> {
+        debug_assert!(self.session.is_none() && self.inflight.is_empty());
+        self.t.into_single()
     }
 
     /// The connection is to close: true if it must linger first, until its forwarded

@@ -21,6 +21,7 @@
 //!   replies in the reply cache before its session is parked, so a retransmission on
 //!   the next connection is answered from the cache.
 
+use dafs_transport::ServerConn as _;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Condvar, Mutex};
@@ -371,6 +372,9 @@ impl Conn {
             return;
         }
         let done = std::mem::take(&mut *self.done.list.lock().unwrap_or_else(|e| e.into_inner()));
+        // Each reply goes on its request's channel; then back to the request being
+        // handled, if any (a barrier reaps in the middle of one).
+        let current = self.t.channel();
         for d in done {
             let i = self
                 .inflight
@@ -388,6 +392,7 @@ impl Conn {
                 }
                 Err(e) => crate::cluster::error_reply(sh, *e),
             };
+            self.select_slot_channel(inf.hdr.slot_id);
             // The op has executed: a failed send shows at the connection's next read.
             let _ = self.respond(sh, out, &inf.hdr, &reply, SlotUse::Complete);
             if let Ok(DoneOk::ReadInline { data, .. } | DoneOk::Write { buf: Some(data), .. }) =
@@ -398,6 +403,14 @@ impl Conn {
                 }
             }
         }
+        self.t.set_channel(current);
+    }
+
+    /// True if the request on `slot` is executing off the worker (an I/O pool job or a
+    /// forwarded request): its reply comes later, on the channel `slot_chan` names.
+    pub(super) fn job_on_slot(&self, slot: u32) -> bool {
+        self.inflight.iter().any(|f| f.hdr.slot_id == slot)
+            || self.forwards.iter().any(|f| f.hdr.slot_id == slot)
     }
 
     /// The worker's look at this connection between events: answer the finished jobs

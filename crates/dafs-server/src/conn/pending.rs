@@ -3,6 +3,7 @@
 //! until the data has arrived and been written; then `on_pulled` answers them through
 //! the same `respond` as every other request.
 
+use dafs_transport::ServerConn as _;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};

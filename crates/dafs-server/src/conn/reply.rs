@@ -3,6 +3,7 @@
 //! cache, slot freed). Handlers only build replies; the buffers those replies borrow
 //! their data from live here too.
 
+use dafs_transport::ServerConn as _;
 use std::sync::atomic::Ordering::Relaxed;
 
 use dafs_proto::{Header, Reply, Status};

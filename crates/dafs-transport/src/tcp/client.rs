@@ -3,7 +3,7 @@
 use std::io::{self, IoSlice, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use dafs_proto::limits;
@@ -46,7 +46,10 @@ pub struct TcpClient {
     /// How to set TLS up again on reconnect (same configuration and server name).
     tls_params: Option<(Arc<rustls::ClientConfig>, rustls::pki_types::ServerName<'static>)>,
     msg_size_bytes_max: usize,
-    registry: Registry,
+    /// Shared with the sibling connections of a trunked session ([`TcpClient::sibling`]):
+    /// memory registered once may be named in a request sent on any of them, and the
+    /// server places into (or pulls from) it over the connection that carried the request.
+    registry: Arc<Mutex<Registry>>,
     hdr: HeaderReader,
     recv_state: ClientRecv,
     out: OutQueue,
@@ -120,7 +123,7 @@ impl TcpClient {
             tls: None,
             tls_params: None,
             msg_size_bytes_max: limits::MSG_SIZE_BYTES_MAX as usize,
-            registry: Registry::new(REGIONS_MAX),
+            registry: Arc::new(Mutex::new(Registry::new(REGIONS_MAX))),
             hdr: HeaderReader::new(),
             recv_state: ClientRecv::Header,
             out: OutQueue::default(),
@@ -133,6 +136,26 @@ impl TcpClient {
 
     pub fn peer_addr(&self) -> SocketAddr {
         self.peer
+    }
+
+    /// The registrations. A poisoned lock is taken over: every registry operation leaves
+    /// the table consistent before it can panic.
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One more connection to the same peer (TLS again if this one is), sharing this
+    /// one's registrations: the extra connections of a trunked session.
+    pub fn sibling(&self, timeout: Duration) -> Result<Self, TransportError> {
+        let mut c = match &self.tls_params {
+            Some((cfg, name)) => {
+                Self::connect_tls_with(&self.peer.to_string(), timeout, cfg.clone(), name.clone())?
+            }
+            None => Self::from_stream(TcpStream::connect_timeout(&self.peer, timeout)?)?,
+        };
+        c.registry = Arc::clone(&self.registry);
+        c.msg_size_bytes_max = self.msg_size_bytes_max;
+        Ok(c)
     }
 
     /// A new socket to the same peer; registrations (client-side here) stay as they are.
@@ -249,7 +272,8 @@ impl TcpClient {
                         "placement larger than the direct maximum",
                     ));
                 }
-                match self.registry.resolve(fh.key, fh.offset, len, true) {
+                let resolved = self.registry().resolve(fh.key, fh.offset, len, true);
+                match resolved {
                     Ok(dst) => {
                         if len > 0 {
                             self.recv_state = ClientRecv::Put { dst, got: 0 };
@@ -269,7 +293,8 @@ impl TcpClient {
                 if len > limits::DIRECT_BYTES_MAX as usize {
                     return Err(TransportError::Protocol("pull larger than the direct maximum"));
                 }
-                match self.registry.resolve(fh.key, fh.offset, len, false) {
+                let resolved = self.registry().resolve(fh.key, fh.offset, len, false);
+                match resolved {
                     Ok(mem) => {
                         let h = FrameHeader {
                             kind: FrameKind::GetResp,
@@ -418,15 +443,15 @@ impl ClientTransport for TcpClient {
         len: usize,
         access: Access,
     ) -> Result<u64, TransportError> {
-        self.registry.insert(ptr, len, access, false)
+        self.registry().insert(ptr, len, access, false)
     }
 
     fn deregister(&mut self, key: u64) -> Result<(), TransportError> {
-        self.registry.remove(key).map(|_| ())
+        self.registry().remove(key).map(|_| ())
     }
 
     fn alloc_registered(&mut self, len: usize) -> Result<(u64, *mut u8), TransportError> {
-        self.registry.alloc_owned(len, Access::READ_WRITE)
+        self.registry().alloc_owned(len, Access::READ_WRITE)
     }
 
     fn provider(&self) -> &'static str {
@@ -444,5 +469,8 @@ impl ClientTransport for TcpClient {
     }
     fn wants_write(&self) -> bool {
         !self.out.q.is_empty() || self.tls.as_ref().is_some_and(|t| t.wants_write())
+    }
+    fn sibling(&self, timeout: Duration) -> Result<Box<dyn ClientTransport>, TransportError> {
+        Ok(Box::new(TcpClient::sibling(self, timeout)?))
     }
 }

@@ -1,6 +1,7 @@
 //! BATCH_IO: many direct I/Os on one open file in one request, each a list of file
 //! segments and a list of memory segments walked side by side.
 
+use dafs_transport::ServerConn as _;
 use std::os::fd::AsFd;
 use std::sync::atomic::Ordering::Relaxed;
 

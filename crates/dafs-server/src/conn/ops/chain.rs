@@ -5,6 +5,7 @@ use dafs_proto::types::{
     pack_messages, unpack_messages, CHAIN_LEN_MAX, CURRENT_FH, CURRENT_OPEN_ID,
 };
 use dafs_proto::{FileHandle, Header, Reply, Request, Status};
+use dafs_transport::ServerConn as _;
 
 use super::Outcome;
 use crate::conn::reply::ReplyBufs;

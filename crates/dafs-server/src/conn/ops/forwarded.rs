@@ -8,6 +8,7 @@
 //! element for a file homed elsewhere answers `WRONG_NODE` (names; the client sends
 //! the chain to the home) or `NOT_CHAINABLE` (a proxied open).
 
+use dafs_transport::ServerConn as _;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 

@@ -3,6 +3,7 @@
 //! and cache hints. Storage I/O uses explicit offsets (`pread`/`pwrite`), never a
 //! shared file position.
 
+use dafs_transport::ServerConn as _;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Mutex;

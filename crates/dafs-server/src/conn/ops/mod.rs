@@ -23,6 +23,7 @@ mod session;
 
 use dafs_proto::types::{lock_flags, open_flags};
 use dafs_proto::{Header, Reply, Request, Status};
+use dafs_transport::ServerConn as _;
 
 use super::pending::PendingWrite;
 use super::reply::ReplyBufs;

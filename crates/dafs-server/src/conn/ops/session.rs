@@ -2,6 +2,7 @@
 //! connection, before any slot exists), SESSION_AUTH and SET_CRED. SESSION_DESTROY
 //! needs no handler: `dispatch` releases the session once its reply has gone out.
 
+use dafs_transport::ServerConn as _;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use tracing::{debug, info};
 use super::super::reply::SlotUse;
 use super::super::{release_session, Conn, ConnFate, Session};
 use crate::cred;
-use crate::sessions::{SessionInfo, Take};
+use crate::sessions::{SessionInfo, Take, Trunk};
 use crate::Shared;
 
 /// The inline threshold offered leaves this much of the negotiated message size for
@@ -133,6 +134,7 @@ impl Conn {
             server_nonce,
             bind_key,
         ));
+        *info.owner.lock().unwrap() = Some(self.link.clone());
         if !auth_required {
             sh.sessions.insert(info.clone());
             self.admitted(sh);
@@ -262,9 +264,91 @@ impl Conn {
         // Replies sent on the old connection may be lost: a request resent here is a
         // retransmission (executed again or answered from the cache).
         s.answered_here.fill(false);
+        *info.owner.lock().unwrap() = Some(self.link.clone());
         self.session = Some(*s);
         self.admitted(sh);
         Ok(Attached { reply, session_id, msg_size_bytes_max })
+    }
+
+    /// A trunking SESSION_BIND (`slot_id` = `BIND_TRUNK`): after the same proof as a
+    /// bind, this connection joins the session where it is held — handed over (with its
+    /// encoded reply, which the owning worker sends) to that worker, which adds it to the
+    /// session's connections (`Conn::attach_trunk`). A parked session is bound as by an
+    /// ordinary bind. Only TCP connections trunk: a shared-memory session is one ring
+    /// pair.
+    pub(in crate::conn) fn session_trunk(
+        &mut self,
+        sh: &Shared,
+        out: &mut Vec<u8>,
+        h: &Header,
+        client_nonce: &[u8; NONCE_LEN],
+        proof: &[u8; NONCE_LEN],
+        client_id: &[u8],
+    ) -> ConnFate {
+        let refuse = |c: &mut Conn, out: &mut Vec<u8>, st: Status| {
+            c.respond(sh, out, h, &Reply::Error(st), SlotUse::Untouched)
+        };
+        if self.session.is_some() {
+            return refuse(self, out, Status::Inval);
+        }
+        if self.t.is_shared_memory() || self.peer_ip.is_none() {
+            return refuse(self, out, Status::NotSupp);
+        }
+        let client_name = String::from_utf8_lossy(client_id);
+        if sh.sessions.is_fenced(&client_name) {
+            sh.stats.fenced_refusals.fetch_add(1, Relaxed);
+            return refuse(self, out, Status::Fenced);
+        }
+        let verify = |nonce: &[u8; NONCE_LEN], key: &[u8; NONCE_LEN]| {
+            auth::verify_bind(key, h.session_id, nonce, client_nonce, client_id, proof)
+        };
+        let next_nonce = random_bytes();
+        let (info, owner, proved) = match sh.sessions.trunk(
+            h.session_id,
+            client_id,
+            client_nonce,
+            verify,
+            next_nonce,
+        ) {
+            Trunk::Add(info, owner, proved) => (info, owner, proved),
+            Trunk::Parked => {
+                let r = self.session_bind(sh, h, client_nonce, proof, client_id);
+                return self.respond_attached(sh, out, *h, r);
+            }
+            Trunk::AuthFailed => {
+                sh.stats.auth_failures.fetch_add(1, Relaxed);
+                peer_warn!(sh, self.t.peer(), session = h.session_id, client = %client_name, "trunking bind refused: authentication failed");
+                return refuse(self, out, Status::AuthFailed);
+            }
+            Trunk::Unknown | Trunk::WrongClient => {
+                sh.stats.binds_refused.fetch_add(1, Relaxed);
+                return refuse(self, out, Status::BadSession);
+            }
+        };
+        let server_proof =
+            auth::bind_server_proof(&info.bind_key, info.id, client_nonce, &next_nonce, client_id);
+        let reply = Reply::SessionBind {
+            slots: info.slots_granted,
+            target_highest: info.target_highest.load(Relaxed),
+            next_nonce,
+            server_proof,
+        };
+        let mut rh = *h;
+        rh.session_id = info.id;
+        self.encode(sh, out, &rh, &reply);
+        // Proven: the connection is no longer an unauthenticated one.
+        self.admitted(sh);
+        debug!(session = info.id, peer = %self.t.peer(), "trunking bind: joining the session's worker");
+        self.handover = Some(crate::Handover {
+            session_id: info.id,
+            t: None,
+            peer_ip: self.peer_ip,
+            reply: std::mem::take(out),
+            owner,
+            info,
+            proved,
+        });
+        ConnFate::Close
     }
 
     pub(super) fn session_auth(
