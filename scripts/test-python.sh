@@ -67,7 +67,8 @@ export PATH="$venv/bin:$PATH" # the maturin build backend runs `maturin`
 # dafsd from the dev profile by default (scripts/test.sh has just built it).
 profile=${DAFS_PROFILE:-debug}
 echo "==> cargo build ($profile) -p dafs-cli"
-if [ "$profile" = release ]; then cargo build --release -q -p dafs-cli; else cargo build -q -p dafs-cli; fi
+source scripts/lib-build.sh
+DAFS_PROFILE=$profile cargo_build -p dafs-cli
 # The extension in the same profile: with the dev profile maturin reuses what the
 # workspace build compiled (pyo3 and the client), instead of a second, release build.
 if [ "$profile" = release ]; then export MATURIN_PEP517_ARGS=""; else export MATURIN_PEP517_ARGS="--profile dev"; fi
