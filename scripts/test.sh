@@ -8,25 +8,28 @@ export RUST_BACKTRACE=1
 # Style gates first: they are cheap and a failure here needs no test run to explain.
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
-# Lints and the build. `cargo clippy` checks every crate without generating code, so run
-# before `cargo build` it costs a second pass over all dependencies. On an empty target
-# directory (CI's clean checkout) the build itself runs clippy instead: clippy-driver, as
-# the workspace members' compiler, lints them exactly as `cargo clippy -- -D warnings`
-# does and also generates their code; dependencies are compiled once, by rustc. In a
-# target directory that holds an ordinary build already, the two steps stay separate
-# (else every workspace crate would be compiled again, once with and once without the
-# wrapper, whenever one alternates with plain cargo commands). DAFS_LINT_IN_BUILD=1 or 0
-# forces one way.
+# Lints and the build. On an empty target directory (CI's clean checkout: everything is
+# compiled from scratch) the build is one pass:
+#   - clippy runs inside it: clippy-driver, as the workspace members' compiler, lints them
+#     exactly as `cargo clippy -- -D warnings` does and generates their code too, where a
+#     separate `cargo clippy` first would check every dependency and member a second time;
+#   - debug information is line tables only (CARGO_PROFILE_DEV_DEBUG): backtraces keep
+#     their files and lines, and the ~60 test binaries are not each linked with the full
+#     debug information of every dependency.
+# Both stay exported for every later cargo command here and in the adapter scripts (else
+# cargo would find the workspace stale and compile it again). In a target directory that
+# already holds a build, the usual two steps run instead with the usual profile (switching
+# would recompile every workspace crate whenever one alternates with plain cargo commands).
+# DAFS_ONE_PASS_BUILD=1 or 0 forces one way.
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
-lint_in_build=${DAFS_LINT_IN_BUILD:-}
-if [ -z "$lint_in_build" ]; then
-    if [ -d "$CARGO_TARGET_DIR/debug/deps" ]; then lint_in_build=0; else lint_in_build=1; fi
+one_pass=${DAFS_ONE_PASS_BUILD:-}
+if [ -z "$one_pass" ]; then
+    if [ -d "$CARGO_TARGET_DIR/debug/deps" ]; then one_pass=0; else one_pass=1; fi
 fi
 clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)
-if [ "$lint_in_build" = 1 ] && [ -n "$clippy_driver" ]; then
-    # Kept for every later cargo command here and in the adapter scripts: without it
-    # they would find the workspace crates stale and compile them again.
+if [ "$one_pass" = 1 ] && [ -n "$clippy_driver" ]; then
     export RUSTC_WORKSPACE_WRAPPER=$clippy_driver CLIPPY_ARGS=-Dwarnings
+    export CARGO_PROFILE_DEV_DEBUG=line-tables-only
     echo "==> cargo build (tests), linted by clippy-driver (-D warnings)"
 else
     echo "==> cargo clippy (-D warnings)"
