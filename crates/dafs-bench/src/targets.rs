@@ -49,22 +49,25 @@ impl Pair<'_> {
         let r = self.a;
         format!("{} {} QD{} {}", r.op, r.pattern, r.qd, fmt_size(r.bs as u64))
     }
-    fn side(r: &DataRow, cpu: bool) -> String {
+    /// One side's numbers; `qd` names its queue depth (when the two sides differ in it).
+    fn side(r: &DataRow, cpu: bool, qd: bool) -> String {
         let ops = if r.bs <= 16 * KIB {
             format!(", {:.0} ops/s, {:.2} us", r.iops, r.lat_us)
         } else {
             String::new()
         };
         let cpu = if cpu { format!(", {:.3} s/GB", r.cpu_s_per_gb) } else { String::new() };
-        format!("{} {:.1} MB/s{ops}{cpu}", r.backend, r.mbps)
+        let qd = if qd { format!(" QD{}", r.qd) } else { String::new() };
+        format!("{}{qd} {:.1} MB/s{ops}{cpu}", r.backend, r.mbps)
     }
     fn detail(&self, r: Rule) -> String {
         let cpu = r.cpu_max.is_some();
+        let qd = self.a.qd != self.b.qd;
         let mut s = format!(
             "{}: {} vs {}: {:.2}x",
             self.what(),
-            Self::side(self.a, cpu),
-            Self::side(self.b, cpu),
+            Self::side(self.a, cpu, qd),
+            Self::side(self.b, cpu, qd),
             self.tput()
         );
         if cpu {

@@ -201,7 +201,10 @@ fn tcp_queue_depth_scaling_is_checked_at_64_to_256_kib() {
     let t = evaluate(&res, 8, true);
     let s = find(&t, "dafs-tcp sequential reads QD8 >= 1.5x QD1");
     assert_eq!(s.status, "MISS", "{s:?}");
-    assert!(s.detail.contains("1.40x"), "{s:?}");
+    assert!(
+        s.detail.contains("dafs-tcp QD8 700.0 MB/s vs dafs-tcp QD1 500.0 MB/s: 1.40x"),
+        "{s:?}"
+    );
     // 1 MiB is outside the range.
     let mut res = good();
     set(&mut res, "read", "seq", 8, 1024 * K, "dafs-tcp", |r| r.mbps = 500.0);
