@@ -1,4 +1,4 @@
-//! Targets and the Markdown report.
+//! The Markdown report (targets.rs evaluates the targets it lists).
 
 use std::fmt::Write;
 
