@@ -33,7 +33,8 @@ fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 export DAFS_PROFILE=${DAFS_PROFILE:-debug}
 echo "==> cargo build ($DAFS_PROFILE) -p dafs-capi -p dafs-cli"
-if [ "$DAFS_PROFILE" = release ]; then cargo build --release -q -p dafs-capi -p dafs-cli; else cargo build -q -p dafs-capi -p dafs-cli; fi
+source scripts/lib-build.sh
+cargo_build -p dafs-capi -p dafs-cli
 REL=$CARGO_TARGET_DIR/$DAFS_PROFILE
 BUILD=$CARGO_TARGET_DIR/bdb-tests
 PREFIX=$BUILD/prefix

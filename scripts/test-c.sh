@@ -83,7 +83,8 @@ fi
 # costs no second build (DAFS_PROFILE=release to test the release build).
 export DAFS_PROFILE=${DAFS_PROFILE:-debug}
 echo "==> cargo build ($DAFS_PROFILE) -p dafs-capi -p dafs-cli"
-if [ "$DAFS_PROFILE" = release ]; then cargo build --release -q -p dafs-capi -p dafs-cli; else cargo build -q -p dafs-capi -p dafs-cli; fi
+source scripts/lib-build.sh
+cargo_build -p dafs-capi -p dafs-cli
 REL=$CARGO_TARGET_DIR/$DAFS_PROFILE
 PREFIX=$BUILD/prefix
 rm -rf "$PREFIX"

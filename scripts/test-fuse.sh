@@ -52,7 +52,8 @@ fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 export DAFS_PROFILE=${DAFS_PROFILE:-debug}
 echo "==> cargo build ($DAFS_PROFILE) -p dafs-cli"
-if [ "$DAFS_PROFILE" = release ]; then cargo build --release -q -p dafs-cli; else cargo build -q -p dafs-cli; fi
+source scripts/lib-build.sh
+cargo_build -p dafs-cli
 BIN=$CARGO_TARGET_DIR/$DAFS_PROFILE
 DAFS=$BIN/dafs
 

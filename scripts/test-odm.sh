@@ -24,7 +24,8 @@ fi
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 export DAFS_PROFILE=${DAFS_PROFILE:-debug}
 echo "==> cargo build ($DAFS_PROFILE) -p dafs-capi -p dafs-cli"
-if [ "$DAFS_PROFILE" = release ]; then cargo build --release -q -p dafs-capi -p dafs-cli; else cargo build -q -p dafs-capi -p dafs-cli; fi
+source scripts/lib-build.sh
+cargo_build -p dafs-capi -p dafs-cli
 BUILD=$CARGO_TARGET_DIR/odm-tests
 PREFIX=$BUILD/prefix
 rm -rf "$PREFIX"

@@ -67,9 +67,13 @@ export PATH="$venv/bin:$PATH" # the maturin build backend runs `maturin`
 # dafsd from the dev profile by default (scripts/test.sh has just built it).
 profile=${DAFS_PROFILE:-debug}
 echo "==> cargo build ($profile) -p dafs-cli"
-if [ "$profile" = release ]; then cargo build --release -q -p dafs-cli; else cargo build -q -p dafs-cli; fi
-# The extension in the same profile: with the dev profile maturin reuses what the
-# workspace build compiled (pyo3 and the client), instead of a second, release build.
+source scripts/lib-build.sh
+DAFS_PROFILE=$profile cargo_build -p dafs-cli
+# The extension in the same profile, not a second, release build. maturin builds this one
+# package (cargo rustc -p dafs-python): it reuses the dependencies that resolve to the same
+# features as in the workspace build (crates/dafs-python/Cargo.toml names two for that);
+# serde, dafs-cluster, dafs-client and pyo3 (whose build script sees maturin's PYO3_PYTHON)
+# are compiled again.
 if [ "$profile" = release ]; then export MATURIN_PEP517_ARGS=""; else export MATURIN_PEP517_ARGS="--profile dev"; fi
 echo "==> pip install ./crates/dafs-python (maturin, $profile)"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \

@@ -39,7 +39,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 # The dev profile by default, as scripts/test-c.sh (no second build in scripts/test.sh).
 export DAFS_PROFILE=${DAFS_PROFILE:-debug}
 echo "==> cargo build ($DAFS_PROFILE) -p dafs-capi -p dafs-cli"
-if [ "$DAFS_PROFILE" = release ]; then cargo build --release -q -p dafs-capi -p dafs-cli; else cargo build -q -p dafs-capi -p dafs-cli; fi
+source scripts/lib-build.sh
+cargo_build -p dafs-capi -p dafs-cli
 REL=$CARGO_TARGET_DIR/$DAFS_PROFILE
 BUILD=$CARGO_TARGET_DIR/sqlite-tests
 PREFIX=$BUILD/prefix

@@ -8,10 +8,37 @@ export RUST_BACKTRACE=1
 # Style gates first: they are cheap and a failure here needs no test run to explain.
 echo "==> cargo fmt --check"
 cargo fmt --all -- --check
-echo "==> cargo clippy (-D warnings)"
-cargo clippy --workspace --all-targets -q -- -D warnings
-echo "==> cargo build (tests)"
+# Lints and the build. On an empty target directory (CI's clean checkout: everything is
+# compiled from scratch) the build is one pass:
+#   - clippy runs inside it: clippy-driver, as the workspace members' compiler, lints them
+#     exactly as `cargo clippy -- -D warnings` does and generates their code too, where a
+#     separate `cargo clippy` first would check every dependency and member a second time;
+#   - debug information is line tables only (CARGO_PROFILE_DEV_DEBUG): backtraces keep
+#     their files and lines, and the ~60 test binaries are not each linked with the full
+#     debug information of every dependency.
+# Both stay exported for every later cargo command here and in the adapter scripts (else
+# cargo would find the workspace stale and compile it again). In a target directory that
+# already holds a build, the usual two steps run instead with the usual profile (switching
+# would recompile every workspace crate whenever one alternates with plain cargo commands).
+# DAFS_ONE_PASS_BUILD=1 or 0 forces one way.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
+one_pass=${DAFS_ONE_PASS_BUILD:-}
+if [ -z "$one_pass" ]; then
+    if [ -d "$CARGO_TARGET_DIR/debug/deps" ]; then one_pass=0; else one_pass=1; fi
+fi
+clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)
+if [ "$one_pass" = 1 ] && [ -n "$clippy_driver" ]; then
+    export RUSTC_WORKSPACE_WRAPPER=$clippy_driver CLIPPY_ARGS=-Dwarnings
+    export CARGO_PROFILE_DEV_DEBUG=line-tables-only
+    echo "==> cargo build (tests), linted by clippy-driver (-D warnings)"
+else
+    echo "==> cargo clippy (-D warnings)"
+    cargo clippy --workspace --all-targets -q -- -D warnings
+    echo "==> cargo build (tests)"
+fi
 cargo build --workspace --all-targets -q
+# The adapter scripts build this same selection (scripts/lib-build.sh): fresh.
+export DAFS_CARGO_SELECTION="--workspace --all-targets"
 echo "==> cargo test"
 log=$(mktemp /tmp/dafs-test.XXXXXX.log)
 set +e

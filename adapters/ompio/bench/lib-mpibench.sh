@@ -35,11 +35,8 @@ mpibench_build() {
     local dir=$1
     export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
     echo "==> cargo build ($DAFS_PROFILE) -p dafs-capi -p dafs-cli" >&2
-    if [ "$DAFS_PROFILE" = release ]; then
-        (cd "$ROOT" && cargo build --release -q -p dafs-capi -p dafs-cli)
-    else
-        (cd "$ROOT" && cargo build -q -p dafs-capi -p dafs-cli)
-    fi
+    # shellcheck source=../../../scripts/lib-build.sh
+    (cd "$ROOT" && source scripts/lib-build.sh && cargo_build -p dafs-capi -p dafs-cli)
     REL=$CARGO_TARGET_DIR/$DAFS_PROFILE
     mkdir -p "$dir"
     local prefix=$dir/prefix

@@ -39,6 +39,7 @@ mod report;
 mod results;
 pub mod seeds;
 mod server;
+mod targets;
 mod util;
 
 use std::path::{Path, PathBuf};
@@ -744,7 +745,7 @@ pub fn bench(a: &BenchArgs) -> Result<Results, String> {
         let _ = std::fs::remove_file(p);
     }
 
-    report::evaluate_targets(&mut res, &cfg, have_nfs);
+    res.targets = targets::evaluate(&res, cfg.qd, have_nfs);
     res.info.other_load_cores = median_opt(
         &res.data.iter().flat_map(|r| r.runs.iter().map(|s| s.other_cores)).collect::<Vec<_>>(),
     );
@@ -870,7 +871,7 @@ mod tests {
             &std::fs::read_to_string(out.path().join("results.json")).unwrap(),
         )
         .unwrap();
-        assert_eq!(json["targets"].as_array().unwrap().len(), 5);
+        assert_eq!(json["targets"].as_array().unwrap().len(), 11);
         assert!(json["data"]
             .as_array()
             .unwrap()

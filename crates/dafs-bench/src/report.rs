@@ -1,10 +1,10 @@
-//! Targets and the Markdown report.
+//! The Markdown report (targets.rs evaluates the targets it lists).
 
 use std::fmt::Write;
 
 use crate::backends::META_PHASES;
 use crate::util::{fmt_size, ratio};
-use crate::{Cfg, DataRow, Results, Target};
+use crate::{DataRow, Results};
 
 fn x(r: Option<f64>) -> String {
     match r {
@@ -56,146 +56,6 @@ fn o3(v: Option<f64>) -> String {
 }
 fn o1(v: Option<f64>) -> String {
     v.map(f1).unwrap_or_else(|| "-".into())
-}
-
-const MIB: usize = 1 << 20;
-const K4: usize = 4096;
-
-pub(crate) fn evaluate_targets(res: &mut Results, cfg: &Cfg, have_nfs: bool) {
-    let qd = cfg.qd;
-    let mut t: Vec<Target> = Vec::new();
-    let mut push = |name: String, ok: Option<bool>, na: &str, detail: String| {
-        let status = match ok {
-            Some(true) => "PASS".to_string(),
-            Some(false) => "MISS".to_string(),
-            None => format!("n/a ({na})"),
-        };
-        t.push(Target { name, status, detail });
-    };
-    let no_nfs = "no NFS baseline";
-
-    // 1. shm 1 MiB reads vs local pread
-    let name =
-        "dafs-shm 1 MiB reads >= 0.9x local pread throughput with client CPU/GB <= 0.25x local"
-            .to_string();
-    match (res.row("read", "seq", qd, MIB, "dafs-shm"), res.row("read", "seq", 1, MIB, "local")) {
-        (Some(s), Some(l)) => {
-            let tr = s.mbps / l.mbps;
-            let cr = s.cpu_s_per_gb / l.cpu_s_per_gb;
-            let q1 = res
-                .row("read", "seq", 1, MIB, "dafs-shm")
-                .map(|r| {
-                    format!(
-                        "; dafs-shm sequential QD1: {} MB/s, {} s/GB ({:.2}x, {:.2}x)",
-                        mbps(r.mbps),
-                        f3(r.cpu_s_per_gb),
-                        r.mbps / l.mbps,
-                        r.cpu_s_per_gb / l.cpu_s_per_gb
-                    )
-                })
-                .unwrap_or_default();
-            push(
-                name,
-                Some(tr >= 0.9 && cr <= 0.25),
-                "",
-                format!("dafs-shm sequential QD{qd} (asynchronous, registered memory): {} MB/s, {} s/GB vs local pread sequential QD1: {} MB/s, {} s/GB: {:.2}x throughput, {:.2}x CPU/GB{q1}", mbps(s.mbps), f3(s.cpu_s_per_gb), mbps(l.mbps), f3(l.cpu_s_per_gb), tr, cr),
-            );
-        }
-        _ => push(
-            name,
-            None,
-            "not measured: needs the bandwidth workload with 1 MiB blocks on local and dafs-shm",
-            String::new(),
-        ),
-    }
-
-    // 2. shm 4 KiB random read latency
-    let name = "dafs-shm 4 KiB random reads QD1: mean latency <= 6 us".to_string();
-    match res.row("read", "rand", 1, K4, "dafs-shm") {
-        Some(s) => {
-            let local = res
-                .row("read", "rand", 1, K4, "local")
-                .map(|l| format!(" (local pread: {:.2} us{})", l.lat_us, pct(l)))
-                .unwrap_or_default();
-            let got = format!("{:.2} us{}{local}", s.lat_us, pct(s));
-            push(name, Some(s.lat_us <= 6.0), "", got);
-        }
-        None => push(
-            name,
-            None,
-            "not measured: needs the bandwidth workload with 4 KiB blocks on dafs-shm",
-            String::new(),
-        ),
-    }
-
-    // 3. tcp 4 KiB random reads vs NFS
-    let name = "dafs-tcp 4 KiB random reads QD1 >= 2x NFS ops/s".to_string();
-    match (res.row("read", "rand", 1, K4, "dafs-tcp"), res.row("read", "rand", 1, K4, "nfs")) {
-        (Some(d), Some(n)) => push(
-            name,
-            Some(d.iops >= 2.0 * n.iops),
-            "",
-            format!(
-                "dafs-tcp {:.0} ops/s ({:.1} us) vs nfs {:.0} ops/s ({:.1} us): {:.2}x",
-                d.iops,
-                d.lat_us,
-                n.iops,
-                n.lat_us,
-                d.iops / n.iops
-            ),
-        ),
-        (_, None) if !have_nfs => push(name, None, no_nfs, String::new()),
-        _ => push(
-            name,
-            None,
-            "not measured: needs 4 KiB random reads on dafs-tcp and nfs",
-            String::new(),
-        ),
-    }
-
-    // 4. tcp 1 MiB reads vs NFS
-    let name = "dafs-tcp 1 MiB reads >= 2x NFS throughput at <= 0.5x its client CPU/GB".to_string();
-    match (res.row("read", "seq", qd, MIB, "dafs-tcp"), res.row("read", "seq", qd, MIB, "nfs")) {
-        (Some(d), Some(n)) => {
-            let tr = d.mbps / n.mbps;
-            let cr = d.cpu_s_per_gb / n.cpu_s_per_gb;
-            push(name, Some(tr >= 2.0 && cr <= 0.5), "", format!("sequential QD{qd}: dafs-tcp {} MB/s, {} s/GB vs nfs {} MB/s, {} s/GB: {:.2}x throughput, {:.2}x CPU/GB", mbps(d.mbps), f3(d.cpu_s_per_gb), mbps(n.mbps), f3(n.cpu_s_per_gb), tr, cr));
-        }
-        (_, None) if !have_nfs => push(name, None, no_nfs, String::new()),
-        _ => push(
-            name,
-            None,
-            "not measured: needs 1 MiB sequential reads on dafs-tcp and nfs",
-            String::new(),
-        ),
-    }
-
-    // 5. metadata mix over shm vs NFS
-    let name = "metadata mix over dafs-shm >= 20x NFS ops/s".to_string();
-    let m = |b: &str| {
-        res.metadata.iter().find(|r| r.backend == b && r.error.is_none() && r.mix_ops_s.is_finite())
-    };
-    match (m("dafs-shm"), m("nfs")) {
-        (Some(d), Some(n)) => push(
-            name,
-            Some(d.mix_ops_s >= 20.0 * n.mix_ops_s),
-            "",
-            format!(
-                "dafs-shm {:.0} ops/s vs nfs {:.0} ops/s: {:.1}x",
-                d.mix_ops_s,
-                n.mix_ops_s,
-                d.mix_ops_s / n.mix_ops_s
-            ),
-        ),
-        (_, None) if !have_nfs => push(name, None, no_nfs, String::new()),
-        _ => push(
-            name,
-            None,
-            "not measured: needs the metadata workload on dafs-shm and nfs",
-            String::new(),
-        ),
-    }
-    res.targets = t;
 }
 
 /// " (p50 X, p99 Y)" where the row has latency percentiles (QD1), else "".

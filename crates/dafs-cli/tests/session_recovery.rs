@@ -1,5 +1,6 @@
 //! Sessions that survive failure, against a real dafsd: exactly-once execution across
-//! 1,000+ cut connections (fault-injecting transport, fixed seeds), reconnection within
+//! 1,000+ cut connections over TCP and 300+ over each other provider (fault-injecting
+//! transport, fixed seeds), reconnection within
 //! the lease, lease expiry (BADSESSION, then re-establishing and re-opening by path),
 //! fencing through `dafs admin`, server-directed slot targets, limits, access control,
 //! per-request credentials and the Prometheus endpoint.
@@ -74,7 +75,8 @@ fn counter(sock: &Path, name: &str) -> u64 {
 /// cuts. Every operation must succeed (each is executed once however often it is
 /// resent), and at the end the export must match a model of what should be there.
 /// `connections`: the TCP session's connections (trunking; other providers use one).
-fn exactly_once_under_cut_connections(provider: Provider, connections: u32) {
+/// `cuts`: about how many connection cuts the run makes.
+fn exactly_once_under_cut_connections(provider: Provider, connections: u32, cuts: u64) {
     let base = tempfile::tempdir().unwrap();
     let admin_sock = base.path().join("admin.sock");
     let srv = TestServer::start(&["--admin-socket", admin_sock.to_str().unwrap()]);
@@ -103,7 +105,7 @@ fn exactly_once_under_cut_connections(provider: Provider, connections: u32) {
     let mut created = 0u64;
     let mut ops = 0u64;
     let t0 = Instant::now();
-    while ctl.counts().cuts < 1000 {
+    while ctl.counts().cuts < cuts {
         assert!(ops < 200_000, "too few cuts: {:?} after {ops} ops", ctl.counts());
         assert!(
             t0.elapsed() < Duration::from_secs(240),
@@ -230,12 +232,12 @@ fn exactly_once_under_cut_connections(provider: Provider, connections: u32) {
         assert!(on_disk[k] == *v, "{k}: content differs from the model");
     }
     assert!(
-        counts.cuts >= 1000 && counts.duplicated > 0 && counts.delayed > 0 && counts.dropped > 0,
+        counts.cuts >= cuts && counts.duplicated > 0 && counts.delayed > 0 && counts.dropped > 0,
         "{counts:?}"
     );
     // A cut connection of a trunked session is dropped alone (the others carry on);
     // the last one is reconnected.
-    assert!(stats.reconnects + stats.connections_lost >= 900, "{stats:?}");
+    assert!(stats.reconnects + stats.connections_lost >= cuts * 9 / 10, "{stats:?}");
     // The server saw retransmissions and answered some from its reply cache.
     let replays = counter(&admin_sock, "replays");
     let binds = counter(&admin_sock, "binds");
@@ -354,29 +356,35 @@ for_each_provider!(
 /// key at the target without telling the initiator, so it never completed and every later
 /// RMA of the connection queued behind it. A copy arriving on the connection that already
 /// carried its original's reply is now dropped (see `Session::answered_here`).
+///
+/// The replay logic under test (slots, sequence ids, the reply cache, re-binding) sits
+/// above the transport: the full 1,000 cuts run over TCP; the other providers and the
+/// trunked session, whose own part is how a connection is cut and re-made and how direct
+/// transfers are placed, run 300, still about 30 cuts per kind of operation (1,000 on
+/// each repeated that work).
 mod exactly_once {
     use super::Provider;
     #[test]
     fn tcp() {
-        super::exactly_once_under_cut_connections(Provider::Tcp, 1)
+        super::exactly_once_under_cut_connections(Provider::Tcp, 1, 1000)
     }
     /// One session over three connections (trunking): cuts drop single members, which
     /// the client replaces with trunking binds while requests are resent on the others.
     #[test]
     fn tcp_trunked() {
-        super::exactly_once_under_cut_connections(Provider::Tcp, 3)
+        super::exactly_once_under_cut_connections(Provider::Tcp, 3, 300)
     }
     #[test]
     fn shm() {
-        super::exactly_once_under_cut_connections(Provider::Auto, 1)
+        super::exactly_once_under_cut_connections(Provider::Auto, 1, 300)
     }
     #[test]
     fn ofi_tcp() {
-        super::exactly_once_under_cut_connections(Provider::Ofi("tcp"), 1)
+        super::exactly_once_under_cut_connections(Provider::Ofi("tcp"), 1, 300)
     }
     #[test]
     fn ofi_shm() {
-        super::exactly_once_under_cut_connections(Provider::Ofi("shm"))
+        super::exactly_once_under_cut_connections(Provider::Ofi("shm"), 1, 300)
     }
 }
 
