@@ -42,6 +42,25 @@ fn cluster_env(
     secret: Option<&[u8]>,
     env: &[(&str, &str)],
 ) -> Cluster {
+    // The members' addresses are written before any node starts, so another test may
+    // take a port in between: start again on new ports then.
+    for attempt in 1.. {
+        match try_cluster_env(n, placement, extra, secret, env) {
+            Ok(c) => return c,
+            Err(e) if e.contains("Address already in use") && attempt < 5 => continue,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    unreachable!()
+}
+
+fn try_cluster_env(
+    n: usize,
+    placement: &str,
+    extra: &[&str],
+    secret: Option<&[u8]>,
+    env: &[(&str, &str)],
+) -> Result<Cluster, String> {
     let dir = tempfile::tempdir().unwrap();
     let addrs: Vec<String> = (0..n).map(|_| free_addr()).collect();
     let list: Vec<String> = addrs.iter().map(|a| format!("{a:?}")).collect();
@@ -61,10 +80,10 @@ fn cluster_env(
                 admin.to_str().unwrap(),
             ];
             args.extend_from_slice(extra);
-            TestServer::try_start_env(&args, secret, None, env).unwrap_or_else(|e| panic!("{e}"))
+            TestServer::try_start_env(&args, secret, None, env)
         })
-        .collect();
-    Cluster { nodes, addrs, dir }
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Cluster { nodes, addrs, dir })
 }
 
 fn admin_socket(dir: &Path, i: usize) -> PathBuf {
