@@ -10,6 +10,14 @@ use common::{pattern, TestServer};
 use dafs_client::dafs_proto::{Opcode, RemoteRegion, Request, Status};
 use dafs_client::{Client, ClientConfig, Error, IoBuf, OpenOptions, Provider};
 
+/// Tests of this binary one at a time: `killed_client_mid_io_is_cleaned_up` counts the
+/// shared-memory mappings of this process (`/proc/self/maps`), which every in-process
+/// client and server of the other tests adds to while it runs.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A server with its shm socket at a known path; returns (server, "dafs+shm://...").
 fn shm_server(extra: &[&str]) -> (TestServer, String, tempfile::TempDir) {
     let sockdir = tempfile::tempdir().unwrap();
@@ -30,6 +38,7 @@ fn shm_client(target: &str) -> Client {
 
 #[test]
 fn same_host_tcp_target_switches_to_shm_unless_told_not_to() {
+    let _maps = one_at_a_time();
     let (srv, _, _d) = shm_server(&[]);
     let c = srv.client_with(|c| c.provider = Provider::Auto).unwrap();
     assert_eq!(c.provider(), "shm");
@@ -42,6 +51,7 @@ fn same_host_tcp_target_switches_to_shm_unless_told_not_to() {
 
 #[test]
 fn direct_reads_and_writes_land_in_registered_memory() {
+    let _maps = one_at_a_time();
     let (srv, target, _d) = shm_server(&[]);
     let mut c = shm_client(&target);
     assert_eq!(c.provider(), "shm");
@@ -87,6 +97,7 @@ fn direct_reads_and_writes_land_in_registered_memory() {
 
 #[test]
 fn large_direct_reads_split_over_copy_engines_end_where_the_file_ends() {
+    let _maps = one_at_a_time();
     // Three engines: a 2 MiB read is cut into chunks placed by four threads at once.
     let (srv, target, _d) = shm_server(&["--copy-threads", "3"]);
     let len = (1 << 20) + 300 * 1024 + 5;
@@ -118,6 +129,7 @@ fn large_direct_reads_split_over_copy_engines_end_where_the_file_ends() {
 
 #[test]
 fn each_provider_gets_its_own_inline_threshold() {
+    let _maps = one_at_a_time();
     let (srv, _, _d) =
         shm_server(&["--inline-threshold", "4096", "--inline-threshold-shm", "32768"]);
     let c = srv.client_with(|c| c.provider = Provider::Auto).unwrap();
@@ -134,6 +146,7 @@ fn each_provider_gets_its_own_inline_threshold() {
 
 #[test]
 fn bad_keys_offsets_and_lengths_are_refused() {
+    let _maps = one_at_a_time();
     let (srv, target, _d) = shm_server(&[]);
     std::fs::write(srv.dir().join("f"), vec![1u8; 1 << 20]).unwrap();
     let mut c = shm_client(&target);
@@ -183,6 +196,7 @@ fn bad_keys_offsets_and_lengths_are_refused() {
 
 #[test]
 fn concurrent_shm_clients() {
+    let _maps = one_at_a_time();
     let (srv, target, _d) = shm_server(&[]);
     let threads: Vec<_> = (0..4u8)
         .map(|t| {
@@ -233,6 +247,7 @@ fn concurrent_shm_clients() {
 
 #[test]
 fn server_death_is_reported_promptly() {
+    let _maps = one_at_a_time();
     let (mut srv, target, _d) = shm_server(&[]);
     let mut c = shm_client(&target);
     let f = c.open("x", OpenOptions::read_write().create(true)).unwrap();
@@ -263,6 +278,7 @@ fn count_maps(pattern: &str) -> usize {
 
 #[test]
 fn killed_client_mid_io_is_cleaned_up() {
+    let _maps = one_at_a_time();
     // Server in this process (so its sessions and mappings can be observed), the client
     // a `dafs get` child process killed in the middle of a large transfer.
     let export = tempfile::tempdir().unwrap();
@@ -304,7 +320,9 @@ fn killed_client_mid_io_is_cleaned_up() {
         let _ = child.kill();
         let _ = child.wait();
         let t = Instant::now();
-        while (server_sessions(&srv) > 0 || count_maps("dafs-region") > maps_before)
+        while (server_sessions(&srv) > 0
+            || count_maps("dafs-region") > maps_before
+            || count_maps("dafs-rings") > 0)
             && t.elapsed() < Duration::from_secs(10)
         {
             std::thread::sleep(Duration::from_millis(10));
@@ -397,6 +415,7 @@ fn my_uid() -> u32 {
 
 #[test]
 fn default_shm_socket_lives_in_a_private_directory_and_squatters_cannot_stop_dafsd() {
+    let _maps = one_at_a_time();
     let export = tempfile::tempdir().unwrap();
     let xdg = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -426,6 +445,7 @@ fn default_shm_socket_lives_in_a_private_directory_and_squatters_cannot_stop_daf
 
 #[test]
 fn explicit_shm_socket_in_an_unsafe_place_is_refused_clearly() {
+    let _maps = one_at_a_time();
     use std::os::unix::fs::PermissionsExt;
     let start = |sock: &std::path::Path| {
         common::TestServer::try_start(&["--shm-socket", sock.to_str().unwrap()], None, None)
@@ -464,6 +484,7 @@ fn explicit_shm_socket_in_an_unsafe_place_is_refused_clearly() {
 /// a `dafs+shm://` target, stays on TCP with a TCP target, and is counted.
 #[test]
 fn shm_allow_uids_admits_listed_users_only() {
+    let _maps = one_at_a_time();
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
     const ALLOWED: u32 = 54_321;
@@ -524,6 +545,7 @@ fn shm_allow_uids_admits_listed_users_only() {
 /// write is refused.
 #[test]
 fn admin_socket_lives_in_the_private_runtime_directory() {
+    let _maps = one_at_a_time();
     use std::os::unix::fs::PermissionsExt;
     let export = tempfile::tempdir().unwrap();
     let xdg = tempfile::tempdir().unwrap();
