@@ -167,9 +167,13 @@ impl Conn {
             // A copy of a READ_DIRECT already answered on this connection: that reply is
             // on its way, and executing it again would place data into client memory
             // the client may have reused or withdrawn (see `Session::answered_here`).
+            // Of a trunked session, only a copy on the member that carried the answer: a
+            // copy on another one is the client resending after it gave that member up
+            // (maybe before this worker saw the member go), and must be answered.
             SlotVerdict::Replay
                 if h.opcode == Opcode::ReadDirect
                     && s.answered_here[h.slot_id as usize]
+                    && self.slot_chan.get(h.slot_id as usize) == Some(&self.t.channel())
                     && s.exec_digest[h.slot_id as usize] == digest =>
             {
                 sh.stats.duplicates_dropped.fetch_add(1, Relaxed);
