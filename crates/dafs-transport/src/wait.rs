@@ -63,27 +63,7 @@ pub fn sleep_on_fd(
     want_write: bool,
     deadline: Option<Instant>,
 ) -> std::io::Result<()> {
-    let mut flags = PollFlags::IN;
-    if want_write {
-        flags |= PollFlags::OUT;
-    }
-    let timeout_ms: i32 = match deadline {
-        None => -1,
-        Some(d) => {
-            let now = Instant::now();
-            if d <= now {
-                return Ok(());
-            }
-            // round up so we never spin on a sub-millisecond remainder
-            ((d - now).as_micros().div_ceil(1000)).min(i32::MAX as u128) as i32
-        }
-    };
-    let mut fds = [PollFd::from_borrowed_fd(fd, flags)];
-    match poll(&mut fds, timeout_ms) {
-        Ok(_) => Ok(()),
-        Err(rustix::io::Errno::INTR) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    sleep_on_fds(&[(fd, want_write)], deadline)
 }
 
 /// Adaptive spin budget. Spinning pays only when the awaited event comes within the
